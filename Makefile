@@ -1,0 +1,60 @@
+# Two commands matter (README): `make run` and `make test`. Both install what is missing.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3.11
+
+STORE ?= sample
+INPUT ?= data/sample.txt
+TOPIC ?= $(STORE)-lines
+CHECKPOINT ?= .stack/checkpoints/$(STORE)
+PARTITIONS ?= 4
+STORE_TYPE ?=
+TRIGGER ?= available-now
+PYTEST_ARGS ?=
+
+.PHONY: install venv jvm run test test-unit lint stack-up stack-down stack-status stack-reset clean
+
+install: venv jvm
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
+	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+jvm:
+	scripts/install-jvm
+
+stack-up: install
+	scripts/stack up
+stack-down:
+	scripts/stack down
+stack-status:
+	scripts/stack status
+stack-reset:
+	scripts/stack reset
+
+# Count INPUT into STORE through Kafka and Spark on the local stack, print the top 20 words.
+run: install
+	STORE=$(STORE) INPUT=$(INPUT) TOPIC=$(TOPIC) CHECKPOINT=$(CHECKPOINT) PARTITIONS=$(PARTITIONS) \
+	STORE_TYPE=$(STORE_TYPE) TRIGGER=$(TRIGGER) scripts/run
+
+# Every test on the real stack; stops the stack afterwards if this target started it.
+test: install
+	@if scripts/stack status >/dev/null 2>&1; then started=0; else started=1; scripts/stack up; fi; \
+	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$started = 1 ]; then scripts/stack down; fi; exit $$rc
+
+# Unit tests only: no services needed.
+test-unit: venv
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	scripts/stack down || true
+	rm -rf .stack/data .stack/logs .stack/checkpoints

@@ -1,0 +1,14 @@
+"""spark-submit entry point: the streaming word count (Kafka -> Cassandra store).
+
+    spark-submit --jars <kafka connector jars> jobs/wordcount_stream.py \
+        --topic lines --store wordcount --checkpoint /path/to/checkpoint [--trigger 10s]
+
+All logic lives in statestore.wordcount; `--help` lists every setting.
+"""
+
+import sys
+
+from statestore.wordcount import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,358 @@
+"""The local stack: a real single-node Cassandra 5.0 and Kafka 4.x (KRaft) on 127.0.0.1.
+
+Both run as background JVM processes from the jars `scripts/install-jvm` fetched from Maven
+Central into .stack/lib/. Data, logs and pid files live under .stack/ (git-ignored).
+
+    python stack/stack.py up [--auth]   start both (a no-op for what already runs)
+    python stack/stack.py down          stop both by their recorded pids
+    python stack/stack.py status        what runs, exit 1 unless both answer
+    python stack/stack.py reset         stop both and delete their data
+
+Ports come from STATESTORE_CASSANDRA_PORT (9042), STATESTORE_CASSANDRA_STORAGE_PORT (7000),
+STATESTORE_CASSANDRA_JMX_PORT (7199), STATESTORE_KAFKA_PORT (9092) and
+STATESTORE_KAFKA_CONTROLLER_PORT (9093).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+STACK_CONF = PROJECT / "stack"
+STATE = Path(os.environ.get("STATESTORE_STACK_DIR", PROJECT / ".stack"))
+LIB = STATE / "lib"
+RUN = STATE / "run"
+LOGS = STATE / "logs"
+DATA = STATE / "data"
+
+CASSANDRA_START_TIMEOUT_S = 180
+KAFKA_START_TIMEOUT_S = 90
+STOP_TIMEOUT_S = 60
+
+
+class StackError(RuntimeError):
+    """A stack operation that cannot go on; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    cassandra: int
+    cassandra_storage: int
+    cassandra_jmx: int
+    kafka: int
+    kafka_controller: int
+
+    @classmethod
+    def from_env(cls) -> Ports:
+        def port(name: str, default: int) -> int:
+            raw = os.environ.get(name, str(default))
+            if not raw.isdigit() or not 0 < int(raw) < 65536:
+                raise StackError(f"{name}={raw!r} is not a TCP port (1-65535)")
+            return int(raw)
+
+        return cls(
+            cassandra=port("STATESTORE_CASSANDRA_PORT", 9042),
+            cassandra_storage=port("STATESTORE_CASSANDRA_STORAGE_PORT", 7000),
+            cassandra_jmx=port("STATESTORE_CASSANDRA_JMX_PORT", 7199),
+            kafka=port("STATESTORE_KAFKA_PORT", 9092),
+            kafka_controller=port("STATESTORE_KAFKA_CONTROLLER_PORT", 9093),
+        )
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _pid_file(name: str) -> Path:
+    return RUN / f"{name}.pid"
+
+
+def running_pid(name: str) -> int | None:
+    """The pid recorded for `name` if that process still lives, else None."""
+    try:
+        pid = int(_pid_file(name).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    # A recycled pid would belong to some other program: check it is our JVM.
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return pid if str(STATE).encode() in cmdline else None
+
+
+def _ensure_port_free(port: int, what: str, env_name: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise StackError(
+                f"port {port} on 127.0.0.1 ({what}) is already taken by another process. "
+                f"Stop that process, or choose another port with {env_name}=<port>."
+            ) from None
+
+
+def _jars(component: str) -> list[Path]:
+    jars = sorted((LIB / component).glob("*.jar"))
+    if not jars:
+        raise StackError(
+            f"no {component} jars in {LIB / component}: run `make install` (or scripts/install-jvm) first"
+        )
+    return jars
+
+
+def _spawn(name: str, argv: list[str], log: Path) -> subprocess.Popen:
+    RUN.mkdir(parents=True, exist_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=STATE,
+        )
+    _pid_file(name).write_text(str(proc.pid))
+    return proc
+
+
+def _stop(name: str) -> bool:
+    pid = running_pid(name)
+    if pid is None:
+        _pid_file(name).unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline and running_pid(name) == pid:
+        time.sleep(0.3)
+    if running_pid(name) == pid:
+        os.kill(pid, signal.SIGKILL)
+        while running_pid(name) == pid:
+            time.sleep(0.1)
+    _pid_file(name).unlink(missing_ok=True)
+    return True
+
+
+def _wait(name: str, proc: subprocess.Popen, probe, timeout_s: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"{name} exited during start-up; see {log}")
+        try:
+            probe()
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure just means "not ready yet"
+            last_error = exc
+            time.sleep(1.0)
+    raise StackError(f"{name} did not answer within {timeout_s:.0f}s ({last_error}); see {log}")
+
+
+# ---------------------------------------------------------------- Cassandra
+
+
+def _render(template: Path, target: Path, **values: object) -> None:
+    text = string.Template(template.read_text()).substitute({k: str(v) for k, v in values.items()})
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def probe_cassandra(port: int, auth: bool = False) -> str:
+    """Run a real CQL query; returns Cassandra's release version."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+
+    provider = PlainTextAuthProvider("cassandra", "cassandra") if auth else None
+    cluster = Cluster(["127.0.0.1"], port=port, auth_provider=provider, connect_timeout=3,
+                      control_connection_timeout=3)
+    try:
+        session = cluster.connect()
+        return session.execute("SELECT release_version FROM system.local").one()[0]
+    finally:
+        cluster.shutdown()
+
+
+def start_cassandra(ports: Ports, auth: bool) -> None:
+    if running_pid("cassandra"):
+        print("cassandra: already running")
+        return
+    _ensure_port_free(ports.cassandra, "Cassandra CQL", "STATESTORE_CASSANDRA_PORT")
+    _ensure_port_free(ports.cassandra_storage, "Cassandra storage", "STATESTORE_CASSANDRA_STORAGE_PORT")
+    _ensure_port_free(ports.cassandra_jmx, "Cassandra JMX", "STATESTORE_CASSANDRA_JMX_PORT")
+    jars = _jars("cassandra")
+    jamm = next((j for j in jars if j.name.startswith("jamm-")), None)
+    if jamm is None:
+        raise StackError(f"the jamm agent jar is missing from {LIB / 'cassandra'}; rerun scripts/install-jvm")
+    data_dir = DATA / "cassandra"
+    conf = RUN / "cassandra.yaml"
+    _render(
+        STACK_CONF / "cassandra.yaml", conf,
+        storage_port=ports.cassandra_storage, native_port=ports.cassandra, data_dir=data_dir,
+        authenticator="PasswordAuthenticator" if auth else "AllowAllAuthenticator",
+        authorizer="CassandraAuthorizer" if auth else "AllowAllAuthorizer",
+    )
+    jpms = [
+        line.strip()
+        for line in (STACK_CONF / "jvm17-server.options").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    log_dir = LOGS / "cassandra"
+    argv = [
+        "java", "-Xms1g", "-Xmx1g", "-Xss512k", "-XX:+UseG1GC", "-XX:MaxDirectMemorySize=512m",
+        *jpms,
+        f"-javaagent:{jamm}",
+        f"-Dcassandra.config={conf.as_uri()}",
+        "-Dcassandra-foreground=yes",
+        f"-Dcassandra.storagedir={data_dir}",
+        f"-Dcassandra.logdir={log_dir}",
+        f"-Dlogback.configurationFile={(STACK_CONF / 'logback.xml').as_uri()}",
+        f"-Dcassandra.jmx.local.port={ports.cassandra_jmx}",
+        # One node, no peers: nothing to wait for in gossip.
+        "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+        "-Dcassandra.ring_delay_ms=0",
+        "-Dcassandra.superuser_setup_delay_ms=0",
+        "-cp", ":".join(str(j) for j in jars),
+        "org.apache.cassandra.service.CassandraDaemon",
+    ]
+    log = log_dir / "stdout.log"
+    proc = _spawn("cassandra", argv, log)
+    started = time.monotonic()
+    _wait("cassandra", proc, lambda: probe_cassandra(ports.cassandra, auth), CASSANDRA_START_TIMEOUT_S, log)
+    print(f"cassandra: up on 127.0.0.1:{ports.cassandra} (pid {proc.pid}, {time.monotonic() - started:.1f}s)")
+
+
+# ---------------------------------------------------------------- Kafka
+
+
+def probe_kafka(port: int) -> int:
+    """Fetch real cluster metadata; returns the number of brokers."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "socket.timeout.ms": 3000})
+    metadata = admin.list_topics(timeout=3)
+    if not metadata.brokers:
+        raise RuntimeError("no broker in metadata yet")
+    return len(metadata.brokers)
+
+
+def _kafka_java(jars: list[Path], log_dir: Path, main: str, *args: str) -> list[str]:
+    return [
+        "java", "-Xms512m", "-Xmx512m", "-XX:+UseG1GC",
+        f"-Dkafka.logs.dir={log_dir}",
+        f"-Dlog4j2.configurationFile={STACK_CONF / 'kafka-log4j2.properties'}",
+        "-cp", ":".join(str(j) for j in jars), main, *args,
+    ]
+
+
+def start_kafka(ports: Ports) -> None:
+    if running_pid("kafka"):
+        print("kafka: already running")
+        return
+    _ensure_port_free(ports.kafka, "Kafka broker", "STATESTORE_KAFKA_PORT")
+    _ensure_port_free(ports.kafka_controller, "Kafka controller", "STATESTORE_KAFKA_CONTROLLER_PORT")
+    jars = _jars("kafka")
+    data_dir = DATA / "kafka"
+    conf = RUN / "kafka-server.properties"
+    _render(
+        STACK_CONF / "kafka-server.properties", conf,
+        broker_port=ports.kafka, controller_port=ports.kafka_controller, data_dir=data_dir,
+    )
+    log_dir = LOGS / "kafka"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if not (data_dir / "meta.properties").exists():
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        fmt = _kafka_java(jars, log_dir, "kafka.tools.StorageTool",
+                          "format", "--standalone", "-t", cluster_id, "-c", str(conf))
+        result = subprocess.run(fmt, capture_output=True, text=True, cwd=STATE)
+        if result.returncode != 0:
+            raise StackError(f"formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
+    log = log_dir / "stdout.log"
+    proc = _spawn("kafka", _kafka_java(jars, log_dir, "kafka.Kafka", str(conf)), log)
+    started = time.monotonic()
+    _wait("kafka", proc, lambda: probe_kafka(ports.kafka), KAFKA_START_TIMEOUT_S, log)
+    print(f"kafka: up on 127.0.0.1:{ports.kafka} (pid {proc.pid}, {time.monotonic() - started:.1f}s)")
+
+
+# ---------------------------------------------------------------- commands
+
+
+def up(auth: bool) -> None:
+    ports = Ports.from_env()
+    STATE.mkdir(parents=True, exist_ok=True)
+    # Kafka first: it is quick, and Cassandra's start-up then has the CPU to itself.
+    start_kafka(ports)
+    start_cassandra(ports, auth)
+
+
+def down() -> None:
+    for name in ("kafka", "cassandra"):
+        print(f"{name}: {'stopped' if _stop(name) else 'was not running'}")
+
+
+def status() -> bool:
+    ports = Ports.from_env()
+    healthy = True
+    for name, probe in (("cassandra", lambda: probe_cassandra(ports.cassandra)),
+                        ("kafka", lambda: probe_kafka(ports.kafka))):
+        pid = running_pid(name)
+        if pid is None:
+            print(f"{name}: not running")
+            healthy = False
+            continue
+        try:
+            probe()
+            print(f"{name}: running (pid {pid}), answering")
+        except Exception as exc:  # noqa: BLE001 - report any probe failure as-is
+            print(f"{name}: running (pid {pid}) but not answering: {exc}")
+            healthy = False
+    return healthy
+
+
+def reset() -> None:
+    down()
+    shutil.rmtree(DATA, ignore_errors=True)
+    shutil.rmtree(LOGS, ignore_errors=True)
+    print(f"deleted {DATA} and {LOGS}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="stack", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up_parser = sub.add_parser("up", help="start Cassandra and Kafka")
+    up_parser.add_argument("--auth", action="store_true",
+                           help="start Cassandra with PasswordAuthenticator (user cassandra/cassandra)")
+    sub.add_parser("down", help="stop Cassandra and Kafka")
+    sub.add_parser("status", help="report what runs; exit 1 unless both answer")
+    sub.add_parser("reset", help="stop both and delete their data")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            up(args.auth)
+        elif args.command == "down":
+            down()
+        elif args.command == "status":
+            return 0 if status() else 1
+        else:
+            reset()
+    except StackError as exc:
+        print(f"stack: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

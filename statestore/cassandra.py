@@ -1,0 +1,123 @@
+"""Cassandra connections: one driver Cluster per process and config, with execution profiles.
+
+Two profiles: the default one for reads and writes of entries (DML) and `ddl` for schema and
+registry changes. DML never runs with the DDL profile (the seed library's flaw). The policy
+is token-aware, so a point read or a single-partition write goes straight to a replica.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from cassandra import ConsistencyLevel
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+
+from statestore.config import CassandraConfig
+from statestore.errors import CassandraUnavailableError, KeyspaceMissingError
+from statestore.names import validate_keyspace
+
+DDL_PROFILE = "ddl"
+
+_log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_sessions: dict[CassandraConfig, tuple[Cluster, Session]] = {}
+
+
+def _profile(config: CassandraConfig, consistency: str) -> ExecutionProfile:
+    return ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
+        consistency_level=ConsistencyLevel.name_to_value[consistency],
+        request_timeout=config.request_timeout_s,
+    )
+
+
+def build_cluster(config: CassandraConfig) -> Cluster:
+    """A driver Cluster for `config` (no I/O until `connect`)."""
+    auth = None
+    if config.username is not None:
+        auth = PlainTextAuthProvider(config.username, config.password or "")
+    return Cluster(
+        contact_points=list(config.hosts),
+        port=config.port,
+        protocol_version=config.protocol_version,
+        auth_provider=auth,
+        execution_profiles={
+            EXEC_PROFILE_DEFAULT: _profile(config, config.dml_consistency),
+            DDL_PROFILE: _profile(config, config.ddl_consistency),
+        },
+        connect_timeout=config.request_timeout_s,
+        control_connection_timeout=config.request_timeout_s,
+    )
+
+
+def session_for(config: CassandraConfig) -> Session:
+    """The process-wide session for `config`, connected on first use.
+
+    Spark reuses its Python workers, so an executor pays for the connection once, not per
+    task or batch.
+    """
+    with _lock:
+        cached = _sessions.get(config)
+        if cached is not None and not cached[0].is_shutdown:
+            return cached[1]
+        cluster = build_cluster(config)
+        try:
+            session = cluster.connect()
+        except NoHostAvailable as exc:
+            cluster.shutdown()
+            where = ", ".join(f"{h}:{config.port}" for h in config.hosts)
+            reasons = "; ".join(f"{host}: {err}" for host, err in exc.errors.items()) or str(exc)
+            raise CassandraUnavailableError(
+                f"cannot reach Cassandra at {where} ({reasons}). Is it running? "
+                "For the local stack run `scripts/stack up`; otherwise set "
+                "STATESTORE_CASSANDRA_HOSTS / STATESTORE_CASSANDRA_PORT."
+            ) from None
+        _sessions[config] = (cluster, session)
+        return session
+
+
+def close_all() -> None:
+    with _lock:
+        for cluster, _ in _sessions.values():
+            cluster.shutdown()
+        _sessions.clear()
+
+
+def require_keyspace(session: Session, keyspace: str) -> None:
+    validate_keyspace(keyspace)
+    row = session.execute(
+        "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,)
+    ).one()
+    if row is None:
+        raise KeyspaceMissingError(
+            f"keyspace '{keyspace}' does not exist. Create it with "
+            f"`statestore create-keyspace {keyspace}` (or with your own replication settings)."
+        )
+
+
+def create_keyspace(session: Session, keyspace: str, replication_factor: int = 1) -> None:
+    validate_keyspace(keyspace)
+    if replication_factor < 1:
+        raise ValueError("replication factor must be at least 1")
+    session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
+        f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}",
+        execution_profile=DDL_PROFILE,
+    )
+
+
+_prepared: dict[tuple[int, str], object] = {}
+
+
+def prepare(session: Session, cql: str):
+    """Prepare `cql` once per session and process; prepared statements are idempotent-marked
+    by their callers, never here."""
+    key = (id(session), cql)
+    statement = _prepared.get(key)
+    if statement is None:
+        statement = session.prepare(cql)
+        _prepared[key] = statement
+    return statement

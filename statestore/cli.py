@@ -1,0 +1,196 @@
+"""The `statestore` command line: query stores directly in Cassandra, feed Kafka.
+
+Each command resolves its settings through statestore.config (flags > STATESTORE_*
+environment > defaults) and delegates to the library; only `main` catches errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import heapq
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from statestore import __version__, deadletters, kafka_io, registry
+from statestore import config as cfg
+from statestore.cassandra import create_keyspace, session_for
+from statestore.codecs import decode_long, decode_text, encode_text
+from statestore.config import CassandraConfig, KafkaConfig
+from statestore.errors import StateStoreError
+from statestore.names import validate_store_name
+from statestore.stores import table_for
+
+
+def _store(args):
+    config = cfg.from_args(CassandraConfig, args)
+    session = session_for(config)
+    spec = registry.lookup(session, config.keyspace, validate_store_name(args.store))
+    return session, table_for(spec)
+
+
+def _decoded(entries) -> Iterable[tuple[str, int]]:
+    for entry in entries:
+        yield decode_text(entry.key), decode_long(entry.value)
+
+
+def _emit(rows: Iterable[Sequence], header: Sequence[str], fmt: str, out) -> int:
+    count = 0
+    if fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow(row)
+            count += 1
+    elif fmt == "jsonl":
+        for row in rows:
+            out.write(json.dumps(dict(zip(header, row)), ensure_ascii=False) + "\n")
+            count += 1
+    else:  # table
+        rows = list(rows)
+        widths = [max([len(str(h))] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)]
+        out.write("  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip() + "\n")
+        for row in rows:
+            out.write("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
+            count += 1
+    return count
+
+
+def cmd_create_keyspace(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    keyspace = args.name or config.keyspace
+    create_keyspace(session_for(config), keyspace, args.replication_factor)
+    print(f"keyspace {keyspace} ready")
+    return 0
+
+
+def cmd_create_topic(args) -> int:
+    count = kafka_io.ensure_topic(cfg.from_args(KafkaConfig, args), args.topic, args.partitions)
+    print(f"topic {args.topic} ready with {count} partition(s)")
+    return 0
+
+
+def cmd_produce(args) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        raise StateStoreError(f"{path}: no such file")
+    kafka = cfg.from_args(KafkaConfig, args)
+    kafka_io.ensure_topic(kafka, args.topic, args.partitions)
+    sent = kafka_io.produce(kafka, args.topic, kafka_io.lines_of(path))
+    print(f"produced {sent} message(s) to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def cmd_get(args) -> int:
+    session, table = _store(args)
+    entry = table.get(session, encode_text(args.key))
+    if entry is None:
+        print(f"{args.key!r} is not in store {args.store}", file=sys.stderr)
+        return 1
+    print(decode_long(entry.value))
+    return 0
+
+
+def cmd_dump(args) -> int:
+    session, table = _store(args)
+    _emit(_decoded(table.scan_sorted(session)), ("key", "value"), args.format, sys.stdout)
+    return 0
+
+
+def cmd_top(args) -> int:
+    session, table = _store(args)
+    # Highest counts first, ties by key; a bounded heap, never the whole store in memory.
+    top = heapq.nsmallest(args.limit, _decoded(table.scan_sorted(session)), key=lambda kv: (-kv[1], kv[0]))
+    _emit(top, ("key", "value"), args.format, sys.stdout)
+    return 0
+
+
+def cmd_stores(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    session = session_for(config)
+    registry.ensure_table(session, config.keyspace)
+    rows = [
+        (spec.name, spec.store_type.value, spec.table, spec.partitions,
+         "" if p.last_batch_id is None else p.last_batch_id, p.source_topic or "")
+        for spec, p in registry.list_stores(session, config.keyspace)
+    ]
+    _emit(rows, ("store", "type", "table", "partitions", "last_batch", "topic"), args.format, sys.stdout)
+    return 0
+
+
+def cmd_deadletters(args) -> int:
+    session, table = _store(args)
+    rows = (
+        (d.topic, d.kafka_partition, d.kafka_offset, d.kafka_timestamp_ms, d.reason, d.detail,
+         "" if d.raw is None else d.raw[: args.raw_bytes].hex())
+        for d in deadletters.read_all(session, table.spec.keyspace, table.spec.name)
+    )
+    header = ("topic", "partition", "offset", "timestamp_ms", "reason", "detail", "raw_hex")
+    _emit(rows, header, args.format, sys.stdout)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="statestore", description="Query and feed Cassandra-backed stream state stores."
+    )
+    parser.add_argument("--version", action="version", version=f"statestore {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name, func, help, cassandra=True, kafka=False, fmt=None):
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=func)
+        if fmt:
+            p.add_argument("--format", choices=("table", "csv", "jsonl"), default=fmt,
+                           help=f"output format (default {fmt})")
+        if cassandra:
+            cfg.add_arguments(p, CassandraConfig)
+        if kafka:
+            cfg.add_arguments(p, KafkaConfig)
+        return p
+
+    p = command("create-keyspace", cmd_create_keyspace, "create the keyspace (SimpleStrategy) if missing")
+    p.add_argument("name", nargs="?", help="keyspace (default: --keyspace / STATESTORE_KEYSPACE)")
+    p.add_argument("--replication-factor", type=int, default=1, help="default 1")
+
+    p = command("create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=True)
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, default=4, help="default 4")
+
+    p = command("produce", cmd_produce, "send each line of FILE as one Kafka message",
+                cassandra=False, kafka=True)
+    p.add_argument("topic")
+    p.add_argument("file")
+    p.add_argument("--partitions", type=int, default=4,
+                   help="partitions if the topic must be created (default 4)")
+
+    p = command("get", cmd_get, "print the value (count) of one key")
+    p.add_argument("store")
+    p.add_argument("key")
+
+    p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
+    p.add_argument("store")
+
+    p = command("top", cmd_top, "the entries with the highest values", fmt="table")
+    p.add_argument("store")
+    p.add_argument("-n", "--limit", type=int, default=20, help="how many (default 20)")
+
+    command("stores", cmd_stores, "the stores registered in the keyspace", fmt="table")
+
+    p = command("deadletters", cmd_deadletters, "input the store's stream could not count", fmt="table")
+    p.add_argument("store")
+    p.add_argument("--raw-bytes", type=int, default=32, help="raw bytes shown, as hex (default 32)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except StateStoreError as exc:
+        print(f"statestore: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `statestore dump | head`
+        return 0

@@ -1,0 +1,41 @@
+"""Errors the library raises. Each message says what was wrong and how to fix it."""
+
+
+class StateStoreError(Exception):
+    """Base class: anything the CLI and jobs report as a clean one-line error."""
+
+
+class InvalidNameError(StateStoreError, ValueError):
+    """A store, keyspace or topic name that is unsafe or unusable in CQL."""
+
+
+class ConfigError(StateStoreError, ValueError):
+    """A configuration value that cannot be used."""
+
+
+class StoreNotFoundError(StateStoreError, LookupError):
+    """The named store is not registered in the keyspace."""
+
+
+class StoreMismatchError(StateStoreError):
+    """An existing store was opened with a different type or partition count."""
+
+
+class KeyspaceMissingError(StateStoreError):
+    """The keyspace does not exist; the job never creates keyspaces on its own."""
+
+
+class CheckpointMismatchError(StateStoreError):
+    """The Spark checkpoint is older than the store: it was lost, replaced or reused."""
+
+
+class CassandraUnavailableError(StateStoreError):
+    """Cassandra could not be reached."""
+
+
+class KafkaError(StateStoreError):
+    """Kafka could not be reached, or refused a request."""
+
+
+class CodecError(StateStoreError, ValueError):
+    """Bytes that do not decode with the store's codec."""

@@ -1,0 +1,146 @@
+"""The store registry: which stores a keyspace holds, their layout, and each one's progress.
+
+One row per store in `statestore_stores`. The layout (type, partition count) is fixed when
+the store is registered, with a lightweight transaction so workers starting at once agree.
+The progress columns record the last micro-batch applied; a Spark checkpoint whose batch
+ids are behind it has been lost or replaced (statestore.wordcount refuses to start then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from statestore.cassandra import DDL_PROFILE, prepare
+from statestore.codecs import millis_of
+from statestore.errors import StoreMismatchError, StoreNotFoundError
+from statestore.names import validate_keyspace, validate_store_name
+from statestore.stores import StoreSpec, StoreType
+
+REGISTRY_TABLE = "statestore_stores"
+
+
+@dataclass(frozen=True)
+class StoreProgress:
+    last_batch_id: int | None
+    last_batch_at: datetime | None
+    max_event_time: datetime | None
+    source_topic: str | None
+    query_id: str | None
+
+
+def create_cql(keyspace: str) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {validate_keyspace(keyspace)}.{REGISTRY_TABLE} ("
+        " name text PRIMARY KEY, store_type text, table_name text, partitions int,"
+        " key_format text, value_format text, created_at timestamp, source_topic text,"
+        " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text)"
+        " WITH comment = 'statestore: the stores of this keyspace and their progress'"
+    )
+
+
+def ensure_table(session, keyspace: str) -> None:
+    session.execute(create_cql(keyspace), execution_profile=DDL_PROFILE)
+
+
+def _spec(keyspace: str, row) -> StoreSpec:
+    return StoreSpec(keyspace, row.name, StoreType(row.store_type), row.partitions)
+
+
+def register(session, spec: StoreSpec, source_topic: str | None = None) -> StoreSpec:
+    """Register `spec` unless the store exists; return the registered spec.
+
+    An existing store with another type or partition count is an error: its data is laid
+    out for that shape, and silently changing it would scatter keys.
+    """
+    insert = prepare(
+        session,
+        f"INSERT INTO {spec.keyspace}.{REGISTRY_TABLE} (name, store_type, table_name, partitions,"
+        " key_format, value_format, created_at, source_topic)"
+        " VALUES (?, ?, ?, ?, 'utf8', 'long-be64', toTimestamp(now()), ?) IF NOT EXISTS",
+    )
+    row = session.execute(
+        insert, (spec.name, spec.store_type.value, spec.table, spec.partitions, source_topic),
+        execution_profile=DDL_PROFILE,
+    ).one()
+    if row.applied:
+        return spec
+    existing = _spec(spec.keyspace, row)
+    if existing != spec:
+        raise StoreMismatchError(
+            f"store '{spec.name}' already exists as {existing.store_type.value} with "
+            f"{existing.partitions} partition(s); it cannot be reopened as "
+            f"{spec.store_type.value} with {spec.partitions}. Use another store name, or omit "
+            "--store-type/--partitions to reuse the store as it is."
+        )
+    return existing
+
+
+def lookup(session, keyspace: str, name: str) -> StoreSpec:
+    validate_store_name(name)
+    row = session.execute(
+        prepare(session, f"SELECT * FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"),
+        (name,),
+    ).one()
+    if row is None:
+        raise StoreNotFoundError(
+            f"no store '{name}' in keyspace '{keyspace}' (see `statestore stores` for the list)"
+        )
+    return _spec(keyspace, row)
+
+
+def find(session, keyspace: str, name: str) -> StoreSpec | None:
+    try:
+        return lookup(session, keyspace, name)
+    except StoreNotFoundError:
+        return None
+
+
+def list_stores(session, keyspace: str) -> list[tuple[StoreSpec, StoreProgress]]:
+    rows = session.execute(f"SELECT * FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE}")
+    stores = [(_spec(keyspace, r), _progress(r)) for r in rows]
+    return sorted(stores, key=lambda pair: pair[0].name)
+
+
+def _progress(row) -> StoreProgress:
+    return StoreProgress(
+        row.last_batch_id, row.last_batch_at, row.max_event_time, row.source_topic, row.query_id
+    )
+
+
+def progress(session, keyspace: str, name: str) -> StoreProgress:
+    row = session.execute(
+        prepare(
+            session,
+            f"SELECT last_batch_id, last_batch_at, max_event_time, source_topic, query_id"
+            f" FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?",
+        ),
+        (validate_store_name(name),),
+    ).one()
+    if row is None:
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}'")
+    return _progress(row)
+
+
+def record_batch(
+    session, spec: StoreSpec, batch_id: int, max_event_time_ms: int | None, query_id: str | None
+) -> None:
+    """Mark `batch_id` applied by the query `query_id` (Spark's id of the checkpoint).
+
+    A replayed batch writes the same values again. max_event_time only ever grows (a batch
+    with no events leaves it as it was).
+    """
+    update = prepare(
+        session,
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = ?, query_id = ?,"
+        " last_batch_at = toTimestamp(now()) WHERE name = ?",
+    )
+    update.is_idempotent = True
+    session.execute(update, (batch_id, query_id, spec.name), execution_profile=DDL_PROFILE)
+    if max_event_time_ms is not None:
+        current = progress(session, spec.keyspace, spec.name).max_event_time
+        if current is None or millis_of(current) < max_event_time_ms:
+            event = prepare(
+                session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET max_event_time = ? WHERE name = ?"
+            )
+            session.execute(event, (max_event_time_ms, spec.name), execution_profile=DDL_PROFILE)

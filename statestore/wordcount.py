@@ -1,0 +1,268 @@
+"""The streaming word count: Kafka text lines -> counts in a Cassandra store.
+
+Spark reads the topic and keeps only offsets in its checkpoint (no Spark state store).
+Each micro-batch is tokenized and aggregated with Spark SQL built-ins into
+(word, delta, latest event time); executors then apply the deltas to the store with the
+replay-safe apply (statestore.apply), and the driver records the batch in the registry.
+Input that cannot be counted goes to the store's dead-letter table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from statestore import config as cfg
+from statestore import deadletters, registry
+from statestore.apply import ApplyStats, partition_applier
+from statestore.cassandra import require_keyspace, session_for
+from statestore.config import CassandraConfig, KafkaConfig, StreamConfig
+from statestore.errors import CheckpointMismatchError, ConfigError, KafkaError, StateStoreError
+from statestore.kafka_io import partition_count
+from statestore.provision import DEFAULT_STORE_TYPE, provision_store
+from statestore.stores import StoreSpec, StoreType
+from statestore.stores.base import MAX_KEY_BYTES
+from statestore.tokenize import words_column
+
+_log = logging.getLogger("statestore.wordcount")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    stream: StreamConfig
+    cassandra: CassandraConfig
+    kafka: KafkaConfig
+
+
+def resolve_store(session, job: JobConfig) -> StoreSpec:
+    """The store to write: as registered, or a new one with the requested layout."""
+    require_keyspace(session, job.cassandra.keyspace)
+    registry.ensure_table(session, job.cassandra.keyspace)
+    existing = registry.find(session, job.cassandra.keyspace, job.stream.store)
+    store_type = StoreType(job.stream.store_type) if job.stream.store_type else None
+    if existing is not None:
+        wanted = StoreSpec(
+            existing.keyspace, existing.name, store_type or existing.store_type,
+            job.stream.partitions or existing.partitions,
+        )
+        return provision_store(session, wanted, job.stream.topic)
+    partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)
+    if partitions is None:
+        raise KafkaError(
+            f"topic '{job.stream.topic}' does not exist at {job.kafka.bootstrap_servers}: create it "
+            f"(`statestore produce {job.stream.topic} FILE` does) or pass --partitions"
+        )
+    spec = StoreSpec(job.cassandra.keyspace, job.stream.store, store_type or DEFAULT_STORE_TYPE, partitions)
+    return provision_store(session, spec, job.stream.topic)
+
+
+def _kafka_source(spark, job: JobConfig):
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", job.kafka.bootstrap_servers)
+        .option("subscribe", job.stream.topic)
+        .option("startingOffsets", job.stream.starting_offsets)
+    )
+    if job.stream.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(job.stream.max_offsets_per_trigger))
+    return reader.load()
+
+
+def dead_letter_rows(batch_df):
+    """Messages that cannot be counted at all (null, not UTF-8) and messages holding a word
+    too long for a Cassandra key, as (topic, partition, offset, ts_ms, reason, detail, raw)."""
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    unreadable = batch_df.select(
+        "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms"),
+        F.when(value.isNull(), F.lit(deadletters.NULL_VALUE))
+        .when(~F.is_valid_utf8(value), F.lit(deadletters.INVALID_UTF8))
+        .alias("reason"),
+        value.alias("raw"),
+    ).filter(F.col("reason").isNotNull())
+    unreadable = unreadable.select(
+        "topic", "partition", "offset", "ts_ms", "reason",
+        F.when(F.col("reason") == deadletters.NULL_VALUE, F.lit("the message has no value"))
+        .otherwise(F.lit("the value is not valid UTF-8 text; nothing of it was counted"))
+        .alias("detail"),
+        "raw",
+    )
+    long_words = (
+        _readable(batch_df)
+        .select("topic", "partition", "offset", "timestamp", "value",
+                F.explode(words_column(F.col("value").cast("string"))).alias("word"))
+        .filter(F.octet_length("word") > MAX_KEY_BYTES)
+        .groupBy("topic", "partition", "offset")
+        .agg(F.max(F.unix_millis("timestamp")).alias("ts_ms"), F.count("*").alias("n"),
+             F.max(F.octet_length("word")).alias("longest"), F.first("value").alias("raw"))
+        .select(
+            "topic", "partition", "offset", "ts_ms", F.lit(deadletters.KEY_TOO_LONG).alias("reason"),
+            F.format_string(
+                f"%d word(s) over the {MAX_KEY_BYTES}-byte key limit (longest %d bytes) were not "
+                "counted; the message's other words were", F.col("n"), F.col("longest"),
+            ).alias("detail"),
+            "raw",
+        )
+    )
+    return unreadable.unionByName(long_words)
+
+
+def _readable(batch_df):
+    from pyspark.sql import functions as F
+
+    return batch_df.filter(F.col("value").isNotNull() & F.is_valid_utf8("value"))
+
+
+def batch_deltas(batch_df):
+    """(word, delta, last_ms) for every countable word of the batch."""
+    from pyspark.sql import functions as F
+
+    words = _readable(batch_df).select(
+        F.explode(words_column(F.col("value").cast("string"))).alias("word"), "timestamp"
+    )
+    return (
+        words.filter((F.length("word") > 0) & (F.octet_length("word") <= MAX_KEY_BYTES))
+        .groupBy("word")
+        .agg(F.count("*").alias("delta"), F.max(F.unix_millis("timestamp")).alias("last_ms"))
+    )
+
+
+def _write_dead_letters(config: CassandraConfig, spec: StoreSpec, batch_id: int):
+    def write_partition(rows) -> None:
+        letters = [
+            deadletters.DeadLetter(r.topic, r.partition, r.offset, r.ts_ms, r.reason, r.detail,
+                                   None if r.raw is None else bytes(r.raw), batch_id)
+            for r in rows
+        ]
+        if letters:
+            deadletters.write(session_for(config), spec.keyspace, spec.name, letters)
+
+    return write_partition
+
+
+class BatchApplier:
+    """The foreachBatch function: guards the checkpoint, applies one batch, records it."""
+
+    def __init__(self, job: JobConfig, spec: StoreSpec) -> None:
+        self.job = job
+        self.spec = spec
+        self.query_id: str | None = None
+        self.started = threading.Event()
+        self.last_stats: ApplyStats | None = None
+
+    def check_checkpoint(self, session, batch_id: int) -> None:
+        """Refuse a checkpoint that is behind the store: its batch ids would be skipped as
+        replays (or, re-read from Kafka, counted twice)."""
+        progress = registry.progress(session, self.spec.keyspace, self.spec.name)
+        owner = progress.query_id
+        if progress.last_batch_id is None:
+            return
+        if owner != self.query_id or batch_id < progress.last_batch_id:
+            raise CheckpointMismatchError(
+                f"store '{self.spec.name}' was last written at batch {progress.last_batch_id} by the "
+                f"query of checkpoint id {owner}, but this checkpoint ({self.job.stream.checkpoint}, "
+                f"query id {self.query_id}) is at batch {batch_id}: the checkpoint was deleted, "
+                "replaced or rolled back. Nothing was written. To recover, restore the original "
+                "checkpoint directory, or count into a new store with --store NAME and a fresh "
+                "--checkpoint."
+            )
+
+    def __call__(self, batch_df, batch_id: int) -> None:
+        if not self.started.wait(timeout=120):
+            raise StateStoreError("the streaming query did not report its id within 120 s")
+        session = session_for(self.job.cassandra)
+        self.check_checkpoint(session, batch_id)
+        batch_df.persist()
+        try:
+            _write_dead_letters_of(batch_df, self.job.cassandra, self.spec, batch_id)
+            applier = partition_applier(self.job.cassandra, self.spec, batch_id)
+            stats = sum(batch_deltas(batch_df).rdd.mapPartitions(applier).collect(), ApplyStats())
+        finally:
+            batch_df.unpersist()
+        registry.record_batch(session, self.spec, batch_id, stats.max_time_ms, self.query_id)
+        self.last_stats = stats
+        _log.info("batch %d of store %s: %d keys, %d written, %d already applied",
+                  batch_id, self.spec.name, stats.keys, stats.written, stats.skipped)
+
+
+def _write_dead_letters_of(batch_df, config: CassandraConfig, spec: StoreSpec, batch_id: int) -> None:
+    dead_letter_rows(batch_df).rdd.foreachPartition(_write_dead_letters(config, spec, batch_id))
+
+
+def start(spark, job: JobConfig):
+    """Provision the store and start the query; returns (query, applier)."""
+    session = session_for(job.cassandra)
+    spec = resolve_store(session, job)
+    applier = BatchApplier(job, spec)
+    writer = (
+        _kafka_source(spark, job).writeStream
+        .queryName(f"wordcount-{spec.name}")
+        .option("checkpointLocation", job.stream.checkpoint)
+        .foreachBatch(applier)
+    )
+    if job.stream.trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{cfg.trigger_seconds(job.stream.trigger)} seconds")
+    query = writer.start()
+    applier.query_id = str(query.id)
+    applier.started.set()
+    return query, applier
+
+
+def parse_args(argv: Sequence[str] | None, env=None) -> JobConfig:
+    parser = argparse.ArgumentParser(
+        prog="wordcount_stream", description="Count words from a Kafka topic into a Cassandra store."
+    )
+    for section in (StreamConfig, CassandraConfig, KafkaConfig):
+        cfg.add_arguments(parser, section)
+    args = parser.parse_args(argv)
+    return JobConfig(
+        stream=cfg.from_args(StreamConfig, args, env),
+        cassandra=cfg.from_args(CassandraConfig, args, env),
+        kafka=cfg.from_args(KafkaConfig, args, env),
+    )
+
+
+def run(job: JobConfig) -> int:
+    from statestore.spark import build_session
+
+    spark = build_session(f"statestore-wordcount-{job.stream.store}")
+    query, _ = start(spark, job)
+    try:
+        query.awaitTermination()
+    finally:
+        if query.isActive:
+            query.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        return run(parse_args(argv))
+    except (StateStoreError, ConfigError) as exc:
+        print(f"wordcount_stream: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the job's last resort: report and exit non-zero
+        message = str(exc)
+        cause = _store_error_in(message)
+        print(f"wordcount_stream: {cause or message}", file=sys.stderr)
+        return 1
+
+
+def _store_error_in(message: str) -> str | None:
+    """Spark wraps an error raised in foreachBatch in its own exception text; pull ours out."""
+    for line in message.splitlines():
+        for name in ("CheckpointMismatchError", "StoreMismatchError", "CassandraUnavailableError"):
+            if f"{name}:" in line:
+                return line.split(f"{name}:", 1)[1].strip()
+    return None
