@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -31,6 +32,9 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.showConsoleProgress": "false",
     }
+    # Python workers run the driver's interpreter (the venv, which has the library) unless
+    # told otherwise; PySpark reads this variable when it creates the SparkContext.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Started by spark-submit: its JVM already runs with the submitted --jars and
         # --conf; fill in only what the submitter left unset.

@@ -1,13 +1,15 @@
-"""Word tokenization: lower-case, then maximal runs of Unicode letters and numbers.
+"""Word tokenization: maximal runs of Unicode letters and numbers, lower-cased.
 
 A word is a maximal run of characters of the general categories L* (letters) and N*
-(numbers); everything else separates words. The stream uses `words_column`, built from
-Spark SQL built-ins only (no Python UDF on the hot path). `tokenize` is the same rule in
-plain Python, the reference the tests check the Spark expression against.
+(numbers); everything else separates words. Each word is lower-cased on its own, so its
+form never depends on its neighbours (Unicode's final-sigma rule looks at the following
+character: 'ΛΌΓΟΣ' is 'λόγος' before a space or an apostrophe alike). Where lower-casing
+yields a character that is neither (e.g. 'İ' -> 'i' + combining dot U+0307), that character
+separates too, exactly as if the text had been lower-cased first.
 
-Lower-casing is Java's `String.toLowerCase` on the Spark side and `str.lower` here: both
-apply Unicode's full case mapping (e.g. final sigma), so they agree on every assigned
-character the two Unicode versions share.
+The stream uses `words_column`, built from Spark SQL built-ins and higher-order functions
+only (no Python UDF on the hot path). `tokenize` is the same rule in plain Python, the
+reference the tests check the Spark expression against.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ _WORD = regex.compile(r"[\p{L}\p{N}]+")
 
 def tokenize(text: str) -> list[str]:
     """The words of `text`, in order, lower-cased."""
-    return _WORD.findall(text.lower())
+    return [word for run in _WORD.findall(text) for word in _WORD.findall(run.lower())]
 
 
 def words_column(text_column):
-    """A Spark Column of arrays of words (may contain empty strings at the edges)."""
+    """A Spark Column of arrays of words (may contain empty strings: filter them out)."""
     from pyspark.sql import functions as F
 
-    return F.split(F.lower(text_column), WORD_SEPARATOR)
+    runs = F.split(text_column, WORD_SEPARATOR)
+    return F.flatten(F.transform(runs, lambda run: F.split(F.lower(run), WORD_SEPARATOR)))

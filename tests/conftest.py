@@ -1,0 +1,16 @@
+"""Fixtures shared by every tier. The SparkSession is one per test run (Spark allows one
+per process), built with the Kafka connector so unit and integration tests can share it."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from statestore.spark import build_session
+
+    session = build_session("statestore-tests", master="local[2]", conf={"spark.ui.enabled": "false"})
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()

@@ -1,0 +1,115 @@
+"""The integration tier: real Cassandra and Kafka from the local stack, Spark in local mode.
+
+The stack is started here if it is not running (and stopped again at the end in that case);
+`make test` starts it beforehand. Every test run works in its own keyspace and topics and
+drops them at the end.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from statestore import config as cfg
+from statestore import kafka_io
+from statestore.cassandra import DDL_PROFILE, close_all, create_keyspace, session_for
+from statestore.config import CassandraConfig, KafkaConfig, StreamConfig
+from statestore.wordcount import JobConfig, start
+
+PROJECT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(PROJECT / "stack"))
+import stack as local_stack  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def stack():
+    started_here = False
+    ports = local_stack.Ports.from_env()
+    healthy = local_stack.running_pid("cassandra") and local_stack.running_pid("kafka")
+    if not healthy:
+        local_stack.up(auth=False)
+        started_here = True
+    yield ports
+    if started_here:
+        local_stack.down()
+
+
+@pytest.fixture(scope="session")
+def keyspace(stack):
+    name = f"it_{uuid.uuid4().hex[:10]}"
+    config = cfg.resolve(CassandraConfig, env={}, overrides={"keyspace": name})
+    session = session_for(config)
+    create_keyspace(session, name)
+    yield name
+    session.execute(f"DROP KEYSPACE IF EXISTS {name}", execution_profile=DDL_PROFILE)
+    close_all()
+
+
+@pytest.fixture(scope="session")
+def cassandra_config(keyspace) -> CassandraConfig:
+    return cfg.resolve(CassandraConfig, env={}, overrides={"keyspace": keyspace})
+
+
+@pytest.fixture(scope="session")
+def session(cassandra_config):
+    return session_for(cassandra_config)
+
+
+@pytest.fixture(scope="session")
+def kafka_config(stack) -> KafkaConfig:
+    return cfg.resolve(KafkaConfig, env={})
+
+
+@pytest.fixture
+def topic(kafka_config, request):
+    from confluent_kafka.admin import AdminClient
+
+    name = f"it-{request.node.name[:40].replace('[', '-').replace(']', '')}-{uuid.uuid4().hex[:6]}"
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
+    kafka_io.ensure_topic(kafka_config, name, 4)
+    yield name
+    AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers}).delete_topics([name])
+
+
+@pytest.fixture
+def store_name(request) -> str:
+    return f"s{uuid.uuid4().hex[:12]}"
+
+
+def produce_lines(kafka_config: KafkaConfig, topic: str, lines) -> int:
+    values = (x.encode("utf-8") if isinstance(x, str) else x for x in lines)
+    return kafka_io.produce(kafka_config, topic, values)
+
+
+def run_stream(spark, cassandra_config, kafka_config, topic, store, checkpoint, **stream_overrides):
+    """Run the word count with the available-now trigger until it has processed everything."""
+    stream = StreamConfig(topic=topic, store=store, checkpoint=str(checkpoint), **stream_overrides)
+    query, applier = start(spark, JobConfig(stream, cassandra_config, kafka_config))
+    try:
+        try:
+            finished = query.awaitTermination(timeout=600)
+        except StreamingQueryException as exc:
+            raise RuntimeError(str(exc)) from None
+        assert finished, "the available-now query did not finish within 600 s"
+        return query.lastProgress, applier
+    finally:
+        query.stop()
+
+
+def dump(session, keyspace, store) -> dict[str, int]:
+    from statestore import registry
+    from statestore.codecs import decode_long, decode_text
+    from statestore.stores import table_for
+
+    table = table_for(registry.lookup(session, keyspace, store))
+    return {decode_text(e.key): decode_long(e.value) for e in table.scan_sorted(session)}
