@@ -8,6 +8,8 @@ Central into .stack/lib/. Data, logs and pid files live under .stack/ (git-ignor
     python stack/stack.py status        what runs, exit 1 unless both answer
     python stack/stack.py reset         stop both and delete their data
 
+`--only kafka|cassandra` limits up, down and status to one component.
+
 Ports come from STATESTORE_CASSANDRA_PORT (9042), STATESTORE_CASSANDRA_STORAGE_PORT (7000),
 STATESTORE_CASSANDRA_JMX_PORT (7199), STATESTORE_KAFKA_PORT (9092) and
 STATESTORE_KAFKA_CONTROLLER_PORT (9093).
@@ -122,8 +124,12 @@ def _spawn(name: str, argv: list[str], log: Path) -> subprocess.Popen:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=STATE,
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=STATE,
         )
     _pid_file(name).write_text(str(proc.pid))
     return proc
@@ -176,8 +182,9 @@ def probe_cassandra(port: int, auth: bool = False) -> str:
     from cassandra.cluster import Cluster
 
     provider = PlainTextAuthProvider("cassandra", "cassandra") if auth else None
-    cluster = Cluster(["127.0.0.1"], port=port, auth_provider=provider, connect_timeout=3,
-                      control_connection_timeout=3)
+    cluster = Cluster(
+        ["127.0.0.1"], port=port, auth_provider=provider, connect_timeout=3, control_connection_timeout=3
+    )
     try:
         session = cluster.connect()
         return session.execute("SELECT release_version FROM system.local").one()[0]
@@ -199,8 +206,11 @@ def start_cassandra(ports: Ports, auth: bool) -> None:
     data_dir = DATA / "cassandra"
     conf = RUN / "cassandra.yaml"
     _render(
-        STACK_CONF / "cassandra.yaml", conf,
-        storage_port=ports.cassandra_storage, native_port=ports.cassandra, data_dir=data_dir,
+        STACK_CONF / "cassandra.yaml",
+        conf,
+        storage_port=ports.cassandra_storage,
+        native_port=ports.cassandra,
+        data_dir=data_dir,
         authenticator="PasswordAuthenticator" if auth else "AllowAllAuthenticator",
         authorizer="CassandraAuthorizer" if auth else "AllowAllAuthorizer",
     )
@@ -211,7 +221,12 @@ def start_cassandra(ports: Ports, auth: bool) -> None:
     ]
     log_dir = LOGS / "cassandra"
     argv = [
-        "java", "-Xms1g", "-Xmx1g", "-Xss512k", "-XX:+UseG1GC", "-XX:MaxDirectMemorySize=512m",
+        "java",
+        "-Xms1g",
+        "-Xmx1g",
+        "-Xss512k",
+        "-XX:+UseG1GC",
+        "-XX:MaxDirectMemorySize=512m",
         *jpms,
         f"-javaagent:{jamm}",
         f"-Dcassandra.config={conf.as_uri()}",
@@ -224,7 +239,8 @@ def start_cassandra(ports: Ports, auth: bool) -> None:
         "-Dcassandra.skip_wait_for_gossip_to_settle=0",
         "-Dcassandra.ring_delay_ms=0",
         "-Dcassandra.superuser_setup_delay_ms=0",
-        "-cp", ":".join(str(j) for j in jars),
+        "-cp",
+        ":".join(str(j) for j in jars),
         "org.apache.cassandra.service.CassandraDaemon",
     ]
     log = log_dir / "stdout.log"
@@ -250,10 +266,16 @@ def probe_kafka(port: int) -> int:
 
 def _kafka_java(jars: list[Path], log_dir: Path, main: str, *args: str) -> list[str]:
     return [
-        "java", "-Xms512m", "-Xmx512m", "-XX:+UseG1GC",
+        "java",
+        "-Xms512m",
+        "-Xmx512m",
+        "-XX:+UseG1GC",
         f"-Dkafka.logs.dir={log_dir}",
         f"-Dlog4j2.configurationFile={STACK_CONF / 'kafka-log4j2.properties'}",
-        "-cp", ":".join(str(j) for j in jars), main, *args,
+        "-cp",
+        ":".join(str(j) for j in jars),
+        main,
+        *args,
     ]
 
 
@@ -267,15 +289,27 @@ def start_kafka(ports: Ports) -> None:
     data_dir = DATA / "kafka"
     conf = RUN / "kafka-server.properties"
     _render(
-        STACK_CONF / "kafka-server.properties", conf,
-        broker_port=ports.kafka, controller_port=ports.kafka_controller, data_dir=data_dir,
+        STACK_CONF / "kafka-server.properties",
+        conf,
+        broker_port=ports.kafka,
+        controller_port=ports.kafka_controller,
+        data_dir=data_dir,
     )
     log_dir = LOGS / "kafka"
     log_dir.mkdir(parents=True, exist_ok=True)
     if not (data_dir / "meta.properties").exists():
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        fmt = _kafka_java(jars, log_dir, "kafka.tools.StorageTool",
-                          "format", "--standalone", "-t", cluster_id, "-c", str(conf))
+        fmt = _kafka_java(
+            jars,
+            log_dir,
+            "kafka.tools.StorageTool",
+            "format",
+            "--standalone",
+            "-t",
+            cluster_id,
+            "-c",
+            str(conf),
+        )
         result = subprocess.run(fmt, capture_output=True, text=True, cwd=STATE)
         if result.returncode != 0:
             raise StackError(f"formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
@@ -289,24 +323,34 @@ def start_kafka(ports: Ports) -> None:
 # ---------------------------------------------------------------- commands
 
 
-def up(auth: bool) -> None:
+COMPONENTS = ("kafka", "cassandra")
+
+
+def up(auth: bool, only: tuple[str, ...] = COMPONENTS) -> None:
     ports = Ports.from_env()
     STATE.mkdir(parents=True, exist_ok=True)
     # Kafka first: it is quick, and Cassandra's start-up then has the CPU to itself.
-    start_kafka(ports)
-    start_cassandra(ports, auth)
+    if "kafka" in only:
+        start_kafka(ports)
+    if "cassandra" in only:
+        start_cassandra(ports, auth)
 
 
-def down() -> None:
-    for name in ("kafka", "cassandra"):
+def down(only: tuple[str, ...] = COMPONENTS) -> None:
+    for name in only:
         print(f"{name}: {'stopped' if _stop(name) else 'was not running'}")
 
 
-def status() -> bool:
+def status(only: tuple[str, ...] = COMPONENTS) -> bool:
     ports = Ports.from_env()
     healthy = True
-    for name, probe in (("cassandra", lambda: probe_cassandra(ports.cassandra)),
-                        ("kafka", lambda: probe_kafka(ports.kafka))):
+    probes = {
+        "cassandra": lambda: probe_cassandra(ports.cassandra),
+        "kafka": lambda: probe_kafka(ports.kafka),
+    }
+    for name, probe in probes.items():
+        if name not in only:
+            continue
         pid = running_pid(name)
         if pid is None:
             print(f"{name}: not running")
@@ -329,23 +373,40 @@ def reset() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stack", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    up_parser = sub.add_parser("up", help="start Cassandra and Kafka")
-    up_parser.add_argument("--auth", action="store_true",
-                           help="start Cassandra with PasswordAuthenticator (user cassandra/cassandra)")
-    sub.add_parser("down", help="stop Cassandra and Kafka")
-    sub.add_parser("status", help="report what runs; exit 1 unless both answer")
-    sub.add_parser("reset", help="stop both and delete their data")
+    commands = {
+        "up": "start Cassandra and Kafka",
+        "down": "stop Cassandra and Kafka",
+        "status": "report what runs; exit 1 unless all answer",
+        "reset": "stop both and delete their data",
+    }
+    for name, help_text in commands.items():
+        command = sub.add_parser(name, help=help_text)
+        if name != "reset":
+            command.add_argument(
+                "--only",
+                choices=COMPONENTS,
+                action="append",
+                help="just this component (repeatable; default: both)",
+            )
+        if name == "up":
+            command.add_argument(
+                "--auth",
+                action="store_true",
+                help="start Cassandra with PasswordAuthenticator (user cassandra/cassandra)",
+            )
     args = parser.parse_args(argv)
+    only = tuple(getattr(args, "only", None) or COMPONENTS)
     try:
         if args.command == "up":
-            up(args.auth)
+            up(args.auth, only)
         elif args.command == "down":
-            down()
+            down(only)
         elif args.command == "status":
-            return 0 if status() else 1
+            return 0 if status(only) else 1
         else:
             reset()
     except StackError as exc:

@@ -41,12 +41,16 @@ class ApplyStats:
     def __add__(self, other: ApplyStats) -> ApplyStats:
         times = [t for t in (self.max_time_ms, other.max_time_ms) if t is not None]
         return ApplyStats(
-            self.keys + other.keys, self.written + other.written, self.skipped + other.skipped,
+            self.keys + other.keys,
+            self.written + other.written,
+            self.skipped + other.skipped,
             max(times) if times else None,
         )
 
 
-def plan_writes(current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: int) -> tuple[list[Entry], int]:
+def plan_writes(
+    current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: int
+) -> tuple[list[Entry], int]:
     """Pure: the entries batch `batch_id` must write, and how many keys it already wrote."""
     writes: list[Entry] = []
     skipped = 0
@@ -57,13 +61,19 @@ def plan_writes(current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: 
             continue
         base = decode_long(stored.value) if stored is not None else 0
         time_ms = delta.time_ms
-        if stored is not None and stored.time_ms is not None and (time_ms is None or stored.time_ms > time_ms):
+        if (
+            stored is not None
+            and stored.time_ms is not None
+            and (time_ms is None or stored.time_ms > time_ms)
+        ):
             time_ms = stored.time_ms
         writes.append(Entry(delta.key, encode_long(base + delta.amount), batch_id, time_ms))
     return writes, skipped
 
 
-def apply_deltas(session, spec: StoreSpec, batch_id: int, deltas: list[Delta], concurrency: int) -> ApplyStats:
+def apply_deltas(
+    session, spec: StoreSpec, batch_id: int, deltas: list[Delta], concurrency: int
+) -> ApplyStats:
     """Read the current entries of the batch's keys, then write the new absolute values."""
     if not deltas:
         return ApplyStats()

@@ -46,14 +46,14 @@ def _emit(rows: Iterable[Sequence], header: Sequence[str], fmt: str, out) -> int
             count += 1
     elif fmt == "jsonl":
         for row in rows:
-            out.write(json.dumps(dict(zip(header, row)), ensure_ascii=False) + "\n")
+            out.write(json.dumps(dict(zip(header, row, strict=True)), ensure_ascii=False) + "\n")
             count += 1
     else:  # table
         rows = list(rows)
         widths = [max([len(str(h))] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)]
-        out.write("  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip() + "\n")
+        out.write("  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)).rstrip() + "\n")
         for row in rows:
-            out.write("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
+            out.write("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
             count += 1
     return count
 
@@ -112,8 +112,14 @@ def cmd_stores(args) -> int:
     session = session_for(config)
     registry.ensure_table(session, config.keyspace)
     rows = [
-        (spec.name, spec.store_type.value, spec.table, spec.partitions,
-         "" if p.last_batch_id is None else p.last_batch_id, p.source_topic or "")
+        (
+            spec.name,
+            spec.store_type.value,
+            spec.table,
+            spec.partitions,
+            "" if p.last_batch_id is None else p.last_batch_id,
+            p.source_topic or "",
+        )
         for spec, p in registry.list_stores(session, config.keyspace)
     ]
     _emit(rows, ("store", "type", "table", "partitions", "last_batch", "topic"), args.format, sys.stdout)
@@ -123,8 +129,15 @@ def cmd_stores(args) -> int:
 def cmd_deadletters(args) -> int:
     session, table = _store(args)
     rows = (
-        (d.topic, d.kafka_partition, d.kafka_offset, d.kafka_timestamp_ms, d.reason, d.detail,
-         "" if d.raw is None else d.raw[: args.raw_bytes].hex())
+        (
+            d.topic,
+            d.kafka_partition,
+            d.kafka_offset,
+            d.kafka_timestamp_ms,
+            d.reason,
+            d.detail,
+            "" if d.raw is None else d.raw[: args.raw_bytes].hex(),
+        )
         for d in deadletters.read_all(session, table.spec.keyspace, table.spec.name)
     )
     header = ("topic", "partition", "offset", "timestamp_ms", "reason", "detail", "raw_hex")
@@ -143,8 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(func=func)
         if fmt:
-            p.add_argument("--format", choices=("table", "csv", "jsonl"), default=fmt,
-                           help=f"output format (default {fmt})")
+            p.add_argument(
+                "--format",
+                choices=("table", "csv", "jsonl"),
+                default=fmt,
+                help=f"output format (default {fmt})",
+            )
         if cassandra:
             cfg.add_arguments(p, CassandraConfig)
         if kafka:
@@ -155,16 +172,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="keyspace (default: --keyspace / STATESTORE_KEYSPACE)")
     p.add_argument("--replication-factor", type=int, default=1, help="default 1")
 
-    p = command("create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=True)
+    p = command(
+        "create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=True
+    )
     p.add_argument("topic")
     p.add_argument("--partitions", type=int, default=4, help="default 4")
 
-    p = command("produce", cmd_produce, "send each line of FILE as one Kafka message",
-                cassandra=False, kafka=True)
+    p = command(
+        "produce", cmd_produce, "send each line of FILE as one Kafka message", cassandra=False, kafka=True
+    )
     p.add_argument("topic")
     p.add_argument("file")
-    p.add_argument("--partitions", type=int, default=4,
-                   help="partitions if the topic must be created (default 4)")
+    p.add_argument(
+        "--partitions", type=int, default=4, help="partitions if the topic must be created (default 4)"
+    )
 
     p = command("get", cmd_get, "print the value (count) of one key")
     p.add_argument("store")

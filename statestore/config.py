@@ -19,7 +19,14 @@ from statestore.errors import ConfigError
 from statestore.names import validate_keyspace, validate_store_name, validate_topic
 
 CONSISTENCY_LEVELS = (
-    "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE",
+    "ONE",
+    "TWO",
+    "THREE",
+    "QUORUM",
+    "ALL",
+    "LOCAL_QUORUM",
+    "EACH_QUORUM",
+    "LOCAL_ONE",
 )
 
 
@@ -71,37 +78,76 @@ class CassandraConfig:
     """How to reach Cassandra and how to talk to it."""
 
     hosts: tuple[str, ...] = _setting(
-        ("127.0.0.1",), "STATESTORE_CASSANDRA_HOSTS", "--cassandra-hosts",
-        "comma-separated contact points (default 127.0.0.1)", _hosts)
+        ("127.0.0.1",),
+        "STATESTORE_CASSANDRA_HOSTS",
+        "--cassandra-hosts",
+        "comma-separated contact points (default 127.0.0.1)",
+        _hosts,
+    )
     port: int = _setting(
-        9042, "STATESTORE_CASSANDRA_PORT", "--cassandra-port", "CQL port (default 9042)", _port)
+        9042, "STATESTORE_CASSANDRA_PORT", "--cassandra-port", "CQL port (default 9042)", _port
+    )
     keyspace: str = _setting(
-        "wordcount", "STATESTORE_KEYSPACE", "--keyspace",
-        "keyspace holding the stores (default wordcount)", validate_keyspace)
+        "wordcount",
+        "STATESTORE_KEYSPACE",
+        "--keyspace",
+        "keyspace holding the stores (default wordcount)",
+        validate_keyspace,
+    )
     username: str | None = _setting(
-        None, "STATESTORE_CASSANDRA_USERNAME", "--cassandra-username",
-        "user for PasswordAuthenticator (default: no authentication)")
+        None,
+        "STATESTORE_CASSANDRA_USERNAME",
+        "--cassandra-username",
+        "user for PasswordAuthenticator (default: no authentication)",
+    )
     password: str | None = _setting(
-        None, "STATESTORE_CASSANDRA_PASSWORD", "--cassandra-password",
-        "password for PasswordAuthenticator; prefer the environment variable", secret=True)
+        None,
+        "STATESTORE_CASSANDRA_PASSWORD",
+        "--cassandra-password",
+        "password for PasswordAuthenticator; prefer the environment variable",
+        secret=True,
+    )
     local_dc: str = _setting(
-        "datacenter1", "STATESTORE_CASSANDRA_LOCAL_DC", "--cassandra-local-dc",
-        "data center the driver routes to (default datacenter1)")
+        "datacenter1",
+        "STATESTORE_CASSANDRA_LOCAL_DC",
+        "--cassandra-local-dc",
+        "data center the driver routes to (default datacenter1)",
+    )
     dml_consistency: str = _setting(
-        "LOCAL_QUORUM", "STATESTORE_DML_CONSISTENCY", "--dml-consistency",
-        "consistency of reads and writes of entries (default LOCAL_QUORUM)", _consistency)
+        "LOCAL_QUORUM",
+        "STATESTORE_DML_CONSISTENCY",
+        "--dml-consistency",
+        "consistency of reads and writes of entries (default LOCAL_QUORUM)",
+        _consistency,
+    )
     ddl_consistency: str = _setting(
-        "ALL", "STATESTORE_DDL_CONSISTENCY", "--ddl-consistency",
-        "consistency of schema and registry changes (default ALL)", _consistency)
+        "ALL",
+        "STATESTORE_DDL_CONSISTENCY",
+        "--ddl-consistency",
+        "consistency of schema and registry changes (default ALL)",
+        _consistency,
+    )
     protocol_version: int = _setting(
-        5, "STATESTORE_CASSANDRA_PROTOCOL_VERSION", "--cassandra-protocol-version",
-        "native protocol version (default 5: Cassandra 4.0 and later)", _positive_int)
+        5,
+        "STATESTORE_CASSANDRA_PROTOCOL_VERSION",
+        "--cassandra-protocol-version",
+        "native protocol version (default 5: Cassandra 4.0 and later)",
+        _positive_int,
+    )
     request_timeout_s: float = _setting(
-        12.0, "STATESTORE_REQUEST_TIMEOUT", "--request-timeout",
-        "seconds before one request times out (default 12)", _positive_float)
+        12.0,
+        "STATESTORE_REQUEST_TIMEOUT",
+        "--request-timeout",
+        "seconds before one request times out (default 12)",
+        _positive_float,
+    )
     write_concurrency: int = _setting(
-        64, "STATESTORE_WRITE_CONCURRENCY", "--write-concurrency",
-        "requests in flight per writer task (default 64)", _positive_int)
+        64,
+        "STATESTORE_WRITE_CONCURRENCY",
+        "--write-concurrency",
+        "requests in flight per writer task (default 64)",
+        _positive_int,
+    )
 
 
 @dataclass(frozen=True)
@@ -109,8 +155,11 @@ class KafkaConfig:
     """How to reach Kafka."""
 
     bootstrap_servers: str = _setting(
-        "127.0.0.1:9092", "STATESTORE_KAFKA_BOOTSTRAP", "--kafka-bootstrap",
-        "Kafka bootstrap servers (default 127.0.0.1:9092)")
+        "127.0.0.1:9092",
+        "STATESTORE_KAFKA_BOOTSTRAP",
+        "--kafka-bootstrap",
+        "Kafka bootstrap servers (default 127.0.0.1:9092)",
+    )
 
 
 def _parse(cls: type, f: dataclasses.Field, raw: Any) -> Any:
@@ -145,7 +194,9 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     group = parser.add_argument_group(cls.__doc__.strip().rstrip("."))
     for f in dataclasses.fields(cls):
         group.add_argument(
-            f.metadata["flag"], dest=f.name, default=None,
+            f.metadata["flag"],
+            dest=f.name,
+            default=None,
             help=f"{f.metadata['help']} [env {f.metadata['env']}]",
         )
 
@@ -201,36 +252,57 @@ class StreamConfig:
     """The word-count stream: where it reads, which store it writes, how it triggers."""
 
     topic: str = _setting(
-        None, "STATESTORE_TOPIC", "--topic", "Kafka topic of text lines (required)", validate_topic)
+        None, "STATESTORE_TOPIC", "--topic", "Kafka topic of text lines (required)", validate_topic
+    )
     store: str = _setting(
-        None, "STATESTORE_STORE", "--store", "store to write the counts to (required)", validate_store_name)
+        None, "STATESTORE_STORE", "--store", "store to write the counts to (required)", validate_store_name
+    )
     checkpoint: str = _setting(
-        None, "STATESTORE_CHECKPOINT", "--checkpoint",
-        "Spark checkpoint location (offsets only; required)", _checkpoint)
+        None,
+        "STATESTORE_CHECKPOINT",
+        "--checkpoint",
+        "Spark checkpoint location (offsets only; required)",
+        _checkpoint,
+    )
     store_type: str | None = _setting(
-        None, "STATESTORE_STORE_TYPE", "--store-type",
+        None,
+        "STATESTORE_STORE_TYPE",
+        "--store-type",
         "partitioned-kv or global-kv (default: the existing store's type, else partitioned-kv)",
-        _store_type)
+        _store_type,
+    )
     partitions: int | None = _setting(
-        None, "STATESTORE_PARTITIONS", "--partitions",
-        "store partitions of a new store (default: the topic's partition count)", _positive_int)
+        None,
+        "STATESTORE_PARTITIONS",
+        "--partitions",
+        "store partitions of a new store (default: the topic's partition count)",
+        _positive_int,
+    )
     trigger: str = _setting(
-        "available-now", "STATESTORE_TRIGGER", "--trigger",
+        "available-now",
+        "STATESTORE_TRIGGER",
+        "--trigger",
         "'available-now' (process what is there, then stop) or an interval such as '10s'",
-        parse_trigger)
+        parse_trigger,
+    )
     starting_offsets: str = _setting(
-        "earliest", "STATESTORE_STARTING_OFFSETS", "--starting-offsets",
+        "earliest",
+        "STATESTORE_STARTING_OFFSETS",
+        "--starting-offsets",
         "where a new checkpoint starts reading: earliest or latest (default earliest)",
-        _starting_offsets)
+        _starting_offsets,
+    )
     max_offsets_per_trigger: int | None = _setting(
-        None, "STATESTORE_MAX_OFFSETS_PER_TRIGGER", "--max-offsets-per-trigger",
-        "cap on Kafka records per micro-batch (default: no cap)", _positive_int)
+        None,
+        "STATESTORE_MAX_OFFSETS_PER_TRIGGER",
+        "--max-offsets-per-trigger",
+        "cap on Kafka records per micro-batch (default: no cap)",
+        _positive_int,
+    )
 
     def __post_init__(self) -> None:
         for name in ("topic", "store", "checkpoint"):
             if getattr(self, name) is None:
-                raise ConfigError(
-                    f"{name} is required: pass --{name} or set STATESTORE_{name.upper()}"
-                )
+                raise ConfigError(f"{name} is required: pass --{name} or set STATESTORE_{name.upper()}")
         validate_topic(self.topic)
         validate_store_name(self.store)

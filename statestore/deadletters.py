@@ -56,8 +56,19 @@ def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurr
     )
     insert.is_idempotent = True
     work = (
-        (insert, (d.topic, d.kafka_partition, d.kafka_offset, d.reason, d.kafka_timestamp_ms,
-                  d.detail, d.raw, d.batch_id))
+        (
+            insert,
+            (
+                d.topic,
+                d.kafka_partition,
+                d.kafka_offset,
+                d.reason,
+                d.kafka_timestamp_ms,
+                d.detail,
+                d.raw,
+                d.batch_id,
+            ),
+        )
         for d in letters
     )
     execute_concurrent(session, work, concurrency=concurrency, raise_on_first_error=True)
@@ -72,7 +83,12 @@ def read_all(session, keyspace: str, store: str, page_size: int = 500) -> Iterat
     select.fetch_size = page_size
     for row in session.execute(select):
         yield DeadLetter(
-            row.topic, row.kafka_partition, row.kafka_offset,
+            row.topic,
+            row.kafka_partition,
+            row.kafka_offset,
             None if row.kafka_timestamp is None else millis_of(row.kafka_timestamp),
-            row.reason, row.detail, row.raw, row.batch_id,
+            row.reason,
+            row.detail,
+            row.raw,
+            row.batch_id,
         )

@@ -68,13 +68,15 @@ def ensure_topic(config: KafkaConfig, topic: str, partitions: int) -> int:
 def produce(config: KafkaConfig, topic: str, values: Iterable[bytes | None]) -> int:
     """Send each value as one message (no key); return how many Kafka acknowledged."""
     validate_topic(topic)
-    producer = Producer({
-        **_client_config(config),
-        "linger.ms": 20,
-        "compression.type": "lz4",
-        "message.max.bytes": MAX_MESSAGE_BYTES + 4096,
-        "enable.idempotence": True,
-    })
+    producer = Producer(
+        {
+            **_client_config(config),
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            "message.max.bytes": MAX_MESSAGE_BYTES + 4096,
+            "enable.idempotence": True,
+        }
+    )
     failures: list[str] = []
     sent = 0
 

@@ -60,7 +60,8 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
         " VALUES (?, ?, ?, ?, 'utf8', 'long-be64', toTimestamp(now()), ?) IF NOT EXISTS",
     )
     row = session.execute(
-        insert, (spec.name, spec.store_type.value, spec.table, spec.partitions, source_topic),
+        insert,
+        (spec.name, spec.store_type.value, spec.table, spec.partitions, source_topic),
         execution_profile=DDL_PROFILE,
     ).one()
     if row.applied:

@@ -13,17 +13,72 @@ import regex
 
 _WORDS = [
     # Latin, with accents and digits inside words
-    "stream", "state", "ledger", "river", "keeper", "batch", "offset", "commit", "replay",
-    "école", "café", "naïve", "über", "straße", "ångström", "fjörð", "año", "x", "a1b2", "v4",
+    "stream",
+    "state",
+    "ledger",
+    "river",
+    "keeper",
+    "batch",
+    "offset",
+    "commit",
+    "replay",
+    "école",
+    "café",
+    "naïve",
+    "über",
+    "straße",
+    "ångström",
+    "fjörð",
+    "año",
+    "x",
+    "a1b2",
+    "v4",
     # numbers alone, including non-ASCII digits (category Nd) and fractions-free forms
-    "42", "2026", "007", "٣٤", "१२",
+    "42",
+    "2026",
+    "007",
+    "٣٤",
+    "१२",
     # Cyrillic, Greek, CJK, Hangul, Arabic, Hebrew, Devanagari letters
-    "река", "учёт", "ποταμός", "λόγος", "河流", "账本", "川", "강물", "نهر", "נהר", "नदी",
+    "река",
+    "учёт",
+    "ποταμός",
+    "λόγος",
+    "河流",
+    "账本",
+    "川",
+    "강물",
+    "نهر",
+    "נהר",
+    "नदी",
     # a supplementary-plane letter (CJK Extension B)
     "𠀋",
 ]
-_SEPARATORS = [" ", "  ", ", ", ". ", "! ", "? ", " - ", " — ", "\t", "_", "+", "/", "'", '"',
-               " (", ") ", " 🙂 ", " € ", "…", " ** ", ";", ":", "|"]
+_SEPARATORS = [
+    " ",
+    "  ",
+    ", ",
+    ". ",
+    "! ",
+    "? ",
+    " - ",
+    " — ",
+    "\t",
+    "_",
+    "+",
+    "/",
+    "'",
+    '"',
+    " (",
+    ") ",
+    " 🙂 ",
+    " € ",
+    "…",
+    " ** ",
+    ";",
+    ":",
+    "|",
+]
 
 
 def _case_stable(word: str) -> bool:
@@ -35,7 +90,9 @@ def _case_stable(word: str) -> bool:
 VOCABULARY = [w for w in _WORDS if _case_stable(w) and regex.fullmatch(r"[\p{L}\p{N}]+", w)]
 
 
-def generate(n_lines: int, seed: int, max_words: int = 12, empty_every: int = 17) -> tuple[list[str], Counter]:
+def generate(
+    n_lines: int, seed: int, max_words: int = 12, empty_every: int = 17
+) -> tuple[list[str], Counter]:
     rng = random.Random(seed)
     lines: list[str] = []
     truth: Counter = Counter()
@@ -46,7 +103,7 @@ def generate(n_lines: int, seed: int, max_words: int = 12, empty_every: int = 17
         parts = []
         if rng.random() < 0.3:
             parts.append(rng.choice(_SEPARATORS))
-        for j in range(rng.randint(1, max_words)):
+        for _ in range(rng.randint(1, max_words)):
             word = rng.choice(VOCABULARY)
             truth[word] += 1
             casing = rng.random()

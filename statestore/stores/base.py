@@ -15,7 +15,7 @@ MAX_KEY_BYTES = 65535
 DEFAULT_COMPACTION = "LeveledCompactionStrategy"
 
 
-class StoreType(str, enum.Enum):
+class StoreType(enum.StrEnum):
     PARTITIONED_KV = "partitioned-kv"
     GLOBAL_KV = "global-kv"
 

@@ -81,13 +81,16 @@ class PartitionedKeyValueTable(KeyValueTable):
 
     def get(self, session, key):
         select = prepare(
-            session, f"SELECT key, value, batch_id, time FROM {self.qualified} WHERE partition = ? AND key = ?"
+            session,
+            f"SELECT key, value, batch_id, time FROM {self.qualified} WHERE partition = ? AND key = ?",
         )
         row = session.execute(select, (self.partition_of(key), key)).one()
         return None if row is None else entry_from_row(row)
 
     def scan_sorted(self, session, page_size=5000) -> Iterator[Entry]:
-        select = prepare(session, f"SELECT key, value, batch_id, time FROM {self.qualified} WHERE partition = ?")
+        select = prepare(
+            session, f"SELECT key, value, batch_id, time FROM {self.qualified} WHERE partition = ?"
+        )
         select.fetch_size = page_size
 
         def one_partition(partition: int) -> Iterator[Entry]:

@@ -70,15 +70,19 @@ def kafka_config(stack) -> KafkaConfig:
     return cfg.resolve(KafkaConfig, env={})
 
 
-@pytest.fixture
-def topic(kafka_config, request):
+def delete_topic(kafka_config: KafkaConfig, name: str) -> None:
     from confluent_kafka.admin import AdminClient
 
+    AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers}).delete_topics([name])
+
+
+@pytest.fixture
+def topic(kafka_config, request):
     name = f"it-{request.node.name[:40].replace('[', '-').replace(']', '')}-{uuid.uuid4().hex[:6]}"
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
     kafka_io.ensure_topic(kafka_config, name, 4)
     yield name
-    AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers}).delete_topics([name])
+    delete_topic(kafka_config, name)
 
 
 @pytest.fixture

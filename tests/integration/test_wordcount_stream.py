@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from statestore import deadletters, registry
-from statestore.errors import CheckpointMismatchError, StoreMismatchError
+from statestore.errors import StoreMismatchError
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream
 
@@ -18,8 +18,9 @@ def test_counts_equal_ground_truth_and_accumulate(
 ):
     lines, truth = generate(3000, seed=11)
     produce_lines(kafka_config, topic, lines)
-    progress, _ = run_stream(spark, cassandra_config, kafka_config, topic, store_name,
-                             tmp_path / "cp", store_type=store_type)
+    progress, _ = run_stream(
+        spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", store_type=store_type
+    )
     assert dump(session, keyspace, store_name) == dict(truth)
     spec = registry.lookup(session, keyspace, store_name)
     assert spec.store_type.value == store_type
@@ -51,16 +52,30 @@ def test_invalid_utf8_and_null_values_are_dead_lettered_not_counted(
     spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
 ):
     long_word = "w" * 70_000  # over Cassandra's 64 KiB key limit
-    values = [b"good words here", b"caf\xc3\xa9 ok", b"bad \xff\xfe bytes never counted", None, b"",
-              f"fine {long_word} also fine".encode()]
+    values = [
+        b"good words here",
+        b"caf\xc3\xa9 ok",
+        b"bad \xff\xfe bytes never counted",
+        None,
+        b"",
+        f"fine {long_word} also fine".encode(),
+    ]
     produce_lines(kafka_config, topic, values)
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert dump(session, keyspace, store_name) == {
-        "good": 1, "words": 1, "here": 1, "café": 1, "ok": 1, "fine": 2, "also": 1,
+        "good": 1,
+        "words": 1,
+        "here": 1,
+        "café": 1,
+        "ok": 1,
+        "fine": 2,
+        "also": 1,
     }
     letters = sorted(deadletters.read_all(session, keyspace, store_name), key=lambda d: d.reason)
     assert [(d.reason, d.topic) for d in letters] == [
-        (deadletters.INVALID_UTF8, topic), (deadletters.KEY_TOO_LONG, topic), (deadletters.NULL_VALUE, topic),
+        (deadletters.INVALID_UTF8, topic),
+        (deadletters.KEY_TOO_LONG, topic),
+        (deadletters.NULL_VALUE, topic),
     ]
     by_reason = {d.reason: d for d in letters}
     assert by_reason[deadletters.INVALID_UTF8].raw == b"bad \xff\xfe bytes never counted"
@@ -87,6 +102,7 @@ def test_existing_store_cannot_change_type(
     produce_lines(kafka_config, topic, ["one line"])
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     with pytest.raises(StoreMismatchError, match="already exists as partitioned-kv"):
-        run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp",
-                   store_type="global-kv")
+        run_stream(
+            spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", store_type="global-kv"
+        )
     assert Counter(dump(session, keyspace, store_name)) == Counter({"one": 1, "line": 1})

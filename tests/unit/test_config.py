@@ -14,8 +14,11 @@ def test_defaults_point_at_the_local_stack():
 
 
 def test_environment_overrides_defaults_and_flags_override_environment():
-    env = {"STATESTORE_CASSANDRA_HOSTS": "h1, h2", "STATESTORE_CASSANDRA_PORT": "9142",
-           "STATESTORE_KEYSPACE": "from_env"}
+    env = {
+        "STATESTORE_CASSANDRA_HOSTS": "h1, h2",
+        "STATESTORE_CASSANDRA_PORT": "9142",
+        "STATESTORE_KEYSPACE": "from_env",
+    }
     c = cfg.resolve(CassandraConfig, env=env)
     assert (c.hosts, c.port, c.keyspace) == (("h1", "h2"), 9142, "from_env")
     parser = argparse.ArgumentParser()
@@ -41,8 +44,9 @@ def test_bad_values_name_the_flag_and_variable():
 
 
 def test_password_never_shows_in_repr_or_errors():
-    c = cfg.resolve(CassandraConfig, env={"STATESTORE_CASSANDRA_USERNAME": "u",
-                                          "STATESTORE_CASSANDRA_PASSWORD": "s3cret"})
+    c = cfg.resolve(
+        CassandraConfig, env={"STATESTORE_CASSANDRA_USERNAME": "u", "STATESTORE_CASSANDRA_PASSWORD": "s3cret"}
+    )
     assert c.password == "s3cret"
     assert "s3cret" not in repr(c)
 
@@ -50,15 +54,24 @@ def test_password_never_shows_in_repr_or_errors():
 def test_stream_config_requires_topic_store_checkpoint():
     with pytest.raises(ConfigError, match="topic is required"):
         cfg.resolve(StreamConfig, env={})
-    s = cfg.resolve(StreamConfig, env={"STATESTORE_TOPIC": "t", "STATESTORE_STORE": "s",
-                                       "STATESTORE_CHECKPOINT": "/tmp/c"})
-    assert (s.trigger, s.starting_offsets, s.store_type, s.partitions) == ("available-now", "earliest", None, None)
+    s = cfg.resolve(
+        StreamConfig,
+        env={"STATESTORE_TOPIC": "t", "STATESTORE_STORE": "s", "STATESTORE_CHECKPOINT": "/tmp/c"},
+    )
+    assert (s.trigger, s.starting_offsets, s.store_type, s.partitions) == (
+        "available-now",
+        "earliest",
+        None,
+        None,
+    )
 
 
 def test_stream_config_rejects_unsafe_store_name():
     with pytest.raises(ConfigError, match="invalid store name"):
-        cfg.resolve(StreamConfig, env={"STATESTORE_TOPIC": "t", "STATESTORE_STORE": "s;drop",
-                                       "STATESTORE_CHECKPOINT": "/c"})
+        cfg.resolve(
+            StreamConfig,
+            env={"STATESTORE_TOPIC": "t", "STATESTORE_STORE": "s;drop", "STATESTORE_CHECKPOINT": "/c"},
+        )
     with pytest.raises(InvalidNameError):
         StreamConfig(topic="t", store="Bad", checkpoint="/c")
 

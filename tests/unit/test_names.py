@@ -1,7 +1,13 @@
 import pytest
 
 from statestore.errors import InvalidNameError
-from statestore.names import deadletter_table, store_table, validate_keyspace, validate_store_name, validate_topic
+from statestore.names import (
+    deadletter_table,
+    store_table,
+    validate_keyspace,
+    validate_store_name,
+    validate_topic,
+)
 
 
 @pytest.mark.parametrize("name", ["wordcount", "a", "s_1", "x" * 32])
