@@ -113,9 +113,7 @@ def _ensure_port_free(port: int, what: str, env_name: str) -> None:
 def _jars(component: str) -> list[Path]:
     jars = sorted((LIB / component).glob("*.jar"))
     if not jars:
-        raise StackError(
-            f"no {component} jars in {LIB / component}: run `make install` (or scripts/install-jvm) first"
-        )
+        raise StackError(f"no {component} jars in {LIB / component}: run `make install` (or scripts/install-jvm) first")
     return jars
 
 
@@ -182,9 +180,7 @@ def probe_cassandra(port: int, auth: bool = False) -> str:
     from cassandra.cluster import Cluster
 
     provider = PlainTextAuthProvider("cassandra", "cassandra") if auth else None
-    cluster = Cluster(
-        ["127.0.0.1"], port=port, auth_provider=provider, connect_timeout=3, control_connection_timeout=3
-    )
+    cluster = Cluster(["127.0.0.1"], port=port, auth_provider=provider, connect_timeout=3, control_connection_timeout=3)
     try:
         session = cluster.connect()
         return session.execute("SELECT release_version FROM system.local").one()[0]

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from statestore import faults
 from statestore.codecs import decode_long, encode_long
 from statestore.config import CassandraConfig
+from statestore.retry import with_retries
 from statestore.stores import Entry, StoreSpec, table_for
 
 
@@ -48,9 +50,7 @@ class ApplyStats:
         )
 
 
-def plan_writes(
-    current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: int
-) -> tuple[list[Entry], int]:
+def plan_writes(current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: int) -> tuple[list[Entry], int]:
     """Pure: the entries batch `batch_id` must write, and how many keys it already wrote."""
     writes: list[Entry] = []
     skipped = 0
@@ -61,18 +61,14 @@ def plan_writes(
             continue
         base = decode_long(stored.value) if stored is not None else 0
         time_ms = delta.time_ms
-        if (
-            stored is not None
-            and stored.time_ms is not None
-            and (time_ms is None or stored.time_ms > time_ms)
-        ):
+        if stored is not None and stored.time_ms is not None and (time_ms is None or stored.time_ms > time_ms):
             time_ms = stored.time_ms
         writes.append(Entry(delta.key, encode_long(base + delta.amount), batch_id, time_ms))
     return writes, skipped
 
 
 def apply_deltas(
-    session, spec: StoreSpec, batch_id: int, deltas: list[Delta], concurrency: int
+    session, spec: StoreSpec, batch_id: int, deltas: list[Delta], concurrency: int, write_ts: int
 ) -> ApplyStats:
     """Read the current entries of the batch's keys, then write the new absolute values."""
     if not deltas:
@@ -80,7 +76,10 @@ def apply_deltas(
     table = table_for(spec)
     current = table.read_entries(session, [d.key for d in deltas], concurrency)
     writes, skipped = plan_writes(current, deltas, batch_id)
-    table.write_entries(session, writes, concurrency)
+    if faults.kill_armed_for(batch_id) and len(writes) > 1:
+        table.write_entries(session, writes[: len(writes) // 2], concurrency, write_ts)
+        faults.crash()
+    table.write_entries(session, writes, concurrency, write_ts)
     times = [d.time_ms for d in deltas if d.time_ms is not None]
     return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None)
 
@@ -89,22 +88,29 @@ def apply_deltas(
 _SLICE = 20_000
 
 
-def partition_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int):
+def partition_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int):
     """A function for RDD.mapPartitions over rows of (word, delta, last_ms): it applies them
-    on the executor and yields one ApplyStats per task."""
+    on the executor and yields one ApplyStats per task. Transient Cassandra errors are retried
+    within the retry budget: repeating a slice is safe (see the module doc)."""
 
-    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
+    def apply_slice(deltas: list[Delta]) -> ApplyStats:
         from statestore.cassandra import session_for
 
-        session = session_for(config)
+        return with_retries(
+            config,
+            f"applying batch {batch_id} to store {spec.name}",
+            lambda: apply_deltas(session_for(config), spec, batch_id, deltas, config.write_concurrency, write_ts),
+        )
+
+    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
         total = ApplyStats()
-        batch: list[Delta] = []
+        deltas: list[Delta] = []
         for row in rows:
-            batch.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2]))
-            if len(batch) >= _SLICE:
-                total += apply_deltas(session, spec, batch_id, batch, config.write_concurrency)
-                batch = []
-        total += apply_deltas(session, spec, batch_id, batch, config.write_concurrency)
+            deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2]))
+            if len(deltas) >= _SLICE:
+                total += apply_slice(deltas)
+                deltas = []
+        total += apply_slice(deltas)
         yield total
 
     return apply_partition

@@ -8,6 +8,7 @@ is token-aware, so a point read or a single-partition write goes straight to a r
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 
 from cassandra import ConsistencyLevel
@@ -16,7 +17,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, N
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from statestore.config import CassandraConfig
-from statestore.errors import CassandraUnavailableError, KeyspaceMissingError
+from statestore.errors import CassandraUnavailableError, ConfigError, KeyspaceMissingError
 from statestore.names import validate_keyspace
 
 DDL_PROFILE = "ddl"
@@ -34,12 +35,29 @@ def _profile(config: CassandraConfig, consistency: str) -> ExecutionProfile:
     )
 
 
+def ssl_context(config: CassandraConfig) -> ssl.SSLContext | None:
+    """The TLS context `config` asks for, or None for plain connections."""
+    if not config.ssl:
+        return None
+    try:
+        context = ssl.create_default_context(cafile=config.ssl_ca_file)
+        context.check_hostname = config.ssl_check_hostname
+        if not config.ssl_check_hostname:
+            context.verify_mode = ssl.CERT_REQUIRED  # still verify the chain
+        if config.ssl_cert_file:
+            context.load_cert_chain(config.ssl_cert_file, config.ssl_key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot set up TLS for Cassandra: {exc}") from None
+    return context
+
+
 def build_cluster(config: CassandraConfig) -> Cluster:
     """A driver Cluster for `config` (no I/O until `connect`)."""
     auth = None
     if config.username is not None:
         auth = PlainTextAuthProvider(config.username, config.password or "")
     return Cluster(
+        ssl_context=ssl_context(config),
         contact_points=list(config.hosts),
         port=config.port,
         protocol_version=config.protocol_version,

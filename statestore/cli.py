@@ -172,20 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="keyspace (default: --keyspace / STATESTORE_KEYSPACE)")
     p.add_argument("--replication-factor", type=int, default=1, help="default 1")
 
-    p = command(
-        "create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=True
-    )
+    p = command("create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=True)
     p.add_argument("topic")
     p.add_argument("--partitions", type=int, default=4, help="default 4")
 
-    p = command(
-        "produce", cmd_produce, "send each line of FILE as one Kafka message", cassandra=False, kafka=True
-    )
+    p = command("produce", cmd_produce, "send each line of FILE as one Kafka message", cassandra=False, kafka=True)
     p.add_argument("topic")
     p.add_argument("file")
-    p.add_argument(
-        "--partitions", type=int, default=4, help="partitions if the topic must be created (default 4)"
-    )
+    p.add_argument("--partitions", type=int, default=4, help="partitions if the topic must be created (default 4)")
 
     p = command("get", cmd_get, "print the value (count) of one key")
     p.add_argument("store")

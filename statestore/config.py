@@ -30,12 +30,21 @@ CONSISTENCY_LEVELS = (
 )
 
 
-def _setting(default: Any, env: str, flag: str, help: str, parse=str, secret: bool = False):
+def _setting(default: Any, env: str, flag: str, help: str, parse=str, secret: bool = False, switch: bool = False):
     return field(
         default=default,
         repr=not secret,
-        metadata={"env": env, "flag": flag, "help": help, "parse": parse, "secret": secret},
+        metadata={"env": env, "flag": flag, "help": help, "parse": parse, "secret": secret, "switch": switch},
     )
+
+
+def _bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("use true or false")
 
 
 def _hosts(raw: str) -> tuple[str, ...]:
@@ -84,9 +93,7 @@ class CassandraConfig:
         "comma-separated contact points (default 127.0.0.1)",
         _hosts,
     )
-    port: int = _setting(
-        9042, "STATESTORE_CASSANDRA_PORT", "--cassandra-port", "CQL port (default 9042)", _port
-    )
+    port: int = _setting(9042, "STATESTORE_CASSANDRA_PORT", "--cassandra-port", "CQL port (default 9042)", _port)
     keyspace: str = _setting(
         "wordcount",
         "STATESTORE_KEYSPACE",
@@ -148,6 +155,37 @@ class CassandraConfig:
         "requests in flight per writer task (default 64)",
         _positive_int,
     )
+    retry_budget_s: float = _setting(
+        60.0,
+        "STATESTORE_RETRY_BUDGET",
+        "--retry-budget",
+        "seconds a batch keeps retrying while Cassandra is unreachable, with backoff, before "
+        "the job fails (default 60)",
+        _positive_float,
+    )
+    ssl: bool = _setting(False, "STATESTORE_CASSANDRA_SSL", "--cassandra-ssl", "connect with TLS", _bool, switch=True)
+    ssl_ca_file: str | None = _setting(
+        None,
+        "STATESTORE_CASSANDRA_SSL_CA",
+        "--cassandra-ssl-ca",
+        "PEM file of the CA that signed Cassandra's certificate (default: system CAs)",
+    )
+    ssl_cert_file: str | None = _setting(
+        None,
+        "STATESTORE_CASSANDRA_SSL_CERT",
+        "--cassandra-ssl-cert",
+        "PEM client certificate, for servers that require client authentication",
+    )
+    ssl_key_file: str | None = _setting(
+        None, "STATESTORE_CASSANDRA_SSL_KEY", "--cassandra-ssl-key", "PEM key of the client certificate"
+    )
+    ssl_check_hostname: bool = _setting(
+        True,
+        "STATESTORE_CASSANDRA_SSL_CHECK_HOSTNAME",
+        "--cassandra-ssl-check-hostname",
+        "check that the certificate names the host (default true; 'false' to turn off)",
+        _bool,
+    )
 
 
 @dataclass(frozen=True)
@@ -193,12 +231,10 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """Add one flag per setting of `cls`; unset flags stay None so `resolve` falls through."""
     group = parser.add_argument_group(cls.__doc__.strip().rstrip("."))
     for f in dataclasses.fields(cls):
-        group.add_argument(
-            f.metadata["flag"],
-            dest=f.name,
-            default=None,
-            help=f"{f.metadata['help']} [env {f.metadata['env']}]",
-        )
+        help_text = f"{f.metadata['help']} [env {f.metadata['env']}]"
+        # A switch takes no value on the command line; "true" then goes through `resolve`.
+        extra = {"action": "store_const", "const": "true"} if f.metadata["switch"] else {}
+        group.add_argument(f.metadata["flag"], dest=f.name, default=None, help=help_text, **extra)
 
 
 def from_args(cls: type, args: argparse.Namespace, env: Mapping[str, str] | None = None):
@@ -251,9 +287,7 @@ def _checkpoint(raw: str) -> str:
 class StreamConfig:
     """The word-count stream: where it reads, which store it writes, how it triggers."""
 
-    topic: str = _setting(
-        None, "STATESTORE_TOPIC", "--topic", "Kafka topic of text lines (required)", validate_topic
-    )
+    topic: str = _setting(None, "STATESTORE_TOPIC", "--topic", "Kafka topic of text lines (required)", validate_topic)
     store: str = _setting(
         None, "STATESTORE_STORE", "--store", "store to write the counts to (required)", validate_store_name
     )
@@ -298,6 +332,22 @@ class StreamConfig:
         "--max-offsets-per-trigger",
         "cap on Kafka records per micro-batch (default: no cap)",
         _positive_int,
+    )
+    recover_from_store: bool = _setting(
+        False,
+        "STATESTORE_RECOVER_FROM_STORE",
+        "--recover-from-store",
+        "with a new (empty) checkpoint, finish the store's last batch and continue from where it "
+        "ended instead of refusing to start",
+        _bool,
+        switch=True,
+    )
+    lease_ttl_s: float = _setting(
+        30.0,
+        "STATESTORE_LEASE_TTL",
+        "--lease-ttl",
+        "seconds the store's writer lease outlives its holder (default 30); renewed every third",
+        _positive_float,
     )
 
     def __post_init__(self) -> None:

@@ -42,9 +42,7 @@ def validate_keyspace(name: str) -> str:
 
 def validate_topic(name: str) -> str:
     if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
-        raise InvalidNameError(
-            f"invalid Kafka topic {name!r}: use 1-249 ASCII letters, digits, '.', '_' or '-'"
-        )
+        raise InvalidNameError(f"invalid Kafka topic {name!r}: use 1-249 ASCII letters, digits, '.', '_' or '-'")
     return name
 
 

@@ -27,6 +27,16 @@ class StoreProgress:
     max_event_time: datetime | None
     source_topic: str | None
     query_id: str | None
+    batch_base: int
+    offsets: str | None
+    pending_batch_id: int | None
+    pending_ts: int | None
+    pending_offsets: str | None
+    last_ts: int | None
+
+    @property
+    def has_batches(self) -> bool:
+        return self.last_batch_id is not None or self.pending_batch_id is not None
 
 
 def create_cql(keyspace: str) -> str:
@@ -34,7 +44,9 @@ def create_cql(keyspace: str) -> str:
         f"CREATE TABLE IF NOT EXISTS {validate_keyspace(keyspace)}.{REGISTRY_TABLE} ("
         " name text PRIMARY KEY, store_type text, table_name text, partitions int,"
         " key_format text, value_format text, created_at timestamp, source_topic text,"
-        " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text)"
+        " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
+        " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
+        " last_ts bigint)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
@@ -84,9 +96,7 @@ def lookup(session, keyspace: str, name: str) -> StoreSpec:
         (name,),
     ).one()
     if row is None:
-        raise StoreNotFoundError(
-            f"no store '{name}' in keyspace '{keyspace}' (see `statestore stores` for the list)"
-        )
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}' (see `statestore stores` for the list)")
     return _spec(keyspace, row)
 
 
@@ -105,7 +115,17 @@ def list_stores(session, keyspace: str) -> list[tuple[StoreSpec, StoreProgress]]
 
 def _progress(row) -> StoreProgress:
     return StoreProgress(
-        row.last_batch_id, row.last_batch_at, row.max_event_time, row.source_topic, row.query_id
+        row.last_batch_id,
+        row.last_batch_at,
+        row.max_event_time,
+        row.source_topic,
+        row.query_id,
+        row.batch_base or 0,
+        row.offsets,
+        row.pending_batch_id,
+        row.pending_ts,
+        row.pending_offsets,
+        row.last_ts,
     )
 
 
@@ -113,7 +133,8 @@ def progress(session, keyspace: str, name: str) -> StoreProgress:
     row = session.execute(
         prepare(
             session,
-            f"SELECT last_batch_id, last_batch_at, max_event_time, source_topic, query_id"
+            "SELECT last_batch_id, last_batch_at, max_event_time, source_topic, query_id, batch_base,"
+            " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts"
             f" FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?",
         ),
         (validate_store_name(name),),
@@ -123,25 +144,63 @@ def progress(session, keyspace: str, name: str) -> StoreProgress:
     return _progress(row)
 
 
-def record_batch(
-    session, spec: StoreSpec, batch_id: int, max_event_time_ms: int | None, query_id: str | None
+def begin_batch(
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    write_ts: int,
+    start_offsets: str,
+    end_offsets: str,
+    query_id: str | None,
+    batch_base: int,
 ) -> None:
-    """Mark `batch_id` applied by the query `query_id` (Spark's id of the checkpoint).
+    """Record batch `batch_id` before any of its writes: its write timestamp (a replay reuses
+    it, every later batch gets a larger one) and the offsets it reads (so a lost checkpoint
+    can still complete it). `offsets`, the store's position, is where the batch starts."""
+    update = prepare(
+        session,
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET pending_batch_id = ?, pending_ts = ?, offsets = ?,"
+        " pending_offsets = ?, query_id = ?, batch_base = ? WHERE name = ?",
+    )
+    update.is_idempotent = True
+    session.execute(
+        update,
+        (batch_id, write_ts, start_offsets, end_offsets, query_id, batch_base, spec.name),
+        execution_profile=DDL_PROFILE,
+    )
+
+
+def record_batch(
+    session, spec: StoreSpec, batch_id: int, write_ts: int, offsets: str | None, max_event_time_ms: int | None
+) -> None:
+    """Mark `batch_id` applied, with the Kafka offsets it ended at (the store's position).
 
     A replayed batch writes the same values again. max_event_time only ever grows (a batch
     with no events leaves it as it was).
     """
     update = prepare(
         session,
-        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = ?, query_id = ?,"
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = ?, last_ts = ?, offsets = ?,"
         " last_batch_at = toTimestamp(now()) WHERE name = ?",
     )
     update.is_idempotent = True
-    session.execute(update, (batch_id, query_id, spec.name), execution_profile=DDL_PROFILE)
+    session.execute(update, (batch_id, write_ts, offsets, spec.name), execution_profile=DDL_PROFILE)
     if max_event_time_ms is not None:
         current = progress(session, spec.keyspace, spec.name).max_event_time
         if current is None or millis_of(current) < max_event_time_ms:
-            event = prepare(
-                session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET max_event_time = ? WHERE name = ?"
-            )
+            event = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET max_event_time = ? WHERE name = ?")
             session.execute(event, (max_event_time_ms, spec.name), execution_profile=DDL_PROFILE)
+
+
+def clear_progress(session, spec: StoreSpec) -> None:
+    """Forget every batch and position (after the store's data was truncated)."""
+    session.execute(
+        prepare(
+            session,
+            f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = null, last_ts = null, offsets = null,"
+            " pending_batch_id = null, pending_ts = null, pending_offsets = null, query_id = null, batch_base = null,"
+            " max_event_time = null, last_batch_at = null WHERE name = ?",
+        ),
+        (spec.name,),
+        execution_profile=DDL_PROFILE,
+    )

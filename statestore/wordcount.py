@@ -12,18 +12,17 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from statestore import batches, checkpoint, deadletters, registry
 from statestore import config as cfg
-from statestore import deadletters, registry
-from statestore.apply import ApplyStats, partition_applier
+from statestore.batches import BatchApplier
 from statestore.cassandra import require_keyspace, session_for
 from statestore.config import CassandraConfig, KafkaConfig, StreamConfig
-from statestore.errors import CheckpointMismatchError, ConfigError, KafkaError, StateStoreError
+from statestore.errors import ConfigError, KafkaError, StateStoreError
 from statestore.kafka_io import partition_count
+from statestore.lease import StoreLease
 from statestore.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.stores import StoreSpec, StoreType
 from statestore.stores.base import MAX_KEY_BYTES
@@ -63,12 +62,12 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
     return provision_store(session, spec, job.stream.topic)
 
 
-def _kafka_source(spark, job: JobConfig):
+def _kafka_source(spark, job: JobConfig, starting_offsets: str):
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", job.kafka.bootstrap_servers)
         .option("subscribe", job.stream.topic)
-        .option("startingOffsets", job.stream.starting_offsets)
+        .option("startingOffsets", starting_offsets)
     )
     if job.stream.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(job.stream.max_offsets_per_trigger))
@@ -105,9 +104,7 @@ def dead_letter_rows(batch_df):
     # Only a message longer than the key limit can hold a word longer than it: the cheap
     # length filter keeps the tokenization here off all ordinary messages. Per message, with
     # array functions, so the check needs no shuffle.
-    too_long = F.filter(
-        words_column(F.col("value").cast("string")), lambda w: F.octet_length(w) > MAX_KEY_BYTES
-    )
+    too_long = F.filter(words_column(F.col("value").cast("string")), lambda w: F.octet_length(w) > MAX_KEY_BYTES)
     long_words = (
         _readable(batch_df)
         .filter(F.octet_length("value") > MAX_KEY_BYTES)
@@ -158,107 +155,65 @@ def batch_deltas(batch_df):
     )
 
 
-class BatchApplier:
-    """The foreachBatch function: guards the checkpoint, applies one batch, records it."""
+@dataclass
+class RunningStream:
+    """A started word-count query with the lease it holds; `stop()` ends both."""
 
-    def __init__(self, job: JobConfig, spec: StoreSpec) -> None:
-        self.job = job
-        self.spec = spec
-        self.query_id: str | None = None
-        self.started = threading.Event()
-        self.last_stats: ApplyStats | None = None
+    query: object
+    applier: BatchApplier
+    lease: StoreLease
 
-    def check_checkpoint(self, session, batch_id: int) -> None:
-        """Refuse a checkpoint that is behind the store: its batch ids would be skipped as
-        replays (or, re-read from Kafka, counted twice)."""
-        progress = registry.progress(session, self.spec.keyspace, self.spec.name)
-        owner = progress.query_id
-        if progress.last_batch_id is None:
-            return
-        if owner != self.query_id or batch_id < progress.last_batch_id:
-            raise CheckpointMismatchError(
-                f"store '{self.spec.name}' was last written at batch {progress.last_batch_id} by the "
-                f"query of checkpoint id {owner}, but this checkpoint ({self.job.stream.checkpoint}, "
-                f"query id {self.query_id}) is at batch {batch_id}: the checkpoint was deleted, "
-                "replaced or rolled back. Nothing was written. To recover, restore the original "
-                "checkpoint directory, or count into a new store with --store NAME and a fresh "
-                "--checkpoint."
-            )
-
-    def __call__(self, batch_df, batch_id: int) -> None:
-        if not self.started.wait(timeout=120):
-            raise StateStoreError("the streaming query did not report its id within 120 s")
-        began = time.monotonic()
-        session = session_for(self.job.cassandra)
-        self.check_checkpoint(session, batch_id)
-        batch_df.persist()
+    def stop(self) -> None:
         try:
-            letters = write_dead_letters(session, batch_df, self.spec, batch_id)
-            checked = time.monotonic()
-            applier = partition_applier(self.job.cassandra, self.spec, batch_id)
-            stats = sum(batch_deltas(batch_df).rdd.mapPartitions(applier).collect(), ApplyStats())
+            if self.query.isActive:
+                self.query.stop()
         finally:
-            batch_df.unpersist()
-        registry.record_batch(session, self.spec, batch_id, stats.max_time_ms, self.query_id)
-        self.last_stats = stats
-        _log.info(
-            "batch %d of store %s: %d keys, %d written, %d already applied, %d dead letters "
-            "(%.1fs: %.1fs input checks, %.1fs counting)",
-            batch_id,
-            self.spec.name,
-            stats.keys,
-            stats.written,
-            stats.skipped,
-            letters,
-            time.monotonic() - began,
-            checked - began,
-            time.monotonic() - checked,
-        )
+            self.lease.release()
 
 
-_DEAD_LETTER_CHUNK = 500
+def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec) -> None:
+    """Refuse a checkpoint that does not belong to the store's history (before any read);
+    with --recover-from-store, finish the store's pending batch first."""
+    progress = registry.progress(session, spec.keyspace, spec.name)
+    owner = checkpoint.query_id(spark, job.stream.checkpoint)
+    problem = batches.checkpoint_problem(progress, owner, job.stream.recover_from_store)
+    if problem:
+        raise batches.mismatch_error(spec.name, job.stream.checkpoint, problem)
+    if owner is None and progress.has_batches:
+        batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka.bootstrap_servers)
 
 
-def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int) -> int:
-    """Write the batch's dead letters from the driver; returns how many.
-
-    They are rare, so the driver streams them (one partition at a time, bounded memory)
-    rather than starting Python workers on every executor for an almost always empty set.
-    """
-    written = 0
-    chunk: list[deadletters.DeadLetter] = []
-    for r in dead_letter_rows(batch_df).toLocalIterator():
-        raw = None if r.raw is None else bytes(r.raw)
-        chunk.append(
-            deadletters.DeadLetter(r.topic, r.partition, r.offset, r.ts_ms, r.reason, r.detail, raw, batch_id)
-        )
-        if len(chunk) >= _DEAD_LETTER_CHUNK:
-            deadletters.write(session, spec.keyspace, spec.name, chunk)
-            written, chunk = written + len(chunk), []
-    if chunk:
-        deadletters.write(session, spec.keyspace, spec.name, chunk)
-    return written + len(chunk)
-
-
-def start(spark, job: JobConfig):
-    """Provision the store and start the query; returns (query, applier)."""
+def start(spark, job: JobConfig) -> RunningStream:
+    """Provision the store, take its lease, check the checkpoint, start the query."""
     session = session_for(job.cassandra)
     spec = resolve_store(session, job)
-    applier = BatchApplier(job, spec)
-    writer = (
-        _kafka_source(spark, job)
-        .writeStream.queryName(f"wordcount-{spec.name}")
-        .option("checkpointLocation", job.stream.checkpoint)
-        .foreachBatch(applier)
-    )
-    if job.stream.trigger == "available-now":
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{cfg.trigger_seconds(job.stream.trigger)} seconds")
-    query = writer.start()
-    applier.query_id = str(query.id)
-    applier.started.set()
-    return query, applier
+    lease = StoreLease(session, spec.keyspace, spec.name, job.stream.checkpoint, job.stream.lease_ttl_s)
+    lease.acquire()
+    try:
+        _check_checkpoint(spark, session, job, spec)
+        starting = job.stream.starting_offsets
+        if job.stream.recover_from_store and checkpoint.query_id(spark, job.stream.checkpoint) is None:
+            starting = registry.progress(session, spec.keyspace, spec.name).offsets or starting
+        applier = BatchApplier(spark, job.cassandra, spec, job.stream.checkpoint, lease)
+        writer = (
+            _kafka_source(spark, job, starting)
+            .writeStream.queryName(f"wordcount-{spec.name}")
+            .option("checkpointLocation", job.stream.checkpoint)
+            .foreachBatch(applier)
+        )
+        if job.stream.trigger == "available-now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{cfg.trigger_seconds(job.stream.trigger)} seconds")
+        # The id is known only once the query exists; batches wait for it (see BatchApplier).
+        query = writer.start()
+        applier.query_id = str(query.id)
+        applier.started.set()
+        lease.start_renewing()
+    except BaseException:
+        lease.release()
+        raise
+    return RunningStream(query, applier, lease)
 
 
 def parse_args(argv: Sequence[str] | None, env=None) -> JobConfig:
@@ -279,12 +234,11 @@ def run(job: JobConfig) -> int:
     from statestore.spark import build_session
 
     spark = build_session(f"statestore-wordcount-{job.stream.store}")
-    query, _ = start(spark, job)
+    stream = start(spark, job)
     try:
-        query.awaitTermination()
+        stream.query.awaitTermination()
     finally:
-        if query.isActive:
-            query.stop()
+        stream.stop()
     return 0
 
 
@@ -308,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _store_error_in(message: str) -> str | None:
     """Spark wraps an error raised in foreachBatch in its own exception text; pull ours out."""
     for line in message.splitlines():
-        for name in ("CheckpointMismatchError", "StoreMismatchError", "CassandraUnavailableError"):
+        for name in ("CheckpointMismatchError", "CassandraUnavailableError", "LeaseLostError"):
             if f"{name}:" in line:
                 return line.split(f"{name}:", 1)[1].strip()
     return None

@@ -90,9 +90,7 @@ def _case_stable(word: str) -> bool:
 VOCABULARY = [w for w in _WORDS if _case_stable(w) and regex.fullmatch(r"[\p{L}\p{N}]+", w)]
 
 
-def generate(
-    n_lines: int, seed: int, max_words: int = 12, empty_every: int = 17
-) -> tuple[list[str], Counter]:
+def generate(n_lines: int, seed: int, max_words: int = 12, empty_every: int = 17) -> tuple[list[str], Counter]:
     rng = random.Random(seed)
     lines: list[str] = []
     truth: Counter = Counter()

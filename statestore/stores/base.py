@@ -77,8 +77,10 @@ class KeyValueTable(ABC):
         """The stored entries among `keys` (missing keys are absent from the result)."""
 
     @abstractmethod
-    def write_entries(self, session, entries: list[Entry], concurrency: int) -> None:
-        """Upsert absolute values; every statement is idempotent, so driver retries are safe."""
+    def write_entries(self, session, entries: list[Entry], concurrency: int, write_ts: int) -> None:
+        """Upsert absolute values at write timestamp `write_ts` (microseconds); every statement
+        is idempotent, so driver retries are safe, and a late write of an older batch loses
+        against a newer batch's."""
 
     @abstractmethod
     def get(self, session, key: bytes) -> Entry | None:

@@ -41,12 +41,13 @@ class GlobalKeyValueTable(KeyValueTable):
                 found[row.key] = entry_from_row(row)
         return found
 
-    def write_entries(self, session, entries, concurrency):
+    def write_entries(self, session, entries, concurrency, write_ts):
         upsert = prepare(
-            session, f"INSERT INTO {self.qualified} (key, value, time, batch_id) VALUES (?, ?, ?, ?)"
+            session,
+            f"INSERT INTO {self.qualified} (key, value, time, batch_id) VALUES (?, ?, ?, ?) USING TIMESTAMP ?",
         )
         upsert.is_idempotent = True
-        work = ((upsert, (e.key, e.value, e.time_ms, e.batch_id)) for e in entries)
+        work = ((upsert, (e.key, e.value, e.time_ms, e.batch_id, write_ts)) for e in entries)
         execute_concurrent(session, work, concurrency=concurrency, raise_on_first_error=True)
 
     def get(self, session, key):

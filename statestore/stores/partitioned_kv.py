@@ -60,10 +60,11 @@ class PartitionedKeyValueTable(KeyValueTable):
                 found[row.key] = entry_from_row(row)
         return found
 
-    def write_entries(self, session, entries, concurrency):
+    def write_entries(self, session, entries, concurrency, write_ts):
         upsert = prepare(
             session,
-            f"INSERT INTO {self.qualified} (partition, key, value, time, batch_id) VALUES (?, ?, ?, ?, ?)",
+            f"INSERT INTO {self.qualified} (partition, key, value, time, batch_id) VALUES (?, ?, ?, ?, ?)"
+            " USING TIMESTAMP ?",
         )
         batches = []
         for partition, group in self._by_partition(entries).items():
@@ -74,7 +75,7 @@ class PartitionedKeyValueTable(KeyValueTable):
                     batch.is_idempotent = True
                     batches.append((batch, ()))
                     rows, size = 0, 0
-                batch.add(upsert, (partition, entry.key, entry.value, entry.time_ms, entry.batch_id))
+                batch.add(upsert, (partition, entry.key, entry.value, entry.time_ms, entry.batch_id, write_ts))
                 rows += 1
                 size += len(entry.key) + len(entry.value) + 24
         execute_concurrent(session, batches, concurrency=concurrency, raise_on_first_error=True)
@@ -88,9 +89,7 @@ class PartitionedKeyValueTable(KeyValueTable):
         return None if row is None else entry_from_row(row)
 
     def scan_sorted(self, session, page_size=5000) -> Iterator[Entry]:
-        select = prepare(
-            session, f"SELECT key, value, batch_id, time FROM {self.qualified} WHERE partition = ?"
-        )
+        select = prepare(session, f"SELECT key, value, batch_id, time FROM {self.qualified} WHERE partition = ?")
         select.fetch_size = page_size
 
         def one_partition(partition: int) -> Iterator[Entry]:

@@ -96,18 +96,19 @@ def produce_lines(kafka_config: KafkaConfig, topic: str, lines) -> int:
 
 
 def run_stream(spark, cassandra_config, kafka_config, topic, store, checkpoint, **stream_overrides):
-    """Run the word count with the available-now trigger until it has processed everything."""
+    """Run the word count with the available-now trigger until it has processed everything;
+    returns (the last progress event, the batch applier)."""
     stream = StreamConfig(topic=topic, store=store, checkpoint=str(checkpoint), **stream_overrides)
-    query, applier = start(spark, JobConfig(stream, cassandra_config, kafka_config))
+    running = start(spark, JobConfig(stream, cassandra_config, kafka_config))
     try:
         try:
-            finished = query.awaitTermination(timeout=600)
+            finished = running.query.awaitTermination(timeout=600)
         except StreamingQueryException as exc:
             raise RuntimeError(str(exc)) from None
         assert finished, "the available-now query did not finish within 600 s"
-        return query.lastProgress, applier
+        return running.query.lastProgress, running.applier
     finally:
-        query.stop()
+        running.stop()
 
 
 def dump(session, keyspace, store) -> dict[str, int]:

@@ -57,9 +57,7 @@ def test_spark_submit_counts_the_topic(session, keyspace, kafka_config, topic, s
 
 
 def test_spark_submit_rejects_bad_arguments_clearly(tmp_path):
-    result = _spark_submit(
-        "--topic", "t", "--store", "Robert'); DROP TABLE x;--", "--checkpoint", str(tmp_path / "cp")
-    )
+    result = _spark_submit("--topic", "t", "--store", "Robert'); DROP TABLE x;--", "--checkpoint", str(tmp_path / "cp"))
     assert result.returncode == 2
     # spark-submit's PythonRunner merges the driver's stderr into its stdout.
     assert "--store / STATESTORE_STORE" in result.stdout
@@ -70,7 +68,8 @@ def test_processing_time_trigger_runs_until_stopped(
     spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
 ):
     stream = StreamConfig(topic=topic, store=store_name, checkpoint=str(tmp_path / "cp"), trigger="1s")
-    query, _ = start(spark, JobConfig(stream, cassandra_config, kafka_config))
+    running = start(spark, JobConfig(stream, cassandra_config, kafka_config))
+    query = running.query
     try:
         first, first_truth = generate(200, seed=41)
         produce_lines(kafka_config, topic, first)
@@ -80,7 +79,7 @@ def test_processing_time_trigger_runs_until_stopped(
         produce_lines(kafka_config, topic, second)
         _wait_for(lambda: dump(session, keyspace, store_name) == dict(first_truth + second_truth))
     finally:
-        query.stop()
+        running.stop()
     assert not query.isActive
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from statestore import deadletters, registry
-from statestore.errors import StoreMismatchError
+from statestore.errors import CheckpointMismatchError, StoreMismatchError
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream
 
@@ -33,7 +33,7 @@ def test_counts_equal_ground_truth_and_accumulate(
     progress, applier = run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert progress["numInputRows"] == len(more)
     assert dump(session, keyspace, store_name) == dict(truth + more_truth)
-    assert applier.last_stats.skipped == 0
+    assert applier.last.stats.skipped == 0
 
 
 def test_restart_with_nothing_new_reads_nothing(
@@ -91,9 +91,24 @@ def test_lost_checkpoint_is_refused_and_nothing_is_written(
     produce_lines(kafka_config, topic, lines)
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     # A new checkpoint restarts batch ids at 0 and would re-read the topic from the start.
-    with pytest.raises(RuntimeError, match="checkpoint was deleted, replaced or rolled back"):
+    with pytest.raises(CheckpointMismatchError, match="the checkpoint is new") as refused:
         run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "other-cp")
+    assert "--recover-from-store" in str(refused.value) and f"statestore reset {store_name}" in str(refused.value)
     assert dump(session, keyspace, store_name) == dict(truth)
+
+    # Recovering from the store's position with the new checkpoint: only new input is read.
+    more, more_truth = generate(100, seed=6)
+    produce_lines(kafka_config, topic, more)
+    progress, _ = run_stream(
+        spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "other-cp", recover_from_store=True
+    )
+    assert progress["numInputRows"] == len(more)
+    assert dump(session, keyspace, store_name) == dict(truth + more_truth)
+    # From then on the new checkpoint is the store's own: a plain restart works.
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "other-cp")
+    # ...and the old one is refused as replaced.
+    with pytest.raises(CheckpointMismatchError, match="the checkpoint was replaced"):
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
 
 
 def test_existing_store_cannot_change_type(
@@ -102,7 +117,5 @@ def test_existing_store_cannot_change_type(
     produce_lines(kafka_config, topic, ["one line"])
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     with pytest.raises(StoreMismatchError, match="already exists as partitioned-kv"):
-        run_stream(
-            spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", store_type="global-kv"
-        )
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", store_type="global-kv")
     assert Counter(dump(session, keyspace, store_name)) == Counter({"one": 1, "line": 1})

@@ -1,0 +1,56 @@
+"""What Spark's checkpoint says about a micro-batch: the Kafka offsets it ends at.
+
+Spark writes `<checkpoint>/offsets/<batchId>` before it runs the batch: a version line, a
+metadata line, then one JSON line per source, for Kafka `{"topic": {"partition": offset}}`
+with the offsets the batch reads up to (exclusive). That JSON is exactly what the Kafka
+source takes as `startingOffsets`, so the registry keeps it as the store's position and
+`--recover-from-store` can resume from it with a new checkpoint. Read through Hadoop's
+FileSystem API, so it works for every checkpoint location Spark supports.
+"""
+
+from __future__ import annotations
+
+import json
+
+from statestore.errors import StateStoreError
+
+
+def _path(spark, checkpoint: str, *parts: str):
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path("/".join([checkpoint.rstrip("/"), *parts]))
+    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def _read_lines(spark, path, fs) -> list[str]:
+    jvm = spark.sparkContext._jvm
+    stream = fs.open(path)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        lines = []
+        line = reader.readLine()
+        while line is not None:
+            lines.append(line)
+            line = reader.readLine()
+    finally:
+        stream.close()
+    return lines
+
+
+def query_id(spark, checkpoint: str) -> str | None:
+    """The id of the streaming query a checkpoint belongs to, or None for a new checkpoint."""
+    path, fs = _path(spark, checkpoint, "metadata")
+    if not fs.exists(path):
+        return None
+    return json.loads("".join(_read_lines(spark, path, fs)))["id"]
+
+
+def batch_end_offsets(spark, checkpoint: str, batch_id: int) -> str:
+    """The Kafka source's end offsets of `batch_id`, as Spark's JSON (validated)."""
+    path, fs = _path(spark, checkpoint, "offsets", str(batch_id))
+    lines = _read_lines(spark, path, fs)
+    if len(lines) < 3 or not lines[0].startswith("v"):
+        raise StateStoreError(f"unexpected offset log format in {path}: {lines[:1]}")
+    offsets = json.loads(lines[2])
+    if not isinstance(offsets, dict) or not all(isinstance(v, dict) for v in offsets.values()):
+        raise StateStoreError(f"{path} does not hold Kafka offsets: {lines[2][:200]}")
+    return json.dumps(offsets, sort_keys=True, separators=(",", ":"))

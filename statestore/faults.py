@@ -1,0 +1,23 @@
+"""A test-only fault-injection switch: crash the whole job in the middle of a batch's writes.
+
+With STATESTORE_TEST_FAULT=kill-mid-write:<batch_id>, the executor applying that batch writes
+the first half of its new values, then kills its process group (driver, executors and Python
+workers: a hard crash of the whole job). Unset (always, outside tests), it costs one
+environment lookup per slice of deltas.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "STATESTORE_TEST_FAULT"
+
+
+def kill_armed_for(batch_id: int) -> bool:
+    kind, _, target = os.environ.get(ENV, "").partition(":")
+    return kind == "kill-mid-write" and target == str(batch_id)
+
+
+def crash() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
