@@ -3,23 +3,35 @@
 Both run as background JVM processes from the jars `scripts/install-jvm` fetched from Maven
 Central into .stack/lib/. Data, logs and pid files live under .stack/ (git-ignored).
 
-    python stack/stack.py up [--auth]   start both (a no-op for what already runs)
-    python stack/stack.py down          stop both by their recorded pids
-    python stack/stack.py status        what runs, exit 1 unless both answer
-    python stack/stack.py reset         stop both and delete their data
+    python stack/stack.py up [--auth] [--tls]   start both (a no-op for what already runs)
+    python stack/stack.py down                  stop both by their recorded pids
+    python stack/stack.py status                what runs, exit 1 unless both answer
+    python stack/stack.py reset                 stop both and delete their data
 
 `--only kafka|cassandra` limits up, down and status to one component.
 
+`up --auth` starts Cassandra with PasswordAuthenticator and CassandraAuthorizer (superuser
+cassandra/cassandra). `up --tls` makes its CQL port accept TLS only, with a self-signed
+certificate for 127.0.0.1 and localhost that keytool makes once under .stack/tls/ (PKCS12
+keystore, random password in a 0600 file); clients trust .stack/tls/ca.pem:
+STATESTORE_CASSANDRA_SSL=true STATESTORE_CASSANDRA_SSL_CA=.stack/tls/ca.pem. The two combine.
+The mode a node was started with is recorded in .stack/run/, so `status` probes it the same
+way; to change it, `down --only cassandra` and `up` again.
+
 Ports come from STATESTORE_CASSANDRA_PORT (9042), STATESTORE_CASSANDRA_STORAGE_PORT (7000),
 STATESTORE_CASSANDRA_JMX_PORT (7199), STATESTORE_KAFKA_PORT (9092) and
-STATESTORE_KAFKA_CONTROLLER_PORT (9093).
+STATESTORE_KAFKA_CONTROLLER_PORT (9093). STATESTORE_STACK_DIR puts the state (.stack/) elsewhere,
+e.g. for a second stack beside the first.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
+import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -38,6 +50,10 @@ LIB = STATE / "lib"
 RUN = STATE / "run"
 LOGS = STATE / "logs"
 DATA = STATE / "data"
+TLS = STATE / "tls"
+KEYSTORE = TLS / "keystore.p12"
+KEYSTORE_PASSWORD = TLS / "keystore.password"
+CA_PEM = TLS / "ca.pem"
 
 CASSANDRA_START_TIMEOUT_S = 180
 KAFKA_START_TIMEOUT_S = 90
@@ -78,6 +94,19 @@ class Ports:
 
 def _pid_file(name: str) -> Path:
     return RUN / f"{name}.pid"
+
+
+def _mode_file(name: str) -> Path:
+    return RUN / f"{name}.mode.json"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to `path`, readable by the owner only (it may hold a password)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
 
 
 def running_pid(name: str) -> int | None:
@@ -137,6 +166,7 @@ def _stop(name: str) -> bool:
     pid = running_pid(name)
     if pid is None:
         _pid_file(name).unlink(missing_ok=True)
+        _mode_file(name).unlink(missing_ok=True)
         return False
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
@@ -147,6 +177,7 @@ def _stop(name: str) -> bool:
         while running_pid(name) == pid:
             time.sleep(0.1)
     _pid_file(name).unlink(missing_ok=True)
+    _mode_file(name).unlink(missing_ok=True)
     return True
 
 
@@ -170,17 +201,137 @@ def _wait(name: str, proc: subprocess.Popen, probe, timeout_s: float, log: Path)
 
 def _render(template: Path, target: Path, **values: object) -> None:
     text = string.Template(template.read_text()).substitute({k: str(v) for k, v in values.items()})
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
+    _write_private(target, text)  # a rendered cassandra.yaml may hold the keystore password
 
 
-def probe_cassandra(port: int, auth: bool = False) -> str:
-    """Run a real CQL query; returns Cassandra's release version."""
+@dataclass(frozen=True)
+class CassandraMode:
+    """How a Cassandra node was started: what a client (and the probe) needs to reach it."""
+
+    auth: bool = False
+    tls: bool = False
+
+    def describe(self) -> str:
+        flags = [f for f, on in (("--auth", self.auth), ("--tls", self.tls)) if on]
+        return " ".join(flags) or "no --auth/--tls"
+
+    @classmethod
+    def recorded(cls) -> CassandraMode:
+        """The mode of the running node; a node started before modes were recorded is plain."""
+        try:
+            raw = json.loads(_mode_file("cassandra").read_text())
+        except (FileNotFoundError, ValueError):
+            return cls()
+        return cls(auth=bool(raw.get("auth")), tls=bool(raw.get("tls")))
+
+    def record(self) -> None:
+        RUN.mkdir(parents=True, exist_ok=True)
+        _mode_file("cassandra").write_text(json.dumps({"auth": self.auth, "tls": self.tls}) + "\n")
+
+
+def _keytool() -> str:
+    found = shutil.which("keytool")
+    if found:
+        return found
+    java = shutil.which("java")
+    beside = Path(java).resolve().parent / "keytool" if java else None
+    if beside is not None and beside.exists():
+        return str(beside)
+    raise StackError("keytool (from the JDK) is not on PATH; `up --tls` needs it to make the certificate")
+
+
+def ensure_tls() -> str:
+    """Make the TLS material once (kept under STATE/tls/); returns the keystore password.
+
+    A self-signed RSA certificate for IP 127.0.0.1 and DNS localhost in a PKCS12 keystore, and
+    the same certificate as PEM (ca.pem) for clients to trust. The password is random, lives in
+    a 0600 file and reaches keytool through its environment, never its command line.
+    """
+    if KEYSTORE.exists() and KEYSTORE_PASSWORD.exists() and CA_PEM.exists():
+        return KEYSTORE_PASSWORD.read_text().strip()
+    TLS.mkdir(parents=True, exist_ok=True)
+    TLS.chmod(0o700)
+    keytool = _keytool()
+    password = secrets.token_hex(24)
+    env = {**os.environ, "STATESTORE_KEYSTORE_PASSWORD": password}
+    keystore_tmp, pem_tmp = TLS / "keystore.p12.tmp", TLS / "ca.pem.tmp"
+    keystore_tmp.unlink(missing_ok=True)
+    pem_tmp.unlink(missing_ok=True)
+    store = ["-keystore", str(keystore_tmp), "-storetype", "PKCS12", "-storepass:env", "STATESTORE_KEYSTORE_PASSWORD"]
+    steps = [
+        [
+            keytool,
+            "-genkeypair",
+            "-alias",
+            "cassandra",
+            "-keyalg",
+            "RSA",
+            "-keysize",
+            "2048",
+            "-validity",
+            "3650",
+            "-dname",
+            "CN=localhost, OU=statestore local stack",
+            "-ext",
+            "SAN=ip:127.0.0.1,dns:localhost",
+            "-keypass:env",
+            "STATESTORE_KEYSTORE_PASSWORD",
+            *store,
+        ],
+        [keytool, "-exportcert", "-rfc", "-alias", "cassandra", "-file", str(pem_tmp), *store],
+    ]
+    for argv in steps:
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            raise StackError(f"keytool {argv[1]} failed:\n{result.stdout}{result.stderr}")
+    _write_private(KEYSTORE_PASSWORD, password + "\n")
+    keystore_tmp.chmod(0o600)
+    os.replace(keystore_tmp, KEYSTORE)
+    os.replace(pem_tmp, CA_PEM)  # last: its presence means the set is complete
+    print(f"cassandra: made a self-signed TLS certificate for 127.0.0.1/localhost; clients trust {CA_PEM}")
+    return password
+
+
+def _client_encryption_options(tls: bool) -> str:
+    """The cassandra.yaml block that makes the CQL port TLS-only (empty without --tls)."""
+    if not tls:
+        return ""
+    password = ensure_tls()
+    # JSON strings are valid YAML double-quoted scalars; Cassandra redacts this block in its log.
+    return (
+        "client_encryption_options:\n"
+        "  enabled: true\n"
+        "  optional: false\n"
+        f"  keystore: {json.dumps(str(KEYSTORE))}\n"
+        f"  keystore_password: {json.dumps(password)}\n"
+        "  store_type: PKCS12\n"
+    )
+
+
+def probe_cassandra(port: int, auth: bool = False, tls: bool = False) -> str:
+    """Run a real CQL query; returns Cassandra's release version.
+
+    With `tls` the connection trusts only STATE/tls/ca.pem and checks that it names 127.0.0.1;
+    with `auth` it logs in as cassandra/cassandra.
+    """
+    import ssl
+
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster
 
     provider = PlainTextAuthProvider("cassandra", "cassandra") if auth else None
-    cluster = Cluster(["127.0.0.1"], port=port, auth_provider=provider, connect_timeout=3, control_connection_timeout=3)
+    context = None
+    if tls:
+        context = ssl.create_default_context(cafile=str(CA_PEM))
+        context.check_hostname = True
+    cluster = Cluster(
+        ["127.0.0.1"],
+        port=port,
+        auth_provider=provider,
+        ssl_context=context,
+        connect_timeout=3,
+        control_connection_timeout=3,
+    )
     try:
         session = cluster.connect()
         return session.execute("SELECT release_version FROM system.local").one()[0]
@@ -188,9 +339,12 @@ def probe_cassandra(port: int, auth: bool = False) -> str:
         cluster.shutdown()
 
 
-def start_cassandra(ports: Ports, auth: bool) -> None:
+def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
+    mode = CassandraMode(auth=auth, tls=tls)
     if running_pid("cassandra"):
-        print("cassandra: already running")
+        running = CassandraMode.recorded()
+        note = "" if running == mode else f" (started with {running.describe()}; `down --only cassandra` to change)"
+        print(f"cassandra: already running{note}")
         return
     _ensure_port_free(ports.cassandra, "Cassandra CQL", "STATESTORE_CASSANDRA_PORT")
     _ensure_port_free(ports.cassandra_storage, "Cassandra storage", "STATESTORE_CASSANDRA_STORAGE_PORT")
@@ -209,6 +363,7 @@ def start_cassandra(ports: Ports, auth: bool) -> None:
         data_dir=data_dir,
         authenticator="PasswordAuthenticator" if auth else "AllowAllAuthenticator",
         authorizer="CassandraAuthorizer" if auth else "AllowAllAuthorizer",
+        client_encryption_options=_client_encryption_options(tls),
     )
     jpms = [
         line.strip()
@@ -240,10 +395,12 @@ def start_cassandra(ports: Ports, auth: bool) -> None:
         "org.apache.cassandra.service.CassandraDaemon",
     ]
     log = log_dir / "stdout.log"
+    mode.record()
     proc = _spawn("cassandra", argv, log)
     started = time.monotonic()
-    _wait("cassandra", proc, lambda: probe_cassandra(ports.cassandra, auth), CASSANDRA_START_TIMEOUT_S, log)
-    print(f"cassandra: up on 127.0.0.1:{ports.cassandra} (pid {proc.pid}, {time.monotonic() - started:.1f}s)")
+    _wait("cassandra", proc, lambda: probe_cassandra(ports.cassandra, auth, tls), CASSANDRA_START_TIMEOUT_S, log)
+    extra = f", {mode.describe()}" if auth or tls else ""
+    print(f"cassandra: up on 127.0.0.1:{ports.cassandra} (pid {proc.pid}{extra}, {time.monotonic() - started:.1f}s)")
 
 
 # ---------------------------------------------------------------- Kafka
@@ -322,14 +479,14 @@ def start_kafka(ports: Ports) -> None:
 COMPONENTS = ("kafka", "cassandra")
 
 
-def up(auth: bool, only: tuple[str, ...] = COMPONENTS) -> None:
+def up(auth: bool, only: tuple[str, ...] = COMPONENTS, tls: bool = False) -> None:
     ports = Ports.from_env()
     STATE.mkdir(parents=True, exist_ok=True)
     # Kafka first: it is quick, and Cassandra's start-up then has the CPU to itself.
     if "kafka" in only:
         start_kafka(ports)
     if "cassandra" in only:
-        start_cassandra(ports, auth)
+        start_cassandra(ports, auth, tls)
 
 
 def down(only: tuple[str, ...] = COMPONENTS) -> None:
@@ -341,7 +498,7 @@ def status(only: tuple[str, ...] = COMPONENTS) -> bool:
     ports = Ports.from_env()
     healthy = True
     probes = {
-        "cassandra": lambda: probe_cassandra(ports.cassandra),
+        "cassandra": lambda: probe_cassandra(ports.cassandra, **dataclasses.asdict(CassandraMode.recorded())),
         "kafka": lambda: probe_kafka(ports.kafka),
     }
     for name, probe in probes.items():
@@ -394,11 +551,16 @@ def main(argv: list[str] | None = None) -> int:
                 action="store_true",
                 help="start Cassandra with PasswordAuthenticator (user cassandra/cassandra)",
             )
+            command.add_argument(
+                "--tls",
+                action="store_true",
+                help=f"CQL over TLS only; clients trust {CA_PEM} (made once with keytool)",
+            )
     args = parser.parse_args(argv)
     only = tuple(getattr(args, "only", None) or COMPONENTS)
     try:
         if args.command == "up":
-            up(args.auth, only)
+            up(args.auth, only, args.tls)
         elif args.command == "down":
             down(only)
         elif args.command == "status":

@@ -195,7 +195,7 @@ class BatchApplier:
         if not self.started.wait(timeout=120):
             raise StateStoreError("the streaming query did not report its id within 120 s")
         began = time.monotonic()
-        self.lease.check()
+        with_retries(self.config, "renewing the store's lease", self.lease.check)
         session = session_for(self.config)
         progress = with_retries(
             self.config,

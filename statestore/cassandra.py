@@ -14,7 +14,7 @@ import threading
 from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
-from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
 
 from statestore.config import CassandraConfig
 from statestore.errors import CassandraUnavailableError, ConfigError, KeyspaceMissingError
@@ -66,6 +66,9 @@ def build_cluster(config: CassandraConfig) -> Cluster:
             EXEC_PROFILE_DEFAULT: _profile(config, config.dml_consistency),
             DDL_PROFILE: _profile(config, config.ddl_consistency),
         },
+        # Retry a lost node every 0.5 s doubling to 10 s (the driver's default goes up to
+        # 10 minutes, far too long for a stream waiting out a short outage).
+        reconnection_policy=ExponentialReconnectionPolicy(0.5, 10.0),
         connect_timeout=config.request_timeout_s,
         control_connection_timeout=config.request_timeout_s,
     )
@@ -86,13 +89,56 @@ def session_for(config: CassandraConfig) -> Session:
             session = cluster.connect()
         except NoHostAvailable as exc:
             cluster.shutdown()
+            from cassandra import AuthenticationFailed
+            from cassandra.connection import ConnectionShutdown
+
             where = ", ".join(f"{h}:{config.port}" for h in config.hosts)
-            reasons = "; ".join(f"{host}: {err}" for host, err in exc.errors.items()) or str(exc)
-            raise CassandraUnavailableError(
-                f"cannot reach Cassandra at {where} ({reasons}). Is it running? "
-                "For the local stack run `scripts/stack up`; otherwise set "
-                "STATESTORE_CASSANDRA_HOSTS / STATESTORE_CASSANDRA_PORT."
-            ) from None
+            failures, summary = dict(exc.errors or {}), str(exc)
+            errors = list(failures.values())
+
+            def reasons(kind: type = BaseException) -> str:
+                text = "; ".join(f"{host}: {err}" for host, err in failures.items() if isinstance(err, kind)) or summary
+                # The driver never quotes the password, but a server or a later driver might.
+                return text.replace(config.password, "<hidden>") if config.password else text
+
+            def tls_failed(err: BaseException) -> bool:
+                # The driver re-raises a failed handshake as a plain OSError quoting the SSL error.
+                return isinstance(err, ssl.SSLError) or (isinstance(err, OSError) and "[SSL" in str(err))
+
+            if any(isinstance(err, AuthenticationFailed) for err in errors):
+                who = f"user '{config.username}'" if config.username is not None else "no user (none was given)"
+                message = (
+                    f"authentication failed for {who} at {where} ({reasons(AuthenticationFailed)}): check "
+                    "STATESTORE_CASSANDRA_USERNAME / STATESTORE_CASSANDRA_PASSWORD "
+                    "(--cassandra-username / --cassandra-password)"
+                )
+            elif config.ssl and any(tls_failed(err) for err in errors):
+                ca = config.ssl_ca_file or "the system CAs (no --cassandra-ssl-ca given)"
+                message = (
+                    f"TLS with Cassandra at {where} failed ({reasons(OSError)}). The server's certificate was "
+                    f"checked against {ca}: point --cassandra-ssl-ca / STATESTORE_CASSANDRA_SSL_CA at the PEM of "
+                    "the CA that signed it (the local stack's is .stack/tls/ca.pem). A certificate for another "
+                    "host name needs that name in STATESTORE_CASSANDRA_HOSTS (or --cassandra-ssl-check-hostname "
+                    "false); WRONG_VERSION_NUMBER means the server does not speak TLS: drop --cassandra-ssl."
+                )
+            elif (
+                not config.ssl
+                and errors
+                and all(isinstance(e, ConnectionResetError | ConnectionShutdown) for e in errors)
+            ):
+                message = (
+                    f"Cassandra at {where} closed the connection during the handshake ({reasons()}). A server "
+                    "that requires TLS does this to plaintext clients: set STATESTORE_CASSANDRA_SSL=true "
+                    "(--cassandra-ssl) and point STATESTORE_CASSANDRA_SSL_CA (--cassandra-ssl-ca) at the PEM of "
+                    "its CA (the local stack's is .stack/tls/ca.pem)."
+                )
+            else:
+                message = (
+                    f"cannot reach Cassandra at {where} ({reasons()}). Is it running? "
+                    "For the local stack run `scripts/stack up`; otherwise set "
+                    "STATESTORE_CASSANDRA_HOSTS / STATESTORE_CASSANDRA_PORT."
+                )
+            raise CassandraUnavailableError(message) from None
         _sessions[config] = (cluster, session)
         return session
 

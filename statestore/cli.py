@@ -21,6 +21,7 @@ from statestore.codecs import decode_long, decode_text, encode_text
 from statestore.config import CassandraConfig, KafkaConfig
 from statestore.errors import StateStoreError
 from statestore.names import validate_store_name
+from statestore.provision import reset_store
 from statestore.stores import table_for
 
 
@@ -145,6 +146,18 @@ def cmd_deadletters(args) -> int:
     return 0
 
 
+def cmd_reset(args) -> int:
+    if not args.yes:
+        raise StateStoreError(
+            f"`statestore reset {args.store}` deletes every count and dead letter of the store and its "
+            "recorded position; add --yes to confirm"
+        )
+    session, table = _store(args)
+    reset_store(session, table.spec)
+    print(f"store {args.store} reset: empty, no recorded position; start it with a new --checkpoint")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="statestore", description="Query and feed Cassandra-backed stream state stores."
@@ -197,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("deadletters", cmd_deadletters, "input the store's stream could not count", fmt="table")
     p.add_argument("store")
     p.add_argument("--raw-bytes", type=int, default=32, help="raw bytes shown, as hex (default 32)")
+    p = command("reset", cmd_reset, "delete a store's counts, dead letters and position (keeps its layout)")
+    p.add_argument("store")
+    p.add_argument("--yes", action="store_true", help="confirm: the counts are deleted")
     return parser
 
 

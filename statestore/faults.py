@@ -20,4 +20,7 @@ def kill_armed_for(batch_id: int) -> bool:
 
 
 def crash() -> None:
+    # PySpark's worker daemon runs in a process group of its own: kill the group of the
+    # session leader (spark-submit's JVM and the Python driver) first, then our own.
+    os.killpg(os.getsid(0), signal.SIGKILL)
     os.killpg(os.getpgid(0), signal.SIGKILL)

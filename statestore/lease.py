@@ -53,6 +53,18 @@ def create_cql(keyspace: str) -> str:
     )
 
 
+def current_holder(session, keyspace: str, store: str) -> Holder | None:
+    """Who holds the store's lease now, if anyone (a missing lease table means nobody)."""
+    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
+    if meta is None or LEASE_TABLE not in meta.tables:
+        return None
+    row = session.execute(
+        prepare(session, f"SELECT holder, checkpoint, acquired_at FROM {keyspace}.{LEASE_TABLE} WHERE store = ?"),
+        (validate_store_name(store),),
+    ).one()
+    return None if row is None else Holder(row.holder, row.checkpoint, row.acquired_at)
+
+
 def describe_self() -> str:
     """host:pid:random, unique per process start."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -99,7 +111,7 @@ class StoreLease:
         deadline = time.monotonic() + wait_s
         while True:
             row = self._try_insert()
-            if row.applied:
+            if row.applied or row.holder == self.holder:  # ours: a retried insert that had succeeded
                 _log.info("store %s: lease taken by %s", self.store, self.holder)
                 return
             same_job = row.checkpoint == self.checkpoint
@@ -125,7 +137,11 @@ class StoreLease:
             execution_profile=DDL_PROFILE,
         ).one()
         if not row.applied:
-            self._lost = f"the lease was taken by {row.holder}"
+            holder = getattr(row, "holder", None)
+            if holder is None:
+                self._lost = f"the lease expired: it was not renewed within {self._ttl()}s"
+            else:
+                self._lost = f"the lease was taken by {holder}"
             raise LeaseLostError(f"store '{self.store}': {self._lost}")
         self._valid_until = started + self.ttl_s
 

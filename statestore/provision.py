@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from statestore import deadletters, registry
 from statestore.cassandra import DDL_PROFILE, require_keyspace
+from statestore.lease import LeaseHeldError
 from statestore.stores import StoreSpec, StoreType, table_for
 
 DEFAULT_STORE_TYPE = StoreType.PARTITIONED_KV
@@ -21,3 +22,23 @@ def provision_store(session, spec: StoreSpec, source_topic: str | None = None) -
     session.execute(table_for(registered).create_cql(), execution_profile=DDL_PROFILE)
     deadletters.ensure_table(session, spec.keyspace, spec.name)
     return registered
+
+
+def reset_store(session, spec: StoreSpec) -> None:
+    """Delete a store's entries, dead letters and progress; keep its registration and layout.
+
+    Refused while a writer holds the store's lease: it would go on from its old position.
+    """
+    from statestore.lease import current_holder
+
+    holder = current_holder(session, spec.keyspace, spec.name)
+    if holder is not None:
+        raise LeaseHeldError(
+            f"store '{spec.name}' is being written by {holder.holder} (checkpoint {holder.checkpoint}); "
+            "stop that query before resetting the store"
+        )
+    session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
+    session.execute(
+        f"TRUNCATE {spec.keyspace}.{deadletters.deadletter_table(spec.name)}", execution_profile=DDL_PROFILE
+    )
+    registry.clear_progress(session, spec)

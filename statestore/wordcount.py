@@ -24,6 +24,7 @@ from statestore.errors import ConfigError, KafkaError, StateStoreError
 from statestore.kafka_io import partition_count
 from statestore.lease import StoreLease
 from statestore.provision import DEFAULT_STORE_TYPE, provision_store
+from statestore.retry import with_retries
 from statestore.stores import StoreSpec, StoreType
 from statestore.stores.base import MAX_KEY_BYTES
 from statestore.tokenize import words_column
@@ -186,11 +187,12 @@ def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec) -> None:
 def start(spark, job: JobConfig) -> RunningStream:
     """Provision the store, take its lease, check the checkpoint, start the query."""
     session = session_for(job.cassandra)
-    spec = resolve_store(session, job)
+    spec = with_retries(job.cassandra, "preparing the store", lambda: resolve_store(session, job))
     lease = StoreLease(session, spec.keyspace, spec.name, job.stream.checkpoint, job.stream.lease_ttl_s)
-    lease.acquire()
+    with_retries(job.cassandra, "taking the store's lease", lease.acquire)
+    lease.start_renewing()
     try:
-        _check_checkpoint(spark, session, job, spec)
+        with_retries(job.cassandra, "checking the checkpoint", lambda: _check_checkpoint(spark, session, job, spec))
         starting = job.stream.starting_offsets
         if job.stream.recover_from_store and checkpoint.query_id(spark, job.stream.checkpoint) is None:
             starting = registry.progress(session, spec.keyspace, spec.name).offsets or starting
@@ -209,7 +211,6 @@ def start(spark, job: JobConfig) -> RunningStream:
         query = writer.start()
         applier.query_id = str(query.id)
         applier.started.set()
-        lease.start_renewing()
     except BaseException:
         lease.release()
         raise

@@ -1,0 +1,842 @@
+"""What the replay-safety machinery costs: the word count with and without it, side by side.
+
+One run of this script generates one input (a fixed seed, a Zipf-like vocabulary), produces
+it to one Kafka topic, and streams it several times, each into a fresh store with a fresh
+checkpoint, in ONE SparkSession (so Spark's start-up is paid once, outside every timing):
+
+  replay-safe   the real job (statestore.wordcount.start): read the current rows, skip the
+                ones this batch already wrote, write absolute values USING TIMESTAMP;
+                partitioned-kv store.
+  counter       the same job without replay safety: same Kafka read, same tokenization and
+                aggregation (batch_deltas), same foreachBatch (lease check, registry
+                bookkeeping, dead letters), but the executor-side apply is swapped for blind
+                counter increments (UPDATE ... SET value = value + ?) on a counter table of the
+                same layout (PRIMARY KEY ((partition), key)), grouped per partition into
+                batches exactly as the store groups its writes, with the same concurrency.
+                Done by replacing statestore.batches.partition_applier for the run.
+  global        (optional) the real job on a global-kv store.
+
+The variants run in alternating order (ABC, CBA, ...) for --rounds rounds; the report is
+each variant's median. Throughput is words of input / wall time from start() (the store is
+provisioned beforehand) until the available-now query terminates; the sum of Spark's
+`durationMs.triggerExecution` over the batches is reported too. Every run's final counts are
+compared with the ground truth, so a broken run cannot pass for a fast one.
+
+After the timed rounds, one profiled run of each apply (not part of the medians) times the
+phases of the executor-side work (read-before-write, planning, writes) with accumulators,
+and the CPU time Cassandra used is sampled around every run.
+
+    .venv/bin/python bench/replay_overhead.py            # defaults: ~1M words, 3 rounds
+    .venv/bin/python bench/replay_overhead.py --words 200000 --rounds 1 --variants replay-safe,counter
+
+Needs the local stack (scripts/stack up). Cleans up its keyspace and topics at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from statestore import batches, kafka_io  # noqa: E402
+from statestore import config as cfg  # noqa: E402
+from statestore.cassandra import DDL_PROFILE, close_all, create_keyspace, session_for  # noqa: E402
+from statestore.config import CassandraConfig, KafkaConfig, StreamConfig  # noqa: E402
+from statestore.provision import provision_store  # noqa: E402
+from statestore.stores import StoreSpec, StoreType  # noqa: E402
+from statestore.wordcount import JobConfig, start  # noqa: E402
+
+_log = logging.getLogger("bench.replay_overhead")
+
+VARIANTS = ("replay-safe", "counter", "global")
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_SEPARATORS = (" ", " ", " ", ", ", ". ", "; ", " - ", "\t")
+
+
+# --------------------------------------------------------------------------- input
+
+
+def make_vocabulary(size: int, rng: random.Random) -> list[str]:
+    """`size` distinct lower-case ASCII words of 2-12 letters (short ones are the frequent ones,
+    as in natural text: rank 1 gets the shortest word)."""
+    words: set[str] = set()
+    ordered: list[str] = []
+    while len(ordered) < size:
+        length = min(12, 2 + int(rng.expovariate(1 / 4.5)) + len(ordered) * 4 // max(size, 1))
+        word = "".join(rng.choice(_LETTERS) for _ in range(length))
+        if word not in words:
+            words.add(word)
+            ordered.append(word)
+    return ordered
+
+
+def generate(
+    n_words: int, vocab_size: int, zipf_s: float, words_per_line: int, seed: int
+) -> tuple[list[bytes], Counter]:
+    """Lines of Zipf-distributed words (rank r has weight 1/r**s), some upper- or title-cased,
+    joined by separators; and the count of every (lower-cased) word, the ground truth."""
+    rng = random.Random(seed)
+    vocabulary = make_vocabulary(vocab_size, rng)
+    cumulative: list[float] = []
+    total = 0.0
+    for rank in range(1, vocab_size + 1):
+        total += 1.0 / rank**zipf_s
+        cumulative.append(total)
+    picks = rng.choices(range(vocab_size), cum_weights=cumulative, k=n_words)
+    truth = Counter(vocabulary[i] for i in picks)
+    lines: list[bytes] = []
+    at = 0
+    while at < n_words:
+        n = min(n_words - at, rng.randint(1, 2 * words_per_line - 1))
+        parts = []
+        for i in picks[at : at + n]:
+            word = vocabulary[i]
+            casing = rng.random()
+            parts.append(word.upper() if casing < 0.05 else word.title() if casing < 0.15 else word)
+            parts.append(rng.choice(_SEPARATORS))
+        lines.append("".join(parts).encode("utf-8"))
+        at += n
+    return lines, truth
+
+
+def zipf_rank_of(vocab_size: int, zipf_s: float, share: float) -> int:
+    """How many top-ranked words cover `share` of all occurrences (for the report)."""
+    weights = [1.0 / r**zipf_s for r in range(1, vocab_size + 1)]
+    total = sum(weights)
+    cumulative = 0.0
+    for rank, w in enumerate(weights, 1):
+        cumulative += w
+        if cumulative >= share * total:
+            return rank
+    return vocab_size
+
+
+# --------------------------------------------------------------------------- the baseline
+
+
+def counter_table(store: str) -> str:
+    return f"{store}_counts"
+
+
+def counter_table_cql(keyspace: str, store: str) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{counter_table(store)} ("
+        " partition int, key blob, value counter, PRIMARY KEY ((partition), key))"
+    )
+
+
+def make_counter_applier(timers=None):
+    """A drop-in for statestore.apply.partition_applier (same signature, same output: one
+    ApplyStats per task) that applies the deltas as blind counter increments: no read, no batch
+    tag, no write timestamp. Rows are decoded, sliced and grouped per partition exactly as the
+    real apply does, and sent with the same concurrency in COUNTER batches of the store's size.
+    With `timers` (a dict of Spark accumulators) it also times its phases."""
+
+    def counter_partition_applier(config, spec, batch_id, write_ts):
+        table = f"{spec.keyspace}.{counter_table(spec.name)}"
+        partitions = spec.partitions
+        concurrency = config.write_concurrency
+
+        def apply_slice(session, update, deltas):
+            from collections import defaultdict
+
+            from cassandra.concurrent import execute_concurrent
+            from cassandra.query import BatchStatement, BatchType
+
+            from statestore.apply import ApplyStats
+            from statestore.partitioner import partition_for
+            from statestore.stores.partitioned_kv import _BATCH_BYTES, _BATCH_ROWS
+
+            if not deltas:
+                return ApplyStats()
+            began = time.perf_counter()
+            groups = defaultdict(list)
+            for d in deltas:
+                groups[partition_for(d.key, partitions)].append(d)
+            statements = []
+            for partition, group in groups.items():
+                batch, rows, size = None, 0, 0
+                for d in group:
+                    if batch is None or size >= _BATCH_BYTES or rows >= _BATCH_ROWS:
+                        batch = BatchStatement(batch_type=BatchType.COUNTER)
+                        statements.append((batch, ()))
+                        rows, size = 0, 0
+                    batch.add(update, (d.amount, partition, d.key))
+                    rows += 1
+                    size += len(d.key) + 8 + 24
+            built = time.perf_counter()
+            execute_concurrent(session, statements, concurrency=concurrency, raise_on_first_error=True)
+            if timers is not None:
+                timers["group"].add(built - began)
+                timers["write"].add(time.perf_counter() - built)
+                timers["slices"].add(1)
+            times = [d.time_ms for d in deltas if d.time_ms is not None]
+            return ApplyStats(len(deltas), len(deltas), 0, max(times) if times else None)
+
+        def apply_partition(rows):
+            from statestore.apply import _SLICE, ApplyStats, Delta
+            from statestore.cassandra import prepare, session_for
+
+            task_began = time.perf_counter()
+            session = session_for(config)
+            update = prepare(session, f"UPDATE {table} SET value = value + ? WHERE partition = ? AND key = ?")
+            total = ApplyStats()
+            deltas = []
+            for row in rows:
+                deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2]))
+                if len(deltas) >= _SLICE:
+                    total += apply_slice(session, update, deltas)
+                    deltas = []
+            total += apply_slice(session, update, deltas)
+            if timers is not None:
+                timers["task"].add(time.perf_counter() - task_began)
+            yield total
+
+        return apply_partition
+
+    return counter_partition_applier
+
+
+def make_profiled_replay_safe_applier(timers):
+    """statestore.apply.partition_applier with its phases timed: the same calls in the same
+    order (read_entries, plan_writes, write_entries), each wrapped in a timer."""
+
+    def profiled_partition_applier(config, spec, batch_id, write_ts):
+        def apply_slice(session, table, deltas):
+            from statestore.apply import ApplyStats, plan_writes
+
+            if not deltas:
+                return ApplyStats()
+            concurrency = config.write_concurrency
+            t0 = time.perf_counter()
+            current = table.read_entries(session, [d.key for d in deltas], concurrency)
+            t1 = time.perf_counter()
+            writes, skipped = plan_writes(current, deltas, batch_id)
+            t2 = time.perf_counter()
+            table.write_entries(session, writes, concurrency, write_ts)
+            t3 = time.perf_counter()
+            timers["read"].add(t1 - t0)
+            timers["plan"].add(t2 - t1)
+            timers["write"].add(t3 - t2)
+            timers["slices"].add(1)
+            times = [d.time_ms for d in deltas if d.time_ms is not None]
+            return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None)
+
+        def apply_partition(rows):
+            from statestore.apply import _SLICE, ApplyStats, Delta
+            from statestore.cassandra import session_for
+            from statestore.stores import table_for
+
+            task_began = time.perf_counter()
+            session = session_for(config)
+            table = table_for(spec)
+            total = ApplyStats()
+            deltas = []
+            for row in rows:
+                deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2]))
+                if len(deltas) >= _SLICE:
+                    total += apply_slice(session, table, deltas)
+                    deltas = []
+            total += apply_slice(session, table, deltas)
+            timers["task"].add(time.perf_counter() - task_began)
+            yield total
+
+        return apply_partition
+
+    return profiled_partition_applier
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def _cpu_ticks_of(pid: int | None) -> int:
+    if pid is None:
+        return 0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+def _process_tree_ticks(root: int | None) -> int:
+    """CPU jiffies (user + system, with reaped children's) of `root` and its live descendants."""
+    if root is None:
+        return 0
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        ticks[pid] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    total = 0
+    for pid in ticks:
+        walk = pid
+        while walk not in (0, 1, root) and walk in parents:
+            walk = parents[walk]
+        if walk == root:
+            total += ticks[pid]
+    return total
+
+
+def _cassandra_pid() -> int | None:
+    sys.path.insert(0, str(PROJECT / "stack"))
+    try:
+        import stack as local_stack
+
+        return local_stack.running_pid("cassandra")
+    except Exception:  # noqa: BLE001 - the CPU sample is optional
+        return None
+
+
+@dataclass
+class RunResult:
+    variant: str
+    round: int
+    store: str
+    wall_s: float
+    trigger_s: float
+    batches: int
+    input_rows: int
+    words: int
+    keys_per_batch: list[int]
+    cassandra_cpu_s: float
+    machine_busy_s: float
+    spark_cpu_s: float
+    load_before: float
+    verified: bool
+    timers: dict[str, float] = field(default_factory=dict)
+    spark_durations: dict[str, float] = field(default_factory=dict)
+    driver: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def words_per_s(self) -> float:
+        return self.words / self.wall_s
+
+    @property
+    def words_per_trigger_s(self) -> float:
+        return self.words / self.trigger_s
+
+
+class Bench:
+    def __init__(self, args, spark, cassandra: CassandraConfig, kafka: KafkaConfig, workdir: Path) -> None:
+        self.args = args
+        self.spark = spark
+        self.cassandra = cassandra
+        self.kafka = kafka
+        self.session = session_for(cassandra)
+        self.workdir = workdir
+        self.cassandra_pid = _cassandra_pid()
+        try:
+            self.spark_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        except Exception:  # noqa: BLE001 - the CPU sample is optional
+            self.spark_pid = None
+        self.hz = os.sysconf("SC_CLK_TCK")
+        self._batch_keys: list[int] = []
+        self._real_apply_batch = batches.apply_batch
+        self._real_partition_applier = batches.partition_applier
+
+    def _timed(self, name: str, function):
+        def timed(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._driver[name] += time.perf_counter() - began
+
+        return timed
+
+    def _patch_driver_timers(self) -> list:
+        """Time the driver's steps of each batch (restored after the run)."""
+        from statestore import checkpoint, lease, registry
+
+        targets = [
+            (batches, "write_dead_letters", "dead letters (driver job)"),
+            (batches, "first_batch_start", "first batch start offsets (driver job)"),
+            (registry, "begin_batch", "registry begin_batch"),
+            (registry, "record_batch", "registry record_batch"),
+            (checkpoint, "batch_end_offsets", "checkpoint offsets"),
+            (lease.StoreLease, "check", "lease check"),
+        ]
+        undo = []
+        for owner, attribute, label in targets:
+            original = getattr(owner, attribute)
+            undo.append((owner, attribute, original))
+            setattr(owner, attribute, self._timed(label, original))
+        return undo
+
+    def _recording_apply_batch(self, *args, **kwargs):
+        result = self._real_apply_batch(*args, **kwargs)
+        self._batch_keys.append(result.stats.keys)
+        return result
+
+    def run(self, variant: str, round_no: int, topic: str, truth: Counter, max_offsets: int, profile=False):
+        store = f"b{variant[0]}{round_no}_{uuid.uuid4().hex[:8]}"
+        store_type = StoreType.GLOBAL_KV if variant == "global" else StoreType.PARTITIONED_KV
+        spec = provision_store(
+            self.session, StoreSpec(self.cassandra.keyspace, store, store_type, self.args.partitions), topic
+        )
+        timers = None
+        if profile:
+            sc = self.spark.sparkContext
+            names = ("read", "plan", "write", "group", "task", "slices")
+            timers = {n: sc.accumulator(0.0) for n in names}
+        if variant == "counter":
+            self.session.execute(counter_table_cql(spec.keyspace, store), execution_profile=DDL_PROFILE)
+            batches.partition_applier = make_counter_applier(timers)
+        elif profile:
+            batches.partition_applier = make_profiled_replay_safe_applier(timers)
+        stream = StreamConfig(
+            topic=topic,
+            store=store,
+            checkpoint=str(self.workdir / store),
+            max_offsets_per_trigger=max_offsets,
+        )
+        self._batch_keys = []
+        self._driver = Counter()
+        batches.apply_batch = self._timed("apply_batch", self._recording_apply_batch)
+        undo = self._patch_driver_timers() if profile else []
+        cassandra_before = _cpu_ticks_of(self.cassandra_pid)
+        spark_before = _process_tree_ticks(self.spark_pid)
+        driver_before = sum(os.times()[:2])
+        busy_before, _ = _machine_ticks()
+        load = os.getloadavg()[0]
+        began = time.perf_counter()
+        try:
+            running = start(self.spark, JobConfig(stream, self.cassandra, self.kafka))
+            try:
+                finished = running.query.awaitTermination(timeout=self.args.run_timeout)
+                wall = time.perf_counter() - began
+                if not finished:
+                    raise RuntimeError(f"{variant} run did not finish within {self.args.run_timeout} s")
+                progress = running.query.recentProgress
+            finally:
+                running.stop()
+        finally:
+            batches.apply_batch = self._real_apply_batch
+            batches.partition_applier = self._real_partition_applier
+            for owner, name, original in undo:
+                setattr(owner, name, original)
+        cassandra_cpu = (_cpu_ticks_of(self.cassandra_pid) - cassandra_before) / self.hz
+        machine_busy = (_machine_ticks()[0] - busy_before) / self.hz
+        spark_cpu = (_process_tree_ticks(self.spark_pid) - spark_before) / self.hz
+        spark_cpu += sum(os.times()[:2]) - driver_before
+        data_batches = [p for p in progress if p["numInputRows"] > 0]
+        trigger = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+        spark_parts = Counter()
+        for p in progress:
+            spark_parts.update({k: v / 1000 for k, v in p["durationMs"].items()})
+        counts = self.read_counts(spec, variant)
+        verified = counts == dict(truth)
+        if not verified:
+            missing = len(set(truth) - set(counts))
+            wrong = sum(1 for k, v in counts.items() if truth.get(k) != v)
+            raise AssertionError(
+                f"{variant} round {round_no} (store {store}): counts differ from the ground truth "
+                f"({missing} words missing, {wrong} with a wrong count, {len(counts)} stored vs {len(truth)})"
+            )
+        result = RunResult(
+            variant=variant,
+            round=round_no,
+            store=store,
+            wall_s=wall,
+            trigger_s=trigger,
+            batches=len(data_batches),
+            input_rows=sum(p["numInputRows"] for p in progress),
+            words=sum(truth.values()),
+            keys_per_batch=list(self._batch_keys),
+            cassandra_cpu_s=cassandra_cpu,
+            machine_busy_s=machine_busy,
+            spark_cpu_s=spark_cpu,
+            load_before=load,
+            verified=verified,
+            timers={n: a.value for n, a in timers.items()} if timers else {},
+            spark_durations=dict(spark_parts),
+            driver=dict(self._driver),
+        )
+        _log.info(
+            "%-11s round %d: %6.1fs wall, %6.1fs in batches, %d batches, %7.0f words/s, cpu: spark %.1fs, "
+            "cassandra %.1fs, machine %.1fs; load before %.1f; counts verified",
+            variant,
+            round_no,
+            wall,
+            trigger,
+            result.batches,
+            result.words_per_s,
+            spark_cpu,
+            cassandra_cpu,
+            machine_busy,
+            load,
+        )
+        return result
+
+    def read_counts(self, spec: StoreSpec, variant: str) -> dict[str, int]:
+        from statestore.codecs import decode_long
+
+        if variant == "counter":
+            select = f"SELECT key, value FROM {spec.keyspace}.{counter_table(spec.name)}"
+            decode = int
+        else:
+            select = f"SELECT key, value FROM {spec.keyspace}.{spec.table}"
+            decode = decode_long
+        from cassandra.query import SimpleStatement
+
+        statement = SimpleStatement(select, fetch_size=5000)
+        return {bytes(r.key).decode("utf-8"): decode(r.value) for r in self.session.execute(statement)}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _versions(spark, session) -> dict[str, str]:
+    import cassandra
+    import pyspark
+
+    def run(*cmd: str) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False).stderr.strip()
+        except OSError:
+            return "?"
+
+    java = run("java", "-version").splitlines()
+    try:
+        cassandra_version = session.execute("SELECT release_version FROM system.local").one().release_version
+    except Exception:  # noqa: BLE001 - informational only
+        cassandra_version = "?"
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kb = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+    )
+    kafka_jars = sorted((PROJECT / ".stack" / "lib" / "kafka").glob("kafka-clients-*.jar"))
+    return {
+        "cpus (nproc)": str(os.cpu_count()),
+        "cpu model": cpu,
+        "memory": f"{mem_kb / 1024 / 1024:.1f} GiB",
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "java": java[0] if java else "?",
+        "spark (pyspark)": f"{spark.version} ({pyspark.__version__})",
+        "cassandra": cassandra_version,
+        "kafka": kafka_jars[-1].stem.removeprefix("kafka-clients-") if kafka_jars else "?",
+        "cassandra-driver": cassandra.__version__,
+    }
+
+
+def summarize(results: list[RunResult], variants: list[str]) -> dict[str, dict]:
+    summary = {}
+    for v in variants:
+        runs = [r for r in results if r.variant == v]
+        summary[v] = {
+            "runs": len(runs),
+            "words_per_s": [round(r.words_per_s) for r in runs],
+            "median_words_per_s": statistics.median(r.words_per_s for r in runs),
+            "median_wall_s": statistics.median(r.wall_s for r in runs),
+            "median_trigger_s": statistics.median(r.trigger_s for r in runs),
+            "median_words_per_trigger_s": statistics.median(r.words_per_trigger_s for r in runs),
+            "median_spark_cpu_s": statistics.median(r.spark_cpu_s for r in runs),
+            "median_cassandra_cpu_s": statistics.median(r.cassandra_cpu_s for r in runs),
+            "median_machine_busy_s": statistics.median(r.machine_busy_s for r in runs),
+            "load_before": [round(r.load_before, 1) for r in runs],
+        }
+    if "replay-safe" in summary and "counter" in summary:
+        # The two runs of a round are neighbours in time: their ratio sees the same background.
+        pairs = {}
+        for r in results:
+            pairs.setdefault(r.round, {})[r.variant] = r
+        ratios = [p["replay-safe"].words_per_s / p["counter"].words_per_s for p in pairs.values() if len(p) >= 2]
+        summary["ratio"] = {
+            "of_medians": summary["replay-safe"]["median_words_per_s"] / summary["counter"]["median_words_per_s"],
+            "of_medians_trigger": summary["replay-safe"]["median_words_per_trigger_s"]
+            / summary["counter"]["median_words_per_trigger_s"],
+            "per_round": ratios,
+            "median_per_round": statistics.median(ratios),
+            "cpu_per_word": (
+                summary["replay-safe"]["median_spark_cpu_s"] + summary["replay-safe"]["median_cassandra_cpu_s"]
+            )
+            / (summary["counter"]["median_spark_cpu_s"] + summary["counter"]["median_cassandra_cpu_s"]),
+        }
+    return summary
+
+
+def markdown(summary: dict, profiles: dict, budget: float) -> str:
+    out = [
+        "| variant | words/s (median) | each run, words/s | wall s | in batches s | CPU s: Spark | CPU s: Cassandra "
+        "| machine busy s | load avg before each run |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for v, s in summary.items():
+        if v == "ratio":
+            continue
+        out.append(
+            f"| {v} | {s['median_words_per_s']:,.0f} | {', '.join(f'{x:,}' for x in s['words_per_s'])} "
+            f"| {s['median_wall_s']:.1f} | {s['median_trigger_s']:.1f} | {s['median_spark_cpu_s']:.1f} "
+            f"| {s['median_cassandra_cpu_s']:.1f} | {s['median_machine_busy_s']:.1f} "
+            f"| {', '.join(str(x) for x in s['load_before'])} |"
+        )
+    ratio = summary.get("ratio")
+    if ratio:
+        overhead = 1 - ratio["of_medians"]
+        verdict = "MET" if overhead <= budget else f"MISSED by {overhead - budget:.1%} points"
+        out.append("")
+        out.append(
+            f"replay-safe / counter throughput: **{ratio['of_medians']:.3f}** (medians of wall-time throughput); "
+            f"per round {', '.join(f'{x:.3f}' for x in ratio['per_round'])} (median {ratio['median_per_round']:.3f}); "
+            f"{ratio['of_medians_trigger']:.3f} by the sum of triggerExecution; CPU (Spark + Cassandra) per word "
+            f"{ratio['cpu_per_word']:.3f}x the baseline's."
+        )
+        out.append(f"overhead {overhead:+.1%} against a budget of {budget:.0%}: **{verdict}**")
+    for variant, prof in profiles.items():
+        out.append("")
+        out.extend(profile_lines(variant, prof))
+    return "\n".join(out)
+
+
+def profile_lines(variant: str, prof: RunResult) -> list[str]:
+    """Where the wall time of one profiled run went: Spark's trigger phases, the driver's
+    steps inside foreachBatch, and the executor-side apply's phases."""
+    d, t, sp = prof.driver, prof.timers, prof.spark_durations
+    out = [
+        f"profile of one {variant} run: {prof.wall_s:.1f}s wall, {prof.words_per_s:,.0f} words/s, "
+        f"{prof.batches} batches, Cassandra CPU {prof.cassandra_cpu_s:.1f}s, machine busy {prof.machine_busy_s:.1f}s "
+        f"(of {2 * prof.wall_s:.1f} core-seconds on 2 cores)"
+    ]
+    out.append(f"  - Spark triggerExecution, summed over batches: {sp.get('triggerExecution', 0):.1f}s")
+    for part in ("latestOffset", "queryPlanning", "getBatch", "walCommit", "commitOffsets"):
+        if sp.get(part):
+            out.append(f"    - {part}: {sp[part]:.2f}s")
+    out.append(f"    - addBatch (our foreachBatch): {sp.get('addBatch', 0):.1f}s")
+    named = ("lease check", "checkpoint offsets", "first batch start offsets (driver job)")
+    for label in named:
+        if label in d:
+            out.append(f"      - {label}: {d[label]:.2f}s")
+    apply = d.get("apply_batch", 0.0)
+    out.append(f"      - apply_batch: {apply:.1f}s")
+    inner = ("registry begin_batch", "dead letters (driver job)", "registry record_batch")
+    for label in inner:
+        if label in d:
+            out.append(f"        - {label}: {d[label]:.2f}s")
+    job = apply - sum(d.get(label, 0.0) for label in inner)
+    out.append(f"        - the apply job (Kafka read, tokenize, aggregate, shuffle, apply): {job:.1f}s")
+    task = t.get("task", 0.0)
+    out.append(f"          - executor apply, summed over tasks: {task:.1f}s ({int(t.get('slices', 0))} slices)")
+    phases = [(n, t[n]) for n in ("read", "plan", "group", "write") if t.get(n)]
+    labels = {
+        "read": "read-before-write (read_entries)",
+        "plan": "plan_writes",
+        "group": "partition + build batches",
+        "write": "write_entries" if variant != "counter" else "counter writes",
+    }
+    for name, value in phases:
+        out.append(f"            - {labels[name]}: {value:.2f}s")
+    rest = task - sum(v for _, v in phases)
+    out.append(f"            - rows in from the shuffle + Delta decode: {rest:.2f}s")
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--words", type=int, default=1_000_000, help="words of input (default 1,000,000)")
+    p.add_argument("--vocab", type=int, default=80_000, help="vocabulary size (default 80,000)")
+    p.add_argument("--zipf-s", type=float, default=1.0, help="Zipf exponent of word frequencies (default 1.0)")
+    p.add_argument("--words-per-line", type=int, default=10, help="mean words per Kafka message (default 10)")
+    p.add_argument("--batches", type=int, default=5, help="micro-batches per run, via maxOffsetsPerTrigger (5)")
+    p.add_argument("--rounds", type=int, default=3, help="runs of each variant; the report takes medians (3)")
+    p.add_argument("--variants", default="replay-safe,counter", help=f"comma-separated, of {', '.join(VARIANTS)}")
+    p.add_argument("--partitions", type=int, default=4, help="Kafka topic and store partitions (default 4)")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2], as scripts/run)")
+    p.add_argument("--shuffle-partitions", default="4", help="spark.sql.shuffle.partitions (default 4)")
+    p.add_argument("--seed", type=int, default=20260415, help="corpus seed")
+    p.add_argument("--warmup-words", type=int, default=100_000, help="words of an untimed warm-up run (0: none)")
+    p.add_argument("--no-profile", action="store_true", help="skip the profiled (untimed) runs")
+    p.add_argument("--budget", type=float, default=0.15, help="allowed overhead (default 0.15)")
+    p.add_argument("--run-timeout", type=float, default=900, help="seconds one run may take")
+    p.add_argument("--json", type=Path, help="also write every run's numbers to this file")
+    p.add_argument("--keep", action="store_true", help="keep the keyspace and topics (for inspection)")
+    args = p.parse_args(argv)
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = set(args.variants) - set(VARIANTS)
+    if unknown:
+        p.error(f"unknown variants {sorted(unknown)}; use {', '.join(VARIANTS)}")
+    return args
+
+
+def _delete_topics(kafka: KafkaConfig, topics: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    futures = AdminClient({"bootstrap.servers": kafka.bootstrap_servers}).delete_topics(topics)
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - report and go on cleaning
+            _log.warning("could not delete topic %s: %s", topic, exc)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("py4j", "cassandra", "statestore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    from pyspark import cloudpickle
+
+    from statestore.spark import build_session
+
+    # The baseline's functions are shipped to the Python workers by value, whatever the
+    # module is called (run as a script or with -m).
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+    tag = uuid.uuid4().hex[:8]
+    keyspace = f"bench_{tag}"
+    topic, warm_topic = f"bench-replay-{tag}", f"bench-replay-warm-{tag}"
+    cassandra = cfg.resolve(CassandraConfig, overrides={"keyspace": keyspace})
+    kafka = cfg.resolve(KafkaConfig)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-replay-"))
+    script_began = time.perf_counter()
+
+    t = time.perf_counter()
+    lines, truth = generate(args.words, args.vocab, args.zipf_s, args.words_per_line, args.seed)
+    corpus = {
+        "words": sum(truth.values()),
+        "lines": len(lines),
+        "vocabulary": args.vocab,
+        "distinct_words": len(truth),
+        "zipf_s": args.zipf_s,
+        "top_share_50": zipf_rank_of(args.vocab, args.zipf_s, 0.5),
+        "seed": args.seed,
+    }
+    max_offsets = math.ceil(len(lines) / args.batches)
+    _log.info(
+        "corpus: %d words in %d lines, %d distinct of %d, maxOffsetsPerTrigger %d (%.1fs)",
+        corpus["words"],
+        len(lines),
+        len(truth),
+        args.vocab,
+        max_offsets,
+        time.perf_counter() - t,
+    )
+
+    session = session_for(cassandra)
+    create_keyspace(session, keyspace)
+    spark = None
+    results: list[RunResult] = []
+    profiles: dict[str, RunResult] = {}
+    try:
+        t = time.perf_counter()
+        kafka_io.ensure_topic(kafka, topic, args.partitions)
+        kafka_io.produce(kafka, topic, lines)
+        _log.info("produced %d lines to %s (%.1fs)", len(lines), topic, time.perf_counter() - t)
+
+        spark = build_session(
+            "bench-replay-overhead",
+            master=args.master,
+            conf={
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": args.shuffle_partitions,
+                "spark.driver.memory": "2g",
+            },
+        )
+        spark.sparkContext.setLogLevel("WARN")
+        bench = Bench(args, spark, cassandra, kafka, workdir)
+
+        if args.warmup_words:
+            warm_lines, warm_truth = generate(
+                args.warmup_words, min(args.vocab, args.warmup_words), args.zipf_s, args.words_per_line, args.seed + 1
+            )
+            kafka_io.ensure_topic(kafka, warm_topic, args.partitions)
+            kafka_io.produce(kafka, warm_topic, warm_lines)
+            for variant in args.variants:
+                bench.run(variant, 0, warm_topic, warm_truth, math.ceil(len(warm_lines) / 2))
+        del lines
+
+        for round_no in range(1, args.rounds + 1):
+            order = args.variants if round_no % 2 else list(reversed(args.variants))
+            for variant in order:
+                results.append(bench.run(variant, round_no, topic, truth, max_offsets))
+
+        if not args.no_profile:
+            for variant in ("replay-safe", "counter"):
+                if variant in args.variants:
+                    profiles[variant] = bench.run(variant, 99, topic, truth, max_offsets, profile=True)
+
+        info = _versions(spark, session)
+        summary = summarize(results, args.variants)
+        keys = [k for r in results for k in r.keys_per_batch]
+        corpus["keys_per_batch"] = f"{min(keys)}-{max(keys)}" if keys else "?"
+        corpus["batches"] = sorted({r.batches for r in results})
+        report = markdown(summary, profiles, args.budget)
+        total = time.perf_counter() - script_began
+        print()
+        print("## machine")
+        for k, v in info.items():
+            print(f"- {k}: {v}")
+        print("## input")
+        for k, v in corpus.items():
+            print(f"- {k}: {v}")
+        print(f"## results ({args.rounds} round(s), alternating order; whole script {total:.0f}s)")
+        print(report)
+        if args.json:
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "args": {k: str(v) for k, v in vars(args).items()},
+                        "machine": info,
+                        "input": corpus,
+                        "summary": summary,
+                        "runs": [asdict(r) for r in results],
+                        "profiles": {k: asdict(v) for k, v in profiles.items()},
+                        "script_s": total,
+                    },
+                    indent=2,
+                )
+            )
+        return 0
+    finally:
+        if not args.keep:
+            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", execution_profile=DDL_PROFILE)
+            _delete_topics(kafka, [topic, warm_topic] if args.warmup_words else [topic])
+        shutil.rmtree(workdir, ignore_errors=True)
+        if spark is not None:
+            spark.stop()
+        close_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

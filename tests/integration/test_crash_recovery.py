@@ -1,0 +1,106 @@
+"""Hard crashes: SIGKILL the whole job again and again, restart from the same checkpoint,
+and the counts still equal the ground truth exactly."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from statestore import deadletters, registry
+from statestore.faults import ENV as FAULT_ENV
+from statestore.spark import connector_jars
+from tests.corpus import generate
+from tests.integration.conftest import dump, produce_lines
+
+PROJECT = Path(__file__).resolve().parents[2]
+RANDOM_KILLS = 8
+FORCED_KILLS = 4  # inside a batch's writes, through the test-only fault switch
+BATCH_LINES = 15_000
+
+
+def _launch(topic, store, checkpoint, keyspace, fault: str | None) -> subprocess.Popen:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop(FAULT_ENV, None)
+    if fault:
+        env[FAULT_ENV] = fault
+    argv = [
+        "spark-submit",
+        "--master",
+        "local[2]",
+        "--jars",
+        ",".join(connector_jars()),
+        str(PROJECT / "jobs" / "wordcount_stream.py"),
+        "--topic",
+        topic,
+        "--store",
+        store,
+        "--checkpoint",
+        str(checkpoint),
+        "--keyspace",
+        keyspace,
+        "--max-offsets-per-trigger",
+        str(BATCH_LINES),
+        "--lease-ttl",
+        "5",
+    ]
+    # A session of its own: killing its process group is a crash of driver, executors and
+    # Python workers together, as when a machine dies.
+    log = open(checkpoint.parent / "job.log", "a")
+    return subprocess.Popen(argv, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _failure(checkpoint) -> str:
+    lines = (checkpoint.parent / "job.log").read_text(errors="replace").splitlines()
+    return "\n".join(line for line in lines if "wordcount_stream:" in line or "Error" in line)[-4000:]
+
+
+def test_sigkill_at_random_moments_and_inside_writes_keeps_counts_exact(
+    session, keyspace, kafka_config, topic, store_name, tmp_path
+):
+    lines, truth = generate(170_000, seed=2026)
+    assert sum(truth.values()) >= 1_000_000
+    produce_lines(kafka_config, topic, lines)
+    checkpoint = tmp_path / "cp"
+    rng = random.Random(20261122)
+    plan = ["random"] * RANDOM_KILLS + ["forced"] * FORCED_KILLS
+    rng.shuffle(plan)
+    forced_hits = 0
+    for kind in plan:
+        done = _last_batch(session, keyspace, store_name)
+        fault = f"kill-mid-write:{done + 1}" if kind == "forced" else None
+        proc = _launch(topic, store_name, checkpoint, keyspace, fault)
+        if kind == "random":
+            # Spark needs ~8 s to start here; batches take a few seconds each.
+            time.sleep(rng.uniform(6.0, 25.0))
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=600)
+        assert proc.returncode in (-signal.SIGKILL, 0), _failure(checkpoint)
+        if kind == "forced" and proc.returncode == -signal.SIGKILL:
+            progress = registry.progress(session, keyspace, store_name)
+            # It died after starting batch done+1 and before finishing it: mid-write.
+            assert progress.pending_batch_id == done + 1 and progress.last_batch_id == (done if done >= 0 else None)
+            forced_hits += 1
+    assert forced_hits >= FORCED_KILLS - 1  # the last batches may end before a forced point is reached
+    final = _launch(topic, store_name, checkpoint, keyspace, None)
+    final.wait(timeout=900)
+    assert final.returncode == 0, _failure(checkpoint)
+    assert dump(session, keyspace, store_name) == dict(truth)
+    assert list(deadletters.read_all(session, keyspace, store_name)) == []
+
+
+def _last_batch(session, keyspace, store) -> int:
+    spec = registry.find(session, keyspace, store) if _registered(session, keyspace) else None
+    if spec is None:
+        return -1
+    last = registry.progress(session, keyspace, store).last_batch_id
+    return -1 if last is None else last
+
+
+def _registered(session, keyspace) -> bool:
+    meta = session.cluster.metadata.keyspaces.get(keyspace)
+    return meta is not None and registry.REGISTRY_TABLE in meta.tables
