@@ -91,6 +91,9 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
 
 def lookup(session, keyspace: str, name: str) -> StoreSpec:
     validate_store_name(name)
+    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
+    if meta is None or REGISTRY_TABLE not in meta.tables:
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}': it holds no stores yet")
     row = session.execute(
         prepare(session, f"SELECT * FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"),
         (name,),
