@@ -408,12 +408,16 @@ def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
 
 def probe_kafka(port: int) -> int:
     """Fetch real cluster metadata; returns the number of brokers."""
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "socket.timeout.ms": 3000})
     metadata = admin.list_topics(timeout=3)
     if not metadata.brokers:
         raise RuntimeError("no broker in metadata yet")
+    # Metadata answers while the broker is still fenced; a validated (not executed) topic
+    # creation only succeeds once it can take partitions.
+    probe = NewTopic("statestore-readiness-probe", num_partitions=1, replication_factor=1)
+    admin.create_topics([probe], validate_only=True, request_timeout=3)[probe.topic].result(timeout=5)
     return len(metadata.brokers)
 
 

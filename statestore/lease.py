@@ -171,8 +171,8 @@ class StoreLease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        delete = self._serial(f"DELETE FROM {self.keyspace}.{LEASE_TABLE} WHERE store = ? IF holder = ?")
         try:
+            delete = self._serial(f"DELETE FROM {self.keyspace}.{LEASE_TABLE} WHERE store = ? IF holder = ?")
             self.session.execute(delete, (self.store, self.holder), execution_profile=DDL_PROFILE)
         except Exception as exc:  # noqa: BLE001 - the TTL frees the lease anyway
             _log.warning("store %s: could not release the lease (%s); it expires in %ss", self.store, exc, self._ttl())

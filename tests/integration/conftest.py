@@ -18,6 +18,7 @@ from statestore import config as cfg
 from statestore import kafka_io
 from statestore.cassandra import DDL_PROFILE, close_all, create_keyspace, session_for
 from statestore.config import CassandraConfig, KafkaConfig, StreamConfig
+from statestore.retry import with_retries
 from statestore.wordcount import JobConfig, start
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -33,15 +34,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def stack():
-    started_here = False
     ports = local_stack.Ports.from_env()
-    healthy = local_stack.running_pid("cassandra") and local_stack.running_pid("kafka")
-    if not healthy:
-        local_stack.up(auth=False)
-        started_here = True
+    missing = tuple(name for name in local_stack.COMPONENTS if not local_stack.running_pid(name))
+    if missing:
+        local_stack.up(auth=False, only=missing)
     yield ports
-    if started_here:
-        local_stack.down()
+    if missing:  # stop only what this run started
+        local_stack.down(only=missing)
 
 
 @pytest.fixture(scope="session")
@@ -49,9 +48,14 @@ def keyspace(stack):
     name = f"it_{uuid.uuid4().hex[:10]}"
     config = cfg.resolve(CassandraConfig, env={}, overrides={"keyspace": name})
     session = session_for(config)
-    create_keyspace(session, name)
+    # Retried: a test that restarts Cassandra may leave the driver reconnecting.
+    with_retries(config, "creating the test keyspace", lambda: create_keyspace(session, name))
     yield name
-    session.execute(f"DROP KEYSPACE IF EXISTS {name}", execution_profile=DDL_PROFILE)
+    with_retries(
+        config,
+        "dropping the test keyspace",
+        lambda: session.execute(f"DROP KEYSPACE IF EXISTS {name}", execution_profile=DDL_PROFILE, timeout=60),
+    )
     close_all()
 
 

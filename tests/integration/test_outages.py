@@ -54,8 +54,10 @@ def test_cassandra_outage_fails_the_job_clearly_and_a_restart_is_exact(
         assert "unreachable or overloaded" in str(failure.value)
         assert "the counts stay exact" in str(failure.value)
     finally:
-        running.stop()
-        local_stack.up(auth=False, only=("cassandra",))
+        try:
+            running.stop()  # the lease cannot be released without Cassandra: it expires
+        finally:
+            local_stack.up(auth=False, only=("cassandra",))
     _wait_for(lambda: _counts(session, keyspace, store_name) is not None, 60, "the driver reconnected")
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert dump(session, keyspace, store_name) == dict(first_truth + second_truth)
@@ -83,8 +85,10 @@ def test_kafka_broker_restart_mid_stream_ends_in_exact_counts(
             "second input counted",
         )
     finally:
-        running.stop()
-        local_stack.up(auth=False, only=("kafka",))
+        try:
+            running.stop()
+        finally:
+            local_stack.up(auth=False, only=("kafka",))
     if dump(session, keyspace, store_name) != expected:
         run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert dump(session, keyspace, store_name) == expected
