@@ -1,8 +1,9 @@
 """The integration tier: real Cassandra and Kafka from the local stack, Spark in local mode.
 
-The stack is started here if it is not running (and stopped again at the end in that case);
-`make test` starts it beforehand. Every test run works in its own keyspace and topics and
-drops them at the end.
+Connection settings come from the STATESTORE_* environment like everywhere else, so the
+suite can run against a stack on other ports. What of the stack is not running is started
+here and stopped again at the end; `make test` starts it beforehand. Every test run works in
+its own keyspace and topics and drops them at the end.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def stack():
 @pytest.fixture(scope="session")
 def keyspace(stack):
     name = f"it_{uuid.uuid4().hex[:10]}"
-    config = cfg.resolve(CassandraConfig, env={}, overrides={"keyspace": name})
+    config = cfg.resolve(CassandraConfig, overrides={"keyspace": name})
     session = session_for(config)
     # Retried: a test that restarts Cassandra may leave the driver reconnecting.
     with_retries(config, "creating the test keyspace", lambda: create_keyspace(session, name))
@@ -61,7 +62,7 @@ def keyspace(stack):
 
 @pytest.fixture(scope="session")
 def cassandra_config(keyspace) -> CassandraConfig:
-    return cfg.resolve(CassandraConfig, env={}, overrides={"keyspace": keyspace})
+    return cfg.resolve(CassandraConfig, overrides={"keyspace": keyspace})
 
 
 @pytest.fixture(scope="session")
@@ -71,7 +72,7 @@ def session(cassandra_config):
 
 @pytest.fixture(scope="session")
 def kafka_config(stack) -> KafkaConfig:
-    return cfg.resolve(KafkaConfig, env={})
+    return cfg.resolve(KafkaConfig)
 
 
 def delete_topic(kafka_config: KafkaConfig, name: str) -> None:

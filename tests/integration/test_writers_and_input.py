@@ -46,7 +46,7 @@ def _reset(keyspace, store):
     from statestore.config import CassandraConfig, resolve
     from statestore.provision import reset_store
 
-    session = session_for(resolve(CassandraConfig, env={}, overrides={"keyspace": keyspace}))
+    session = session_for(resolve(CassandraConfig, overrides={"keyspace": keyspace}))
     reset_store(session, registry.lookup(session, keyspace, store))
 
 
