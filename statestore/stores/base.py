@@ -94,6 +94,14 @@ class KeyValueTable(ABC):
         return 0
 
 
+def unset_if_none(entry: Entry):
+    """The entry's time for a bound statement: a missing time is left unset, not written as
+    null, which Cassandra would store as a tombstone cell on every write."""
+    from cassandra.query import UNSET_VALUE
+
+    return UNSET_VALUE if entry.time_ms is None else entry.time_ms
+
+
 def entry_from_row(row) -> Entry:
     """An Entry from a row of (key, value, batch_id, time)."""
     time_ms = None if row.time is None else millis_of(row.time)

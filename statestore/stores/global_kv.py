@@ -14,6 +14,7 @@ from cassandra.concurrent import execute_concurrent
 from statestore.cassandra import prepare
 from statestore.sorting import external_sort
 from statestore.stores.base import DEFAULT_COMPACTION, Entry, KeyValueTable, entry_from_row
+from statestore.stores.base import unset_if_none as _time
 
 _SORT_CHUNK = 200_000
 
@@ -47,7 +48,7 @@ class GlobalKeyValueTable(KeyValueTable):
             f"INSERT INTO {self.qualified} (key, value, time, batch_id) VALUES (?, ?, ?, ?) USING TIMESTAMP ?",
         )
         upsert.is_idempotent = True
-        work = ((upsert, (e.key, e.value, e.time_ms, e.batch_id, write_ts)) for e in entries)
+        work = ((upsert, (e.key, e.value, _time(e), e.batch_id, write_ts)) for e in entries)
         execute_concurrent(session, work, concurrency=concurrency, raise_on_first_error=True)
 
     def get(self, session, key):

@@ -16,7 +16,16 @@ from cassandra.query import BatchStatement, BatchType
 
 from statestore.cassandra import prepare
 from statestore.partitioner import partition_for
-from statestore.stores.base import DEFAULT_COMPACTION, Entry, KeyValueTable, chunked, entry_from_row
+from statestore.stores.base import (
+    DEFAULT_COMPACTION,
+    Entry,
+    KeyValueTable,
+    chunked,
+    entry_from_row,
+)
+from statestore.stores.base import (
+    unset_if_none as _time,
+)
 
 # Cassandra warns past 5 KiB per batch (batch_size_warn_threshold); stay under it.
 _BATCH_BYTES = 4096
@@ -75,7 +84,7 @@ class PartitionedKeyValueTable(KeyValueTable):
                     batch.is_idempotent = True
                     batches.append((batch, ()))
                     rows, size = 0, 0
-                batch.add(upsert, (partition, entry.key, entry.value, entry.time_ms, entry.batch_id, write_ts))
+                batch.add(upsert, (partition, entry.key, entry.value, _time(entry), entry.batch_id, write_ts))
                 rows += 1
                 size += len(entry.key) + len(entry.value) + 24
         execute_concurrent(session, batches, concurrency=concurrency, raise_on_first_error=True)
