@@ -30,6 +30,7 @@ import argparse
 import base64
 import dataclasses
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -410,7 +411,11 @@ def probe_kafka(port: int) -> int:
     """Fetch real cluster metadata; returns the number of brokers."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "socket.timeout.ms": 3000})
+    # librdkafka prints every refused connection while the broker starts: log them quietly.
+    quiet = logging.getLogger("stack.kafka-probe")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "socket.timeout.ms": 3000, "logger": quiet})
     metadata = admin.list_topics(timeout=3)
     if not metadata.brokers:
         raise RuntimeError("no broker in metadata yet")
