@@ -74,6 +74,59 @@ def build_cluster(config: CassandraConfig) -> Cluster:
     )
 
 
+def connection_error(config: CassandraConfig, exc: NoHostAvailable) -> CassandraUnavailableError:
+    """A clear error for a failed connect: authentication, TLS, plaintext to a TLS port, or down.
+
+    Never contains the password.
+    """
+    from cassandra import AuthenticationFailed
+    from cassandra.connection import ConnectionShutdown
+
+    where = ", ".join(f"{h}:{config.port}" for h in config.hosts)
+    failures, summary = dict(exc.errors or {}), str(exc)
+    errors = list(failures.values())
+
+    def reasons(kind: type = BaseException) -> str:
+        text = "; ".join(f"{host}: {err}" for host, err in failures.items() if isinstance(err, kind)) or summary
+        # The driver never quotes the password, but a server or a later driver might.
+        return text.replace(config.password, "<hidden>") if config.password else text
+
+    def tls_failed(err: BaseException) -> bool:
+        # The driver re-raises a failed handshake as a plain OSError quoting the SSL error.
+        return isinstance(err, ssl.SSLError) or (isinstance(err, OSError) and "[SSL" in str(err))
+
+    if any(isinstance(err, AuthenticationFailed) for err in errors):
+        who = f"user '{config.username}'" if config.username is not None else "no user (none was given)"
+        message = (
+            f"authentication failed for {who} at {where} ({reasons(AuthenticationFailed)}): check "
+            "STATESTORE_CASSANDRA_USERNAME / STATESTORE_CASSANDRA_PASSWORD "
+            "(--cassandra-username / --cassandra-password)"
+        )
+    elif config.ssl and any(tls_failed(err) for err in errors):
+        ca = config.ssl_ca_file or "the system CAs (no --cassandra-ssl-ca given)"
+        message = (
+            f"TLS with Cassandra at {where} failed ({reasons(OSError)}). The server's certificate was "
+            f"checked against {ca}: point --cassandra-ssl-ca / STATESTORE_CASSANDRA_SSL_CA at the PEM of "
+            "the CA that signed it (the local stack's is .stack/tls/ca.pem). A certificate for another "
+            "host name needs that name in STATESTORE_CASSANDRA_HOSTS (or --cassandra-ssl-check-hostname "
+            "false); WRONG_VERSION_NUMBER means the server does not speak TLS: drop --cassandra-ssl."
+        )
+    elif not config.ssl and errors and all(isinstance(e, ConnectionResetError | ConnectionShutdown) for e in errors):
+        message = (
+            f"Cassandra at {where} closed the connection during the handshake ({reasons()}). A server "
+            "that requires TLS does this to plaintext clients: set STATESTORE_CASSANDRA_SSL=true "
+            "(--cassandra-ssl) and point STATESTORE_CASSANDRA_SSL_CA (--cassandra-ssl-ca) at the PEM of "
+            "its CA (the local stack's is .stack/tls/ca.pem)."
+        )
+    else:
+        message = (
+            f"cannot reach Cassandra at {where} ({reasons()}). Is it running? "
+            "For the local stack run `scripts/stack up`; otherwise set "
+            "STATESTORE_CASSANDRA_HOSTS / STATESTORE_CASSANDRA_PORT."
+        )
+    return CassandraUnavailableError(message)
+
+
 def session_for(config: CassandraConfig) -> Session:
     """The process-wide session for `config`, connected on first use.
 
@@ -89,56 +142,7 @@ def session_for(config: CassandraConfig) -> Session:
             session = cluster.connect()
         except NoHostAvailable as exc:
             cluster.shutdown()
-            from cassandra import AuthenticationFailed
-            from cassandra.connection import ConnectionShutdown
-
-            where = ", ".join(f"{h}:{config.port}" for h in config.hosts)
-            failures, summary = dict(exc.errors or {}), str(exc)
-            errors = list(failures.values())
-
-            def reasons(kind: type = BaseException) -> str:
-                text = "; ".join(f"{host}: {err}" for host, err in failures.items() if isinstance(err, kind)) or summary
-                # The driver never quotes the password, but a server or a later driver might.
-                return text.replace(config.password, "<hidden>") if config.password else text
-
-            def tls_failed(err: BaseException) -> bool:
-                # The driver re-raises a failed handshake as a plain OSError quoting the SSL error.
-                return isinstance(err, ssl.SSLError) or (isinstance(err, OSError) and "[SSL" in str(err))
-
-            if any(isinstance(err, AuthenticationFailed) for err in errors):
-                who = f"user '{config.username}'" if config.username is not None else "no user (none was given)"
-                message = (
-                    f"authentication failed for {who} at {where} ({reasons(AuthenticationFailed)}): check "
-                    "STATESTORE_CASSANDRA_USERNAME / STATESTORE_CASSANDRA_PASSWORD "
-                    "(--cassandra-username / --cassandra-password)"
-                )
-            elif config.ssl and any(tls_failed(err) for err in errors):
-                ca = config.ssl_ca_file or "the system CAs (no --cassandra-ssl-ca given)"
-                message = (
-                    f"TLS with Cassandra at {where} failed ({reasons(OSError)}). The server's certificate was "
-                    f"checked against {ca}: point --cassandra-ssl-ca / STATESTORE_CASSANDRA_SSL_CA at the PEM of "
-                    "the CA that signed it (the local stack's is .stack/tls/ca.pem). A certificate for another "
-                    "host name needs that name in STATESTORE_CASSANDRA_HOSTS (or --cassandra-ssl-check-hostname "
-                    "false); WRONG_VERSION_NUMBER means the server does not speak TLS: drop --cassandra-ssl."
-                )
-            elif (
-                not config.ssl
-                and errors
-                and all(isinstance(e, ConnectionResetError | ConnectionShutdown) for e in errors)
-            ):
-                message = (
-                    f"Cassandra at {where} closed the connection during the handshake ({reasons()}). A server "
-                    "that requires TLS does this to plaintext clients: set STATESTORE_CASSANDRA_SSL=true "
-                    "(--cassandra-ssl) and point STATESTORE_CASSANDRA_SSL_CA (--cassandra-ssl-ca) at the PEM of "
-                    "its CA (the local stack's is .stack/tls/ca.pem)."
-                )
-            else:
-                message = (
-                    f"cannot reach Cassandra at {where} ({reasons()}). Is it running? "
-                    "For the local stack run `scripts/stack up`; otherwise set "
-                    "STATESTORE_CASSANDRA_HOSTS / STATESTORE_CASSANDRA_PORT."
-                )
-            raise CassandraUnavailableError(message) from None
+            raise connection_error(config, exc) from None
         _sessions[config] = (cluster, session)
         return session
 
