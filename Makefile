@@ -13,7 +13,7 @@ STORE_TYPE ?=
 TRIGGER ?= available-now
 PYTEST_ARGS ?=
 
-.PHONY: install venv jvm run test test-unit lint stack-up stack-down stack-status stack-reset clean
+.PHONY: install venv jvm run test test-unit bench-replay lint stack-up stack-down stack-status stack-reset clean
 
 install: venv jvm
 
@@ -50,6 +50,10 @@ test: install
 # Unit tests only: no services needed.
 test-unit: venv
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+# The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
+bench-replay: stack-up
+	$(BIN)/python bench/replay_overhead.py
 
 lint: venv
 	$(BIN)/ruff check .
