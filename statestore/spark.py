@@ -31,6 +31,10 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         # aggregation on small clusters; raise it with --conf for large ones.
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.showConsoleProgress": "false",
+        # Inside foreachBatch, adaptive execution would merge the aggregation's few, small
+        # shuffle partitions into one task, so one Python worker applied the whole batch to
+        # Cassandra; kept apart, the tasks overlap their round trips (BENCHMARKS.md, run B).
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",
     }
     # Python workers run the driver's interpreter (the venv, which has the library) unless
     # told otherwise; PySpark reads this variable when it creates the SparkContext.
