@@ -33,7 +33,7 @@ The stack may be shared: the script waits for Cassandra and Kafka to answer befo
 recreates its keyspace or topic if someone reset them, and repeats a run that failed (a
 timed-out counter write cannot be retried in place: increments are not idempotent).
 
-    .venv/bin/python bench/replay_overhead.py            # defaults: 1M words, 4 rounds, ~5 min
+    .venv/bin/python bench/replay_overhead.py            # defaults: 1M words, 4 rounds, 5-6 min
     .venv/bin/python bench/replay_overhead.py --words 200000 --rounds 2 --no-profile   # quick
     .venv/bin/python bench/replay_overhead.py --variants replay-safe,counter,global --rounds 1
 
