@@ -78,7 +78,10 @@ def kafka_config(stack) -> KafkaConfig:
 def delete_topic(kafka_config: KafkaConfig, name: str) -> None:
     from confluent_kafka.admin import AdminClient
 
-    AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers}).delete_topics([name])
+    admin = AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers})
+    # Wait, and keep the client alive meanwhile: one dropped at once may never send the request.
+    for future in admin.delete_topics([name]).values():
+        future.result(timeout=30)
 
 
 @pytest.fixture
