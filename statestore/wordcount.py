@@ -172,16 +172,19 @@ class RunningStream:
             self.lease.release()
 
 
-def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec) -> None:
+def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec) -> str:
     """Refuse a checkpoint that does not belong to the store's history (before any read);
-    with --recover-from-store, finish the store's pending batch first."""
+    with --recover-from-store, finish the store's pending batch first. Returns where a new
+    checkpoint starts reading: the store's position when recovering, else --starting-offsets."""
     progress = registry.progress(session, spec.keyspace, spec.name)
     owner = checkpoint.query_id(spark, job.stream.checkpoint)
     problem = batches.checkpoint_problem(progress, owner, job.stream.recover_from_store)
     if problem:
         raise batches.mismatch_error(spec.name, job.stream.checkpoint, problem)
-    if owner is None and progress.has_batches:
+    if owner is None and progress.has_batches:  # only reached with --recover-from-store
         batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka.bootstrap_servers)
+        return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
+    return job.stream.starting_offsets
 
 
 def start(spark, job: JobConfig) -> RunningStream:
@@ -192,10 +195,9 @@ def start(spark, job: JobConfig) -> RunningStream:
     with_retries(job.cassandra, "taking the store's lease", lease.acquire)
     lease.start_renewing()
     try:
-        with_retries(job.cassandra, "checking the checkpoint", lambda: _check_checkpoint(spark, session, job, spec))
-        starting = job.stream.starting_offsets
-        if job.stream.recover_from_store and checkpoint.query_id(spark, job.stream.checkpoint) is None:
-            starting = registry.progress(session, spec.keyspace, spec.name).offsets or starting
+        starting = with_retries(
+            job.cassandra, "checking the checkpoint", lambda: _check_checkpoint(spark, session, job, spec)
+        )
         applier = BatchApplier(spark, job.cassandra, spec, job.stream.checkpoint, lease)
         writer = (
             _kafka_source(spark, job, starting)

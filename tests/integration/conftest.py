@@ -8,7 +8,10 @@ its own keyspace and topics and drops them at the end.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from statestore import kafka_io
 from statestore.cassandra import DDL_PROFILE, close_all, create_keyspace, session_for
 from statestore.config import CassandraConfig, KafkaConfig, StreamConfig
 from statestore.retry import with_retries
+from statestore.spark import connector_jars
 from statestore.wordcount import JobConfig, start
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -126,3 +130,27 @@ def dump(session, keyspace, store) -> dict[str, int]:
 
     table = table_for(registry.lookup(session, keyspace, store))
     return {decode_text(e.key): decode_long(e.value) for e in table.scan_sorted(session)}
+
+
+def spark_submit_job(*job_args: str, **popen_kwargs):
+    """Start jobs/wordcount_stream.py through spark-submit (the venv's, with the connector jars)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **popen_kwargs.pop("env", {})}
+    argv = [
+        "spark-submit",
+        "--master",
+        "local[2]",
+        "--jars",
+        ",".join(connector_jars()),
+        str(PROJECT / "jobs" / "wordcount_stream.py"),
+        *job_args,
+    ]
+    return subprocess.Popen(argv, env=env, **popen_kwargs)
+
+
+def wait_for(condition, timeout_s: float = 120, what: str = "condition met") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(1)
+    raise AssertionError(f"{what} not within {timeout_s}s")

@@ -7,15 +7,13 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from statestore import deadletters, registry
 from statestore.faults import ENV as FAULT_ENV
-from statestore.spark import connector_jars
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines
+from tests.integration.conftest import dump, produce_lines, spark_submit_job
 
 PROJECT = Path(__file__).resolve().parents[2]
 RANDOM_KILLS = 8
@@ -24,17 +22,10 @@ BATCH_LINES = 15_000
 
 
 def _launch(topic, store, checkpoint, keyspace, fault: str | None) -> subprocess.Popen:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    env.pop(FAULT_ENV, None)
-    if fault:
-        env[FAULT_ENV] = fault
-    argv = [
-        "spark-submit",
-        "--master",
-        "local[2]",
-        "--jars",
-        ",".join(connector_jars()),
-        str(PROJECT / "jobs" / "wordcount_stream.py"),
+    # A session of its own: killing its process group is a crash of driver, executors and
+    # Python workers together, as when a machine dies.
+    log = open(checkpoint.parent / "job.log", "a")
+    return spark_submit_job(
         "--topic",
         topic,
         "--store",
@@ -47,11 +38,11 @@ def _launch(topic, store, checkpoint, keyspace, fault: str | None) -> subprocess
         str(BATCH_LINES),
         "--lease-ttl",
         "5",
-    ]
-    # A session of its own: killing its process group is a crash of driver, executors and
-    # Python workers together, as when a machine dies.
-    log = open(checkpoint.parent / "job.log", "a")
-    return subprocess.Popen(argv, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        env={FAULT_ENV: fault or ""},
+        start_new_session=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _failure(checkpoint) -> str:
@@ -94,13 +85,7 @@ def test_sigkill_at_random_moments_and_inside_writes_keeps_counts_exact(
 
 
 def _last_batch(session, keyspace, store) -> int:
-    spec = registry.find(session, keyspace, store) if _registered(session, keyspace) else None
-    if spec is None:
+    if registry.find(session, keyspace, store) is None:
         return -1
     last = registry.progress(session, keyspace, store).last_batch_id
     return -1 if last is None else last
-
-
-def _registered(session, keyspace) -> bool:
-    meta = session.cluster.metadata.keyspaces.get(keyspace)
-    return meta is not None and registry.REGISTRY_TABLE in meta.tables

@@ -2,39 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 from statestore.config import StreamConfig
-from statestore.spark import connector_jars
 from statestore.wordcount import JobConfig, start
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines
+from tests.integration.conftest import dump, produce_lines, spark_submit_job, wait_for
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 
 def _spark_submit(*job_args: str) -> subprocess.CompletedProcess:
-    venv_bin = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}"}
-    return subprocess.run(
-        [
-            "spark-submit",
-            "--master",
-            "local[2]",
-            "--jars",
-            ",".join(connector_jars()),
-            str(PROJECT / "jobs" / "wordcount_stream.py"),
-            *job_args,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    job = spark_submit_job(*job_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = job.communicate(timeout=600)
+    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
 
 
 def test_spark_submit_counts_the_topic(session, keyspace, kafka_config, topic, store_name, tmp_path):
@@ -73,20 +55,11 @@ def test_processing_time_trigger_runs_until_stopped(
     try:
         first, first_truth = generate(200, seed=41)
         produce_lines(kafka_config, topic, first)
-        _wait_for(lambda: dump(session, keyspace, store_name) == dict(first_truth))
+        wait_for(lambda: dump(session, keyspace, store_name) == dict(first_truth))
         assert query.isActive  # still running, waiting for more input
         second, second_truth = generate(200, seed=42)
         produce_lines(kafka_config, topic, second)
-        _wait_for(lambda: dump(session, keyspace, store_name) == dict(first_truth + second_truth))
+        wait_for(lambda: dump(session, keyspace, store_name) == dict(first_truth + second_truth))
     finally:
         running.stop()
     assert not query.isActive
-
-
-def _wait_for(condition, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(1)
-    raise AssertionError(f"condition not met within {timeout_s}s")

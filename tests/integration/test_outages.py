@@ -14,16 +14,7 @@ from pyspark.errors import StreamingQueryException
 from statestore.config import StreamConfig
 from statestore.wordcount import JobConfig, start
 from tests.corpus import generate
-from tests.integration.conftest import dump, local_stack, produce_lines, run_stream
-
-
-def _wait_for(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(1)
-    raise AssertionError(f"{what} within {timeout_s}s")
+from tests.integration.conftest import dump, local_stack, produce_lines, run_stream, wait_for
 
 
 def _counts(session, keyspace, store):
@@ -43,7 +34,7 @@ def test_cassandra_outage_fails_the_job_clearly_and_a_restart_is_exact(
     running = start(spark, JobConfig(stream, impatient, kafka_config))
     try:
         produce_lines(kafka_config, topic, first)
-        _wait_for(lambda: _counts(session, keyspace, store_name) == dict(first_truth), 120, "first input counted")
+        wait_for(lambda: _counts(session, keyspace, store_name) == dict(first_truth), 120, "first input counted")
         local_stack.down(only=("cassandra",))
         produce_lines(kafka_config, topic, second)
         began = time.monotonic()
@@ -58,7 +49,7 @@ def test_cassandra_outage_fails_the_job_clearly_and_a_restart_is_exact(
             running.stop()  # the lease cannot be released without Cassandra: it expires
         finally:
             local_stack.up(auth=False, only=("cassandra",))
-    _wait_for(lambda: _counts(session, keyspace, store_name) is not None, 60, "the driver reconnected")
+    wait_for(lambda: _counts(session, keyspace, store_name) is not None, 60, "the driver reconnected")
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert dump(session, keyspace, store_name) == dict(first_truth + second_truth)
 
@@ -72,14 +63,14 @@ def test_kafka_broker_restart_mid_stream_ends_in_exact_counts(
     running = start(spark, JobConfig(stream, cassandra_config, kafka_config))
     try:
         produce_lines(kafka_config, topic, first)
-        _wait_for(lambda: _counts(session, keyspace, store_name) == dict(first_truth), 120, "first input counted")
+        wait_for(lambda: _counts(session, keyspace, store_name) == dict(first_truth), 120, "first input counted")
         local_stack.down(only=("kafka",))
         time.sleep(3)
         local_stack.up(auth=False, only=("kafka",))
         produce_lines(kafka_config, topic, second)
         expected = dict(first_truth + second_truth)
         # Spark's Kafka consumer reconnects by itself; the query normally rides through.
-        _wait_for(
+        wait_for(
             lambda: _counts(session, keyspace, store_name) == expected or not running.query.isActive,
             180,
             "second input counted",
