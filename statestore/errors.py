@@ -39,3 +39,19 @@ class KafkaError(StateStoreError):
 
 class CodecError(StateStoreError, ValueError):
     """Bytes that do not decode with the store's codec."""
+
+
+class UnsupportedOperationError(StateStoreError):
+    """The operation does not fit the store type's layout; the message names what to use."""
+
+
+class ValueTooLargeError(StateStoreError, ValueError):
+    """A key or value over the size Cassandra (or the store) accepts."""
+
+
+class OptionError(StateStoreError, ValueError):
+    """A store or table option that is unknown or out of range."""
+
+
+class ConfirmationRequiredError(StateStoreError):
+    """A destructive action was asked for without its explicit confirmation."""

@@ -46,6 +46,16 @@ def validate_topic(name: str) -> str:
     return name
 
 
+def validate_table_name(name: str) -> str:
+    """A table name a table-name function produced: a safe, unquoted CQL identifier."""
+    if not isinstance(name, str) or not _KEYSPACE_NAME.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid table name {name!r}: a table-name function must return 1-48 lower-case ASCII "
+            "letters, digits and '_', starting with a letter"
+        )
+    return name
+
+
 def store_table(store: str) -> str:
     """The table holding a store's entries: the store name plus '_store'."""
     return validate_store_name(store) + STORE_TABLE_SUFFIX

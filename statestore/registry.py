@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from statestore.cassandra import DDL_PROFILE, prepare
-from statestore.codecs import millis_of
+from statestore.codecs import canonical_name, millis_of
 from statestore.errors import StoreMismatchError, StoreNotFoundError
 from statestore.names import validate_keyspace, validate_store_name
 from statestore.stores import StoreSpec, StoreType
@@ -56,7 +56,15 @@ def ensure_table(session, keyspace: str) -> None:
 
 
 def _spec(keyspace: str, row) -> StoreSpec:
-    return StoreSpec(keyspace, row.name, StoreType(row.store_type), row.partitions)
+    return StoreSpec(
+        keyspace,
+        row.name,
+        StoreType(row.store_type),
+        row.partitions,
+        row.table_name,
+        canonical_name(row.key_format or "string"),
+        canonical_name(row.value_format or "long"),
+    )
 
 
 def register(session, spec: StoreSpec, source_topic: str | None = None) -> StoreSpec:
@@ -69,22 +77,27 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
         session,
         f"INSERT INTO {spec.keyspace}.{REGISTRY_TABLE} (name, store_type, table_name, partitions,"
         " key_format, value_format, created_at, source_topic)"
-        " VALUES (?, ?, ?, ?, 'utf8', 'long-be64', toTimestamp(now()), ?) IF NOT EXISTS",
+        " VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now()), ?) IF NOT EXISTS",
     )
     row = session.execute(
         insert,
-        (spec.name, spec.store_type.value, spec.table, spec.partitions, source_topic),
+        (spec.name, spec.store_type.value, spec.table, spec.partitions, spec.key_codec, spec.value_codec, source_topic),
         execution_profile=DDL_PROFILE,
     ).one()
     if row.applied:
         return spec
     existing = _spec(spec.keyspace, row)
-    if existing != spec:
+    if existing.layout != spec.layout:
         raise StoreMismatchError(
             f"store '{spec.name}' already exists as {existing.store_type.value} with "
-            f"{existing.partitions} partition(s); it cannot be reopened as "
-            f"{spec.store_type.value} with {spec.partitions}. Use another store name, or omit "
-            "--store-type/--partitions to reuse the store as it is."
+            f"{existing.partitions} partition(s) in table {existing.table}; it cannot be reopened as "
+            f"{spec.store_type.value} with {spec.partitions} in table {spec.table}. Use another store "
+            "name, or omit --store-type/--partitions to reuse the store as it is."
+        )
+    if (existing.key_codec, existing.value_codec) != (spec.key_codec, spec.value_codec):
+        raise StoreMismatchError(
+            f"store '{spec.name}' holds {existing.key_codec} keys and {existing.value_codec} values; it "
+            f"cannot be reopened with {spec.key_codec} keys and {spec.value_codec} values"
         )
     return existing
 
@@ -207,3 +220,9 @@ def clear_progress(session, spec: StoreSpec) -> None:
         (spec.name,),
         execution_profile=DDL_PROFILE,
     )
+
+
+def unregister(session, keyspace: str, name: str) -> None:
+    """Forget a store (after its tables were dropped)."""
+    delete = prepare(session, f"DELETE FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?")
+    session.execute(delete, (validate_store_name(name),), execution_profile=DDL_PROFILE)

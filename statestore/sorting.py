@@ -28,19 +28,21 @@ def _read(spool: IO[bytes]) -> Iterator:
                 return
 
 
-def external_sort(items: Iterable[T], key: Callable[[T], object], chunk_size: int) -> Iterator[T]:
-    """`items` in `key` order, holding at most `chunk_size` items in memory at once
-    (plus one read-ahead item per spilled run)."""
+def external_sort(
+    items: Iterable[T], key: Callable[[T], object], chunk_size: int, reverse: bool = False
+) -> Iterator[T]:
+    """`items` in `key` order (descending with `reverse`), holding at most `chunk_size` items
+    in memory at once (plus one read-ahead item per spilled run)."""
     spools: list[IO[bytes]] = []
     run: list[T] = []
     for item in items:
         run.append(item)
         if len(run) >= chunk_size:
-            run.sort(key=key)
+            run.sort(key=key, reverse=reverse)
             spools.append(_spill(run))
             run = []
-    run.sort(key=key)
+    run.sort(key=key, reverse=reverse)
     if not spools:
         yield from run
         return
-    yield from heapq.merge(*(_read(s) for s in spools), iter(run), key=key)
+    yield from heapq.merge(*(_read(s) for s in spools), iter(run), key=key, reverse=reverse)

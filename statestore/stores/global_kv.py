@@ -12,24 +12,32 @@ from collections.abc import Iterator
 from cassandra.concurrent import execute_concurrent
 
 from statestore.cassandra import prepare
+from statestore.errors import UnsupportedOperationError
+from statestore.options import TableOptions
 from statestore.sorting import external_sort
-from statestore.stores.base import DEFAULT_COMPACTION, Entry, KeyValueTable, entry_from_row
+from statestore.stores.base import EVERYTHING, Entry, KeyValueTable, entry_from_row
 from statestore.stores.base import unset_if_none as _time
+from statestore.stores.paging import paged
 
 _SORT_CHUNK = 200_000
+# The Murmur3 token ring, split into this many ranges for a parallel exact count.
+_COUNT_SPLITS = 64
+_TOKEN_MIN, _TOKEN_MAX = -(2**63), 2**63 - 1
 
 
 class GlobalKeyValueTable(KeyValueTable):
-    def create_cql(self) -> str:
+    _COLUMNS = "key, value, batch_id, time"
+
+    def create_cql(self, options: TableOptions | None = None) -> str:
+        options = options or TableOptions()
         return (
             f"CREATE TABLE IF NOT EXISTS {self.qualified} ("
             " key blob PRIMARY KEY, value blob, time timestamp, batch_id bigint)"
-            f" WITH compaction = {{'class': '{DEFAULT_COMPACTION}'}}"
-            f" AND comment = 'statestore global-kv store {self.spec.name}'"
+            f" WITH {options.cql(f'statestore global-kv store {self.spec.name}')}"
         )
 
     def _select_one(self, session):
-        select = prepare(session, f"SELECT key, value, batch_id, time FROM {self.qualified} WHERE key = ?")
+        select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE key = ?")
         select.is_idempotent = True
         return select
 
@@ -37,26 +45,94 @@ class GlobalKeyValueTable(KeyValueTable):
         select = self._select_one(session)
         found: dict[bytes, Entry] = {}
         work = ((select, (key,)) for key in keys)
-        for result in execute_concurrent(session, work, concurrency=concurrency, results_generator=True):
+        for result in execute_concurrent(
+            session,
+            execution_profile=self.profile,
+            statements_and_parameters=work,
+            concurrency=concurrency,
+            results_generator=True,
+        ):
             for row in result.result_or_exc:
                 found[row.key] = entry_from_row(row)
         return found
 
     def write_entries(self, session, entries, concurrency, write_ts):
+        using = " USING TIMESTAMP ?" if write_ts is not None else ""
         upsert = prepare(
             session,
-            f"INSERT INTO {self.qualified} (key, value, time, batch_id) VALUES (?, ?, ?, ?) USING TIMESTAMP ?",
+            f"INSERT INTO {self.qualified} (key, value, time, batch_id) VALUES (?, ?, ?, ?){using}",
         )
         upsert.is_idempotent = True
-        work = ((upsert, (e.key, e.value, _time(e), e.batch_id, write_ts)) for e in entries)
-        execute_concurrent(session, work, concurrency=concurrency, raise_on_first_error=True)
+        stamp = () if write_ts is None else (write_ts,)
+        work = ((upsert, (e.key, e.value, _time(e), e.batch_id, *stamp)) for e in entries)
+        execute_concurrent(
+            session,
+            execution_profile=self.profile,
+            statements_and_parameters=work,
+            concurrency=concurrency,
+            raise_on_first_error=True,
+        )
 
     def get(self, session, key):
-        row = session.execute(self._select_one(session), (key,)).one()
+        row = session.execute(self._select_one(session), (key,), execution_profile=self.profile).one()
         return None if row is None else entry_from_row(row)
 
-    def scan_sorted(self, session, page_size=5000) -> Iterator[Entry]:
-        select = prepare(session, f"SELECT key, value, batch_id, time FROM {self.qualified}")
-        select.fetch_size = page_size
-        rows = (entry_from_row(row) for row in session.execute(select))
-        yield from external_sort(rows, key=lambda e: e.key, chunk_size=_SORT_CHUNK)
+    def put_if_absent(self, session, entry):
+        insert = prepare(
+            session, f"INSERT INTO {self.qualified} (key, value, time, batch_id) VALUES (?, ?, ?, ?) IF NOT EXISTS"
+        )
+        row = session.execute(
+            insert, (entry.key, entry.value, _time(entry), entry.batch_id), execution_profile=self.profile
+        ).one()
+        return None if row.applied else entry_from_row(row)
+
+    def delete(self, session, key):
+        delete = prepare(session, f"DELETE FROM {self.qualified} WHERE key = ?")
+        delete.is_idempotent = True
+        session.execute(delete, (key,), execution_profile=self.profile)
+
+    def scan(self, session, key_range=EVERYTHING, reverse=False, page_size=5000) -> Iterator[Entry]:
+        """Only the whole store: keys are spread over the ring by hash, so a key range or a
+        prefix would read every entry. The whole store is sorted here, spilling to disk past
+        `_SORT_CHUNK` entries."""
+        if key_range != EVERYTHING:
+            raise UnsupportedOperationError(
+                f"store '{self.spec.name}' is a global-kv store: its keys are spread by hash, so range and "
+                "prefix scans would read the whole table. Use all() / reverse_all() and filter, or a "
+                "partitioned-kv store, whose keys are stored in order"
+            )
+        return external_sort(self.scan_unordered(session, None, page_size), _key, _SORT_CHUNK, reverse)
+
+    def scan_unordered(self, session, after=None, page_size=5000) -> Iterator[Entry]:
+        if after is None:
+            select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified}")
+            params: tuple = ()
+        else:
+            select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE token(key) > token(?)")
+            params = (after,)
+        select.is_idempotent = True
+        return map(entry_from_row, paged(session, select, params, page_size, self.profile))
+
+    def count(self, session) -> int:
+        select = prepare(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE token(key) >= ? AND token(key) <= ?")
+        select.is_idempotent = True
+        return sum(
+            result.result_or_exc.one()[0]
+            for result in execute_concurrent(
+                session,
+                [(select, bounds) for bounds in token_splits(_COUNT_SPLITS)],
+                concurrency=8,
+                raise_on_first_error=True,
+            )
+        )
+
+
+def token_splits(count: int) -> list[tuple[int, int]]:
+    """`count` contiguous, inclusive token ranges that cover the Murmur3 ring exactly."""
+    width = (_TOKEN_MAX - _TOKEN_MIN) // count
+    bounds = [_TOKEN_MIN + i * width for i in range(count)] + [_TOKEN_MAX + 1]
+    return [(bounds[i], bounds[i + 1] - 1) for i in range(count)]
+
+
+def _key(entry: Entry) -> bytes:
+    return entry.key
