@@ -1,0 +1,152 @@
+"""The operation table of the README, on the real Cassandra: every key-value operation for
+every key-value store type and codec pair, with unsupported cells raising the documented error."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from statestore import codecs
+from statestore.builder import StoreBuilder, open_store
+from statestore.cache import CacheOptions
+from statestore.errors import CodecError, StoreMismatchError, UnsupportedOperationError, ValueTooLargeError
+from statestore.stores import StoreType
+
+# (key codec, value codec, keys, value of the i-th key)
+CODEC_CASES = {
+    "string-long": (codecs.STRING, codecs.LONG, ["", "a", "ab", "abc", "b", "ba", "é", "z"], lambda i: i * 1000 - 3),
+    "long-json": (codecs.LONG, codecs.JSON, [-5, -1, 0, 1, 2, 255, 256, 2**40], lambda i: {"i": i, "l": [i, "x"]}),
+    "int-bytes": (codecs.INT, codecs.BYTES, [0, 1, 7, 8, 9, 100, -1, 2**31 - 1], lambda i: bytes([i]) * (i + 1)),
+    "bytes-string": (codecs.BYTES, codecs.STRING, [b"\x00", b"\x00\x01", b"\x01", b"\xff", b"\xff\xff"], str),
+    "json-int": (codecs.JSON, codecs.INT, [["a", 1], {"k": 1}, "s", 3, [1, 2]], lambda i: -i),
+}
+KV_TYPES = [StoreType.PARTITIONED_KV, StoreType.GLOBAL_KV]
+
+
+def _build(session, keyspace, store_type: StoreType, case: str):
+    key_codec, value_codec, keys, value_of = CODEC_CASES[case]
+    name = f"conf_{store_type.name.lower()}_{case.replace('-', '_')}"
+    builder = (
+        StoreBuilder(session, name).with_keyspace(keyspace).with_key_codec(key_codec).with_value_codec(value_codec)
+    )
+    if store_type is StoreType.PARTITIONED_KV:
+        store = builder.partitioned_key_value_store(partitions=3)
+    else:
+        store = builder.global_key_value_store()
+    store.create()
+    # The empty string cannot be a Cassandra key: its rejection is part of the table below.
+    keys = [k for k in keys if k != ""]
+    return store, keys, value_of
+
+
+def _sorted_model(store, keys, value_of) -> list[tuple]:
+    """The reference: every (key, value) in encoded-key byte order, as Cassandra orders blobs."""
+    return sorted(((k, value_of(i)) for i, k in enumerate(keys)), key=lambda kv: store.key_codec.encode(kv[0]))
+
+
+@pytest.fixture(params=[(t, c) for t in KV_TYPES for c in CODEC_CASES], ids=lambda p: f"{p[0].value}-{p[1]}")
+def loaded(request, session, keyspace):
+    store_type, case = request.param
+    store, keys, value_of = _build(session, keyspace, store_type, case)
+    store.put_all([(k, value_of(i)) for i, k in enumerate(keys)])
+    yield store, keys, value_of
+    session.execute(f"TRUNCATE {keyspace}.{store.spec.table}")
+
+
+def test_point_operations(loaded):
+    store, keys, value_of = loaded
+    for i, key in enumerate(keys):
+        assert store.get(key) == value_of(i)
+    first = keys[0]
+    assert store.put_if_absent(first, value_of(5)) == value_of(0)  # exists: returns it, writes nothing
+    assert store.get(first) == value_of(0)
+    assert store.delete(first) == value_of(0)
+    assert store.get(first) is None
+    assert store.delete(first) is None
+    assert store.put_if_absent(first, value_of(5)) is None  # absent: written
+    assert store.get(first) == value_of(5)
+    store.put(first, value_of(6))
+    assert store.get(first) == value_of(6)
+    store.put(first, None)  # a None value deletes, as in Kafka Streams
+    assert store.get(first) is None
+
+
+def test_all_and_reverse_all_in_key_byte_order(loaded):
+    store, keys, value_of = loaded
+    expected = _sorted_model(store, keys, value_of)
+    assert list(store.all()) == expected
+    assert list(store.reverse_all()) == expected[::-1]
+
+
+def test_ranges_and_prefix_or_the_documented_error(loaded):
+    store, keys, value_of = loaded
+    expected = _sorted_model(store, keys, value_of)
+    low, high = expected[1][0], expected[-2][0]
+    if store.spec.store_type is StoreType.GLOBAL_KV:
+        for call in (
+            lambda: list(store.range(low, high)),
+            lambda: list(store.reverse_range(low, high)),
+            lambda: list(store.prefix_scan(low)),
+        ):
+            with pytest.raises(UnsupportedOperationError, match=r"global-kv store.*Use all"):
+                call()
+        return
+    assert list(store.range(low, high)) == expected[1:-1]
+    assert list(store.reverse_range(low, high)) == expected[1:-1][::-1]
+    assert list(store.range(high, low)) == []  # from > to: nothing, as in Kafka Streams
+    assert list(store.range(low, low)) == [expected[1]]
+    prefix = store.key_codec.encode(low)[:1]
+    by_prefix = [kv for kv in expected if store.key_codec.encode(kv[0]).startswith(prefix)]
+    assert list(store.prefix_scan(prefix, codecs.BYTES)) == by_prefix
+
+
+def test_counts(loaded, caplog):
+    store, keys, _ = loaded
+    exact = open_store(store.session, store.spec.keyspace, store.name, count_all=True)
+    with caplog.at_level(logging.WARNING):
+        assert exact.approximate_num_entries() == len(keys)
+    assert "SELECT COUNT(*)" in caplog.text
+    # Without the opt-in: Cassandra's estimate, which knows nothing of unflushed data.
+    assert store.approximate_num_entries() >= 0
+
+
+def test_reopened_store_decodes_with_its_recorded_codecs(loaded):
+    store, keys, value_of = loaded
+    again = open_store(store.session, store.spec.keyspace, store.name)
+    assert (again.key_codec.name, again.value_codec.name) == (store.key_codec.name, store.value_codec.name)
+    assert again.get(keys[-1]) == value_of(len(keys) - 1)
+
+
+def test_bad_input_is_refused_before_anything_is_written(session, keyspace):
+    store, _, _ = _build(session, keyspace, StoreType.PARTITIONED_KV, "string-long")
+    with pytest.raises(ValueTooLargeError, match="empty key"):
+        store.put("", 1)
+    with pytest.raises(ValueTooLargeError, match="65535-byte key limit"):
+        store.put("x" * 65536, 1)
+    with pytest.raises(CodecError, match="long codec takes int"):
+        store.put_all([("fine", 1), ("bad", "not a number")])
+    assert store.get("fine") is None  # the batch was refused as a whole
+    with pytest.raises(CodecError, match="does not fit a signed 64-bit long"):
+        store.put("big", 2**63)
+
+
+def test_reopening_with_another_layout_or_codec_is_refused(session, keyspace):
+    store, _, _ = _build(session, keyspace, StoreType.PARTITIONED_KV, "string-long")
+    base = StoreBuilder(session, store.name).with_keyspace(keyspace)
+    with pytest.raises(StoreMismatchError, match="partition"):
+        base.partitioned_key_value_store(partitions=5).create()
+    with pytest.raises(StoreMismatchError, match="json values"):
+        base.with_value_codec(codecs.JSON).partitioned_key_value_store(partitions=3).create()
+
+
+def test_cached_reads_are_stale_until_the_ttl_and_own_writes_evict(session, keyspace):
+    store, _, _ = _build(session, keyspace, StoreType.PARTITIONED_KV, "string-long")
+    cached = open_store(session, keyspace, store.name, cache=CacheOptions(max_entries=100, ttl_s=60))
+    store.put("hot", 1)
+    assert cached.get("hot") == 1
+    store.put("hot", 2)  # another writer: the cache does not see it within its TTL
+    assert cached.get("hot") == 1
+    assert cached.cache.hits == 1
+    cached.put("hot", 3)  # a write through the cached store evicts the key
+    assert cached.get("hot") == 3
