@@ -150,3 +150,25 @@ def test_cached_reads_are_stale_until_the_ttl_and_own_writes_evict(session, keys
     assert cached.cache.hits == 1
     cached.put("hot", 3)  # a write through the cached store evicts the key
     assert cached.get("hot") == 3
+
+
+def test_many_workers_creating_one_store_at_once_agree(session, keyspace):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from statestore import registry
+
+    def create(partitions: int):
+        builder = StoreBuilder(session, "conf_race").with_keyspace(keyspace)
+        try:
+            return builder.partitioned_key_value_store(partitions=partitions).create().spec.partitions
+        except StoreMismatchError:
+            return "refused"
+
+    # Eight workers ask for 4 partitions, two for 6: exactly one layout wins and the rest of
+    # the requests for the other layout are refused, never silently applied.
+    with ThreadPoolExecutor(10) as pool:
+        outcomes = list(pool.map(create, [4] * 8 + [6] * 2))
+    registered = registry.lookup(session, keyspace, "conf_race").partitions
+    assert registered in (4, 6)
+    assert set(outcomes) <= {registered, "refused"}
+    assert outcomes.count("refused") == (2 if registered == 4 else 8)
