@@ -151,7 +151,7 @@ def counter_table(store: str) -> str:
 def counter_table_cql(keyspace: str, store: str, global_layout: bool) -> str:
     """A counter table with the store's layout, ((partition), key) or key alone (global-kv),
     and the store's compaction strategy."""
-    from statestore.stores.base import DEFAULT_COMPACTION
+    from statestore.options import DEFAULT_COMPACTION
 
     if global_layout:
         columns = "key blob PRIMARY KEY, value counter"

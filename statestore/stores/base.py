@@ -12,11 +12,10 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from statestore.codecs import millis_of
 from statestore.errors import ValueTooLargeError
 from statestore.names import store_table, validate_keyspace, validate_store_name, validate_table_name
-from statestore.options import DEFAULT_COMPACTION, TableOptions
+from statestore.options import TableOptions
 
 # Cassandra refuses keys over 64 KiB - 1 byte (partition and clustering keys alike).
 MAX_KEY_BYTES = 65535
-__all__ = ["DEFAULT_COMPACTION", "MAX_KEY_BYTES"]
 
 
 class StoreType(enum.StrEnum):
