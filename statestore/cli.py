@@ -7,21 +7,18 @@ environment > defaults) and delegates to the library; only `main` catches errors
 from __future__ import annotations
 
 import argparse
-import csv
-import heapq
-import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from statestore import __version__, deadletters, kafka_io, registry
+from statestore import __version__, cli_queries, deadletters, kafka_io, registry
 from statestore import config as cfg
 from statestore.cassandra import create_keyspace, session_for
-from statestore.codecs import decode_long, decode_text, encode_text
 from statestore.config import CassandraConfig, KafkaConfig
 from statestore.errors import StateStoreError
 from statestore.names import validate_store_name
 from statestore.provision import reset_store
+from statestore.query import emit
 from statestore.stores import table_for
 
 
@@ -30,33 +27,6 @@ def _store(args):
     session = session_for(config)
     spec = registry.lookup(session, config.keyspace, validate_store_name(args.store))
     return session, table_for(spec)
-
-
-def _decoded(entries) -> Iterable[tuple[str, int]]:
-    for entry in entries:
-        yield decode_text(entry.key), decode_long(entry.value)
-
-
-def _emit(rows: Iterable[Sequence], header: Sequence[str], fmt: str, out) -> int:
-    count = 0
-    if fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header)
-        for row in rows:
-            writer.writerow(row)
-            count += 1
-    elif fmt == "jsonl":
-        for row in rows:
-            out.write(json.dumps(dict(zip(header, row, strict=True)), ensure_ascii=False) + "\n")
-            count += 1
-    else:  # table
-        rows = list(rows)
-        widths = [max([len(str(h))] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)]
-        out.write("  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)).rstrip() + "\n")
-        for row in rows:
-            out.write("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
-            count += 1
-    return count
 
 
 def cmd_create_keyspace(args) -> int:
@@ -84,30 +54,6 @@ def cmd_produce(args) -> int:
     return 0
 
 
-def cmd_get(args) -> int:
-    session, table = _store(args)
-    entry = table.get(session, encode_text(args.key))
-    if entry is None:
-        print(f"{args.key!r} is not in store {args.store}", file=sys.stderr)
-        return 1
-    print(decode_long(entry.value))
-    return 0
-
-
-def cmd_dump(args) -> int:
-    session, table = _store(args)
-    _emit(_decoded(table.scan_sorted(session)), ("key", "value"), args.format, sys.stdout)
-    return 0
-
-
-def cmd_top(args) -> int:
-    session, table = _store(args)
-    # Highest counts first, ties by key; a bounded heap, never the whole store in memory.
-    top = heapq.nsmallest(args.limit, _decoded(table.scan_sorted(session)), key=lambda kv: (-kv[1], kv[0]))
-    _emit(top, ("key", "value"), args.format, sys.stdout)
-    return 0
-
-
 def cmd_stores(args) -> int:
     config = cfg.from_args(CassandraConfig, args)
     session = session_for(config)
@@ -123,7 +69,7 @@ def cmd_stores(args) -> int:
         )
         for spec, p in registry.list_stores(session, config.keyspace)
     ]
-    _emit(rows, ("store", "type", "table", "partitions", "last_batch", "topic"), args.format, sys.stdout)
+    emit(rows, ("store", "type", "table", "partitions", "last_batch", "topic"), args.format, sys.stdout)
     return 0
 
 
@@ -142,7 +88,7 @@ def cmd_deadletters(args) -> int:
         for d in deadletters.read_all(session, table.spec.keyspace, table.spec.name)
     )
     header = ("topic", "partition", "offset", "timestamp_ms", "reason", "detail", "raw_hex")
-    _emit(rows, header, args.format, sys.stdout)
+    emit(rows, header, args.format, sys.stdout)
     return 0
 
 
@@ -194,16 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--partitions", type=int, default=4, help="partitions if the topic must be created (default 4)")
 
-    p = command("get", cmd_get, "print the value (count) of one key")
-    p.add_argument("store")
-    p.add_argument("key")
-
-    p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
-    p.add_argument("store")
-
-    p = command("top", cmd_top, "the entries with the highest values", fmt="table")
-    p.add_argument("store")
-    p.add_argument("-n", "--limit", type=int, default=20, help="how many (default 20)")
+    cli_queries.add_commands(command)
 
     command("stores", cmd_stores, "the stores registered in the keyspace", fmt="table")
 

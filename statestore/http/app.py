@@ -1,0 +1,118 @@
+"""The read-only HTTP API over the stores of one keyspace (FastAPI).
+
+`create_app()` does no I/O: the Cassandra settings are resolved and the session connected on
+the first request, so the app can be built at import time (an Airflow plugin mounts it) and
+served by `statestore serve`. Errors are JSON (ErrorBody): 400 for bad parameters (a key that
+does not parse with the store's codec, a bad page token, a limit out of range, an operation
+the store type does not support), 404 for an unknown store or key, 503 when Cassandra does
+not answer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cassandra import OperationTimedOut, RequestExecutionException
+from cassandra.cluster import NoHostAvailable
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from statestore import __version__
+from statestore.cache import CacheOptions
+from statestore.errors import CassandraUnavailableError, KeyspaceMissingError, StateStoreError, StoreNotFoundError
+from statestore.http.catalog import ConfigSource, StoreCatalog
+from statestore.http.routes import KeyNotFoundError, router
+
+_log = logging.getLogger(__name__)
+
+DESCRIPTION = """Read-only queries over the state stores of one Cassandra keyspace: no RPC layer, the API
+reads the tables directly (a point get is one query; scans read every store partition concurrently).
+
+Keys in paths and in `from`/`to`/`prefix` are text read with the store's key codec: `string` as is,
+`long`/`int` as decimal integers, `json` as JSON text, `bytes` as hex. Values come back as JSON
+(`bytes` as hex text). `/entries` pages with `next_page_token`: partitioned stores in key byte order,
+global stores in Cassandra's token (hash) order, which is stable but not sorted.
+"""
+
+
+def _error(status: int, detail: str) -> JSONResponse:
+    words = {400: "bad request", 404: "not found", 503: "unavailable", 500: "internal error"}
+    return JSONResponse({"status": status, "error": words.get(status, "error"), "detail": detail}, status)
+
+
+def _status_of(exc: StateStoreError) -> int:
+    if isinstance(exc, StoreNotFoundError | KeyNotFoundError | KeyspaceMissingError):
+        return 404
+    if isinstance(exc, CassandraUnavailableError):
+        return 503
+    return 400
+
+
+async def _library_error(request: Request, exc: StateStoreError) -> JSONResponse:
+    return _error(_status_of(exc), str(exc))
+
+
+async def _cassandra_error(request: Request, exc: Exception) -> JSONResponse:
+    return _error(503, f"Cassandra did not answer ({type(exc).__name__}: {exc}); retry once it is reachable")
+
+
+async def _bad_parameters(request: Request, exc: RequestValidationError) -> JSONResponse:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg', 'invalid')}"
+        for e in exc.errors()
+    )
+    return _error(400, problems or "invalid request")
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    return _error(exc.status_code, str(exc.detail))
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    _log.exception("unexpected error serving %s", request.url.path)
+    return _error(500, f"unexpected error: {type(exc).__name__}")
+
+
+def create_app(cassandra: ConfigSource = None, *, cache: CacheOptions | None = None) -> FastAPI:
+    """The API app. `cassandra`: the settings, a function returning them (called on the first
+    request), or None to resolve them from the STATESTORE_* environment then. `cache`: the
+    opt-in read cache for point gets (reads may then be up to its TTL behind the store)."""
+    app = FastAPI(
+        title="statestore",
+        version=__version__,
+        description=DESCRIPTION,
+        openapi_tags=[{"name": "stores", "description": "stream state stores in Cassandra"}],
+        generate_unique_id_function=lambda route: route.name,  # operationIds: list_stores, get_key, ...
+    )
+    app.state.catalog = StoreCatalog(cassandra, cache)
+    app.include_router(router)
+    app.add_exception_handler(StateStoreError, _library_error)
+    for driver_error in (NoHostAvailable, OperationTimedOut, RequestExecutionException):
+        app.add_exception_handler(driver_error, _cassandra_error)
+    app.add_exception_handler(RequestValidationError, _bad_parameters)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+    app.openapi = lambda: _openapi(app)
+    return app
+
+
+def _openapi(app: FastAPI) -> dict:
+    """FastAPI's document without its 422 answers: bad parameters are 400 (ErrorBody) here."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+            tags=app.openapi_tags,
+        )
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -1,0 +1,96 @@
+"""The JSON bodies of the HTTP API, as pydantic models (they make the OpenAPI document precise).
+
+Keys and values are JSON as the store's codecs decode them: text for `string`, numbers for
+`long` and `int`, any JSON for `json`, and lowercase hex text for `bytes` (and custom codecs).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, JsonValue
+
+StoreTypeName = Literal["partitioned-kv", "global-kv", "partitioned-versioned", "global-versioned"]
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx and 5xx answer: what was wrong and how to fix it."""
+
+    status: int = Field(description="the HTTP status code, repeated")
+    error: str = Field(description="the status in words, e.g. 'bad request'")
+    detail: str = Field(description="what was wrong, and what to do instead")
+
+
+class StoreSummary(BaseModel):
+    name: str
+    type: StoreTypeName
+    table: str = Field(description="the Cassandra table holding the entries")
+    partitions: int = Field(description="store partitions (Kafka's partitioner on the key bytes); 1 for global types")
+    key_codec: str
+    value_codec: str
+
+
+class StoreList(BaseModel):
+    keyspace: str
+    stores: list[StoreSummary]
+
+
+class Progress(BaseModel):
+    """What the streaming job last recorded for the store (all null for stores the stream never wrote)."""
+
+    last_batch_id: int | None
+    last_batch_at: datetime | None
+    max_event_time: datetime | None
+    source_topic: str | None
+
+
+class Capabilities(BaseModel):
+    range: bool = Field(description="from/to on /entries")
+    prefix: bool = Field(description="prefix on /entries")
+    reverse: bool = Field(description="reverse=true on /entries")
+    history: bool = Field(description="/history/{key} and as_of on /keys/{key}")
+    entries_order: Literal["key", "token"] = Field(
+        description="the order of /entries: key byte order, or Cassandra's token order (global stores)"
+    )
+
+
+class StoreDescription(StoreSummary):
+    keyspace: str
+    key_syntax: str = Field(description="how to write a key of this store in a URL")
+    approximate_entries: int = Field(description="Cassandra's size estimate (flushed data only; 0 before the first)")
+    progress: Progress
+    supports: Capabilities
+
+
+class Record(BaseModel):
+    """One key's value; valid_from / valid_to (epoch ms) are set for versioned stores only."""
+
+    key: JsonValue
+    value: JsonValue
+    valid_from: int | None = None
+    valid_to: int | None = Field(default=None, description="null: still current")
+
+
+class KeyValue(BaseModel):
+    key: JsonValue
+    value: JsonValue
+
+
+class EntriesPage(BaseModel):
+    entries: list[KeyValue]
+    order: Literal["key", "token"] = Field(description="key byte order (partitioned stores) or token order (global)")
+    next_page_token: str | None = Field(
+        description="pass as page_token, with the same from/to/prefix/reverse, for the next page; null: no more"
+    )
+
+
+class Version(BaseModel):
+    value: JsonValue = Field(description="null: the key was deleted during this interval")
+    valid_from: int = Field(description="epoch ms, inclusive")
+    valid_to: int | None = Field(description="epoch ms, exclusive; null: still current")
+
+
+class History(BaseModel):
+    key: JsonValue
+    versions: list[Version] = Field(description="oldest first")

@@ -1,0 +1,171 @@
+"""The endpoints. Handlers are plain functions (FastAPI runs them in its thread pool): the
+Cassandra driver blocks, and its session is shared safely between threads."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+
+from statestore import registry
+from statestore.errors import KeyspaceMissingError, StateStoreError
+from statestore.http import models
+from statestore.http.catalog import StoreCatalog
+from statestore.http.paging import read_page, resume, token_ordered
+from statestore.query import key_syntax, parse_key, require_versioned, to_json, versioned
+from statestore.stores.base import EVERYTHING, KeyRange
+
+MAX_LIMIT = 10_000
+_ERRORS = {
+    400: {"model": models.ErrorBody, "description": "bad parameters, or an operation the store type does not support"},
+    404: {"model": models.ErrorBody, "description": "no such store (or key)"},
+    503: {"model": models.ErrorBody, "description": "Cassandra is unreachable or timed out"},
+}
+
+router = APIRouter(tags=["stores"], responses=_ERRORS)
+
+StoreName = Annotated[str, Path(description="the store's name (see GET /stores)")]
+KeyText = Annotated[str, Path(description="the key as text, read with the store's key codec (see GET /stores/{store})")]
+
+
+class KeyNotFoundError(StateStoreError, LookupError):
+    """The key is not in the store (at the requested time)."""
+
+
+def catalog(request: Request) -> StoreCatalog:
+    return request.app.state.catalog
+
+
+Catalog = Annotated[StoreCatalog, Depends(catalog)]
+
+
+def _summary(spec) -> models.StoreSummary:
+    return models.StoreSummary(
+        name=spec.name,
+        type=spec.store_type.value,
+        table=spec.table,
+        partitions=spec.partitions,
+        key_codec=spec.key_codec,
+        value_codec=spec.value_codec,
+    )
+
+
+@router.get("/stores", summary="List the stores of the keyspace")
+def list_stores(catalog: Catalog) -> models.StoreList:
+    session, keyspace = catalog.session(), catalog.keyspace
+    meta = session.cluster.metadata.keyspaces.get(keyspace)
+    if meta is None:
+        raise KeyspaceMissingError(f"keyspace '{keyspace}' does not exist: check STATESTORE_KEYSPACE / --keyspace")
+    if registry.REGISTRY_TABLE not in meta.tables:
+        return models.StoreList(keyspace=keyspace, stores=[])
+    specs = [spec for spec, _ in registry.list_stores(session, keyspace)]
+    return models.StoreList(keyspace=keyspace, stores=[_summary(s) for s in specs])
+
+
+@router.get("/stores/{store}", summary="Describe a store: layout, codecs, what it supports, progress")
+def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescription:
+    handle = catalog.store(store)
+    spec = handle.spec
+    progress = registry.progress(handle.session, spec.keyspace, spec.name)
+    partitioned = spec.store_type.partitioned
+    return models.StoreDescription(
+        **_summary(spec).model_dump(),
+        keyspace=spec.keyspace,
+        key_syntax=key_syntax(handle.key_codec),
+        approximate_entries=handle.approximate_num_entries(),
+        progress=models.Progress(
+            last_batch_id=progress.last_batch_id,
+            last_batch_at=progress.last_batch_at,
+            max_event_time=progress.max_event_time,
+            source_topic=progress.source_topic,
+        ),
+        supports=models.Capabilities(
+            range=partitioned,
+            prefix=partitioned,
+            reverse=partitioned,
+            history=versioned(handle),
+            entries_order="token" if token_ordered(handle) else "key",
+        ),
+    )
+
+
+@router.get("/stores/{store}/keys/{key:path}", summary="Get one key (versioned stores: as of a time)")
+def get_key(
+    store: StoreName,
+    key: KeyText,
+    catalog: Catalog,
+    as_of: Annotated[int | None, Query(description="epoch ms: the version valid then (versioned stores)")] = None,
+) -> models.Record:
+    handle = catalog.store(store)
+    parsed = parse_key(key, handle.key_codec)
+    if as_of is not None:
+        require_versioned(handle, "as-of reads")
+        found = handle.get(parsed, as_of=as_of)
+    else:
+        found = handle.get(parsed)
+    when = "" if as_of is None else f" as of {as_of} ms"
+    if found is None:
+        raise KeyNotFoundError(f"key {key!r} is not in store '{store}'{when}")
+    if not versioned(handle):
+        return models.Record(key=to_json(parsed), value=to_json(found))
+    return models.Record(
+        key=to_json(parsed), value=to_json(found.value), valid_from=found.valid_from, valid_to=found.valid_to
+    )
+
+
+@router.get("/stores/{store}/entries", summary="Scan a store: all, a key range or a prefix, page by page")
+def list_entries(
+    store: StoreName,
+    catalog: Catalog,
+    from_: Annotated[str | None, Query(alias="from", description="lowest key, inclusive")] = None,
+    to: Annotated[str | None, Query(description="highest key, inclusive")] = None,
+    prefix: Annotated[str | None, Query(description="keys starting with this (not with from/to)")] = None,
+    reverse: Annotated[bool, Query(description="descending key order")] = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries per page")] = 100,
+    page_token: Annotated[str | None, Query(description="next_page_token of the previous page")] = None,
+) -> models.EntriesPage:
+    handle = catalog.store(store)
+    key_range = _key_range(handle, from_, to, prefix)
+    cursor = resume(store, key_range, reverse, page_token)
+    entries, next_token = read_page(handle, cursor, limit)
+    decode_key, decode_value = handle.key_codec.decode, handle.value_codec.decode
+    return models.EntriesPage(
+        entries=[
+            models.KeyValue(key=to_json(decode_key(e.key)), value=to_json(decode_value(e.value))) for e in entries
+        ],
+        order="token" if token_ordered(handle) else "key",
+        next_page_token=next_token,
+    )
+
+
+def _key_range(handle, from_: str | None, to: str | None, prefix: str | None) -> KeyRange:
+    encode = handle.key_codec.encode
+    if prefix is not None:
+        if from_ is not None or to is not None:
+            raise StateStoreError("give either prefix or from/to, not both")
+        return KeyRange.prefix(encode(parse_key(prefix, handle.key_codec)))
+    if from_ is None and to is None:
+        return EVERYTHING
+    lower = None if from_ is None else encode(parse_key(from_, handle.key_codec))
+    upper = None if to is None else encode(parse_key(to, handle.key_codec))
+    return KeyRange(lower, upper)
+
+
+@router.get("/stores/{store}/history/{key:path}", summary="Every version of a key (versioned stores)")
+def key_history(
+    store: StoreName,
+    key: KeyText,
+    catalog: Catalog,
+    from_: Annotated[int | None, Query(alias="from", description="epoch ms: versions valid at or after")] = None,
+    to: Annotated[int | None, Query(description="epoch ms: versions valid before")] = None,
+) -> models.History:
+    handle = catalog.store(store)
+    parsed = parse_key(key, handle.key_codec)
+    require_versioned(handle, "history")
+    versions = handle.history(parsed, from_, to)
+    return models.History(
+        key=to_json(parsed),
+        versions=[
+            models.Version(value=to_json(v.value), valid_from=v.valid_from, valid_to=v.valid_to) for v in versions
+        ],
+    )
