@@ -1,11 +1,17 @@
-"""The CLI against the real stack: produce, get, dump, top, stores, deadletters."""
+"""The CLI against the real stack: produce, get, dump, top, stores, deadletters, and the query
+commands (get, range, prefix, all, count, history) over stores of several types and codecs."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import logging
 
+import pytest
+
+from statestore import codecs
+from statestore.builder import StoreBuilder
 from statestore.cli import main
 from tests.corpus import generate
 from tests.integration.conftest import delete_topic, run_stream
@@ -87,3 +93,101 @@ def test_errors_are_one_clear_line(capsys, keyspace):
     assert code == 2 and "invalid store name" in err
     code, _, err = _run(capsys, "stores", "--cassandra-port", "1", "--keyspace", keyspace)
     assert code == 2 and "cannot reach Cassandra at 127.0.0.1:1" in err
+
+
+@pytest.fixture(scope="module")
+def query_stores(session, keyspace):
+    words = (
+        StoreBuilder(session, "cli_words").with_keyspace(keyspace).partitioned_key_value_store(partitions=5).create()
+    )
+    words.put_all([(w, n) for n, w in enumerate(WORDS)])
+    ids = (
+        StoreBuilder(session, "cli_ids")
+        .with_keyspace(keyspace)
+        .with_key_codec(codecs.LONG)
+        .with_value_codec(codecs.JSON)
+        .global_key_value_store()
+        .create()
+    )
+    ids.put_all([(n, {"n": n}) for n in (-3, 0, 1, 2, 300)])
+    blobs = (
+        StoreBuilder(session, "cli_blobs")
+        .with_keyspace(keyspace)
+        .with_key_codec(codecs.BYTES)
+        .with_value_codec(codecs.BYTES)
+        .partitioned_key_value_store(partitions=2)
+        .create()
+    )
+    blobs.put_all([(b"\x00\x01", b"\xff"), (b"\x0a", b"")])
+    return words, ids, blobs
+
+
+WORDS = ["apple", "apricot", "banana", "berry", "cherry", "é-accent", "日本"]
+
+
+def _jsonl(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_get_in_every_format(capsys, keyspace, query_stores):
+    ks = ("--keyspace", keyspace)
+    assert _run(capsys, "get", "cli_words", "banana", *ks)[:2] == (0, "2\n")  # the value alone, as before
+    assert _run(capsys, "get", "cli_words", "日本", "--format", "csv", *ks)[1] == "key,value\n日本,6\n"
+    assert _jsonl(_run(capsys, "get", "cli_ids", "-3", "--format", "jsonl", *ks)[1]) == [
+        {"key": -3, "value": {"n": -3}}
+    ]
+    assert _run(capsys, "get", "cli_ids", "300", *ks)[1] == '{"n":300}\n'
+    assert _run(capsys, "get", "cli_blobs", "0001", "--format", "table", *ks)[1] == "key   value\n0001  ff\n"
+    code, _, err = _run(capsys, "get", "cli_ids", "three", *ks)
+    assert code == 2 and "'three' is not a long key: write a decimal integer" in err
+    code, _, err = _run(capsys, "get", "cli_words", "banana", "--as-of", "1000", *ks)
+    assert code == 2 and "keeps only each key's latest value, so it has no as-of reads" in err
+
+
+def test_range_prefix_and_all(capsys, keyspace, query_stores):
+    ks = ("--keyspace", keyspace)
+
+    def keys(*argv):
+        code, out, err = _run(capsys, *argv, "--format", "jsonl", *ks)
+        assert code == 0, err
+        return [row["key"] for row in _jsonl(out)]
+
+    assert keys("range", "cli_words", "--from", "apricot", "--to", "cherry") == WORDS[1:5]
+    assert keys("range", "cli_words", "--from", "apricot", "--to", "cherry", "--reverse") == WORDS[1:5][::-1]
+    assert keys("range", "cli_words", "--from", "c") == WORDS[4:]
+    assert keys("range", "cli_words", "--to", "b", "--reverse") == WORDS[:2][::-1]
+    assert keys("range", "cli_words", "--from", "z", "--to", "a") == []  # from above to: empty, as in Kafka Streams
+    assert keys("prefix", "cli_words", "ap") == ["apple", "apricot"]
+    assert keys("all", "cli_words") == WORDS
+    assert keys("all", "cli_words", "--reverse", "--limit", "3") == WORDS[::-1][:3]
+    # A global store sorts its entries for all(): long keys in byte order, so negatives come last.
+    assert keys("all", "cli_ids") == [0, 1, 2, 300, -3]
+    assert keys("all", "cli_blobs", "--reverse") == ["0a", "0001"]
+
+    assert _run(capsys, "all", "cli_words", "--limit", "2", *ks)[1].splitlines() == [
+        "key      value",
+        "apple    0",
+        "apricot  1",
+    ]
+    assert _run(capsys, "prefix", "cli_words", "b", "--format", "csv", *ks)[1] == "key,value\nbanana,2\nberry,3\n"
+
+
+def test_unsupported_scans_print_the_librarys_message(capsys, keyspace, query_stores):
+    ks = ("--keyspace", keyspace)
+    for argv in (("range", "cli_ids", "--from", "0", "--to", "5"), ("prefix", "cli_ids", "1")):
+        code, out, err = _run(capsys, *argv, *ks)
+        assert code == 2 and out == ""
+        assert err.startswith("statestore: store 'cli_ids' is a global-kv store: its keys are spread by hash")
+    code, _, err = _run(capsys, "history", "cli_words", "apple", *ks)
+    assert code == 2 and "store 'cli_words' is a partitioned-kv store and keeps only each key's latest value" in err
+
+
+def test_count_estimate_and_exact(capsys, caplog, keyspace, query_stores):
+    ks = ("--keyspace", keyspace)
+    code, out, err = _run(capsys, "count", "cli_words", *ks)
+    assert code == 0 and int(out) >= 0 and "approximate: Cassandra's size estimate" in err
+    with caplog.at_level(logging.WARNING):
+        code, out, err = _run(capsys, "count", "cli_words", "--exact", *ks)
+    assert (code, out) == (0, f"{len(WORDS)}\n")
+    assert "SELECT COUNT(*), which reads the whole table" in caplog.text
+    assert _run(capsys, "count", "cli_ids", "--exact", *ks)[1] == "5\n"
