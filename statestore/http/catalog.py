@@ -46,6 +46,14 @@ class StoreCatalog:
         """The process-wide session (connects on first use; CassandraUnavailableError if it cannot)."""
         return session_for(self.config)
 
+    def warm(self, name: str):
+        """The open handle of `name` if it was checked recently, else None: never any I/O."""
+        with self._lock:
+            cached = self._stores.get(name)
+        if cached is None or time.monotonic() - cached[1] >= self.recheck_s:
+            return None
+        return cached[0]
+
     def store(self, name: str):
         """The KeyValueStore or VersionedStore named `name` (StoreNotFoundError if not registered)."""
         validate_store_name(name)

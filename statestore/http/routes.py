@@ -1,11 +1,13 @@
-"""The endpoints. Handlers are plain functions (FastAPI runs them in its thread pool): the
-Cassandra driver blocks, and its session is shared safely between threads."""
+"""The endpoints. Handlers are plain functions, which FastAPI runs in its thread pool: the library's
+reads block, and the driver's session is shared safely between threads. The one exception is a
+point get answered from the read cache, which needs no I/O and is served on the event loop."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from starlette.concurrency import run_in_threadpool
 
 from statestore import registry
 from statestore.errors import KeyspaceMissingError, StateStoreError
@@ -13,7 +15,7 @@ from statestore.http import models
 from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import read_page, resume, token_ordered
 from statestore.query import key_syntax, parse_key, require_versioned, to_json, versioned
-from statestore.stores.base import EVERYTHING, KeyRange
+from statestore.stores.base import EVERYTHING, KeyRange, check_key
 
 MAX_LIMIT = 10_000
 _ERRORS = {
@@ -90,27 +92,42 @@ def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescriptio
 
 
 @router.get("/stores/{store}/keys/{key:path}", summary="Get one key (versioned stores: as of a time)")
-def get_key(
+async def get_key(
     store: StoreName,
     key: KeyText,
     catalog: Catalog,
     as_of: Annotated[int | None, Query(description="epoch ms: the version valid then (versioned stores)")] = None,
 ) -> models.Record:
+    # A read-cache hit needs no I/O: answer it on the event loop, without a hop to a worker thread.
+    handle = catalog.warm(store)
+    if handle is not None and as_of is None and not versioned(handle) and handle.cache is not None:
+        parsed = parse_key(key, handle.key_codec)
+        hit, value = handle.cache.lookup(check_key(handle.key_codec.encode(parsed)))
+        if hit:
+            return _record(store, key, parsed, value)
+    return await run_in_threadpool(_get_key, catalog, store, key, as_of)
+
+
+def _get_key(catalog: StoreCatalog, store: str, key: str, as_of: int | None) -> models.Record:
     handle = catalog.store(store)
     parsed = parse_key(key, handle.key_codec)
-    if as_of is not None:
+    if as_of is None:
+        found = handle.get(parsed)
+    else:
         require_versioned(handle, "as-of reads")
         found = handle.get(parsed, as_of=as_of)
-    else:
-        found = handle.get(parsed)
-    when = "" if as_of is None else f" as of {as_of} ms"
-    if found is None:
+    if not versioned(handle) or found is None:
+        return _record(store, key, parsed, found, as_of)
+    record = _record(store, key, parsed, found.value, as_of)
+    record.valid_from, record.valid_to = found.valid_from, found.valid_to
+    return record
+
+
+def _record(store: str, key: str, parsed, value, as_of: int | None = None) -> models.Record:
+    if value is None:
+        when = "" if as_of is None else f" as of {as_of} ms"
         raise KeyNotFoundError(f"key {key!r} is not in store '{store}'{when}")
-    if not versioned(handle):
-        return models.Record(key=to_json(parsed), value=to_json(found))
-    return models.Record(
-        key=to_json(parsed), value=to_json(found.value), valid_from=found.valid_from, valid_to=found.valid_to
-    )
+    return models.Record(key=to_json(parsed), value=to_json(value))
 
 
 @router.get("/stores/{store}/entries", summary="Scan a store: all, a key range or a prefix, page by page")
