@@ -13,7 +13,7 @@ STORE_TYPE ?=
 TRIGGER ?= available-now
 PYTEST_ARGS ?=
 
-.PHONY: install venv jvm run test test-unit bench-replay lint stack-up stack-down stack-status stack-reset clean
+.PHONY: install venv jvm run test test-unit bench-replay bench-query lint stack-up stack-down stack-status stack-reset clean
 
 install: venv jvm
 
@@ -54,6 +54,10 @@ test-unit: venv
 # The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
 bench-replay: stack-up
 	$(BIN)/python bench/replay_overhead.py
+
+# HTTP point-get latency (with and without the read cache) and a 1M-entry full scan (BENCHMARKS.md).
+bench-query: stack-up
+	$(BIN)/python bench/query_api.py
 
 lint: venv
 	$(BIN)/ruff check .
