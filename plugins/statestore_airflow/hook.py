@@ -1,0 +1,177 @@
+"""CassandraStateStoreHook: an Airflow connection adapter over the statestore library.
+
+Named for the stream state stores this project keeps in Cassandra, not to be confused with
+Airflow's own task state store. The hook maps an Airflow connection of the `cassandra` type
+to a statestore.config.CassandraConfig and hands the library a session from
+statestore.cassandra.session_for: its own driver Cluster with execution profiles (DML and
+DDL) and token-aware routing, not the provider's CassandraHook, whose legacy load-balancing
+setting turns execution profiles off. Every store rule lives in statestore.admin.
+
+Connection fields:
+  host      contact points, comma-separated            port      CQL port (default 9042)
+  login     user (PasswordAuthenticator)               password  its password
+  schema    keyspace holding the stores (default wordcount)
+  extra     ssl, ssl_ca, ssl_cert, ssl_key, check_hostname, dml_consistency, ddl_consistency,
+            local_dc, protocol_version, request_timeout (seconds)
+
+    AIRFLOW_CONN_STATESTORE_CASSANDRA='{"conn_type": "cassandra", "host": "127.0.0.1",
+        "port": 9042, "schema": "wordcount", "extra": {"dml_consistency": "LOCAL_QUORUM"}}'
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from statestore import admin
+from statestore import config as cfg
+from statestore.builder import open_store
+from statestore.cassandra import session_for
+from statestore.config import CassandraConfig
+from statestore.errors import ConfigError
+from statestore.names import validate_keyspace
+from statestore.stores import KeyRange
+
+# Connection extra -> CassandraConfig field.
+EXTRA_FIELDS = {
+    "ssl": "ssl",
+    "ssl_ca": "ssl_ca_file",
+    "ssl_cert": "ssl_cert_file",
+    "ssl_key": "ssl_key_file",
+    "check_hostname": "ssl_check_hostname",
+    "dml_consistency": "dml_consistency",
+    "ddl_consistency": "ddl_consistency",
+    "local_dc": "local_dc",
+    "protocol_version": "protocol_version",
+    "request_timeout": "request_timeout_s",
+}
+
+
+def connection_config(conn, keyspace: str | None = None) -> CassandraConfig:
+    """The CassandraConfig an Airflow connection describes (no I/O). Only the connection counts:
+    STATESTORE_* variables of the worker do not leak in. Values are parsed and validated as the
+    library's own settings are; an unknown extra is an error naming the known ones."""
+    extras = dict(conn.extra_dejson or {})
+    unknown = sorted(set(extras) - set(EXTRA_FIELDS))
+    if unknown:
+        raise ConfigError(
+            f"connection '{conn.conn_id}': unknown extra {', '.join(map(repr, unknown))}; use {', '.join(EXTRA_FIELDS)}"
+        )
+    given: dict[str, Any] = {
+        "hosts": conn.host or None,
+        "port": conn.port,
+        "username": conn.login or None,
+        "password": conn.password or None,
+        "keyspace": keyspace or conn.schema or None,
+    }
+    given.update({EXTRA_FIELDS[k]: v for k, v in extras.items()})
+    # As text, so every value goes through the same parser as its STATESTORE_* variable.
+    overrides = {k: _text(v) for k, v in given.items() if v is not None and v != ""}
+    try:
+        return cfg.resolve(CassandraConfig, env={}, overrides=overrides)
+    except ConfigError as exc:
+        raise ConfigError(f"connection '{conn.conn_id}': {exc}") from None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class CassandraStateStoreHook(BaseHook):
+    """Manage and read the stream state stores of one keyspace.
+
+    :param cassandra_conn_id: a `cassandra` connection (default `statestore_cassandra`)
+    :param keyspace: overrides the connection's schema
+    """
+
+    conn_name_attr = "cassandra_conn_id"
+    default_conn_name = "statestore_cassandra"
+    conn_type = "cassandra"
+    hook_name = "Cassandra state stores (statestore)"
+
+    def __init__(self, cassandra_conn_id: str = default_conn_name, keyspace: str | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.cassandra_conn_id = cassandra_conn_id
+        self._keyspace = None if keyspace is None else validate_keyspace(keyspace)
+        self._config: CassandraConfig | None = None
+
+    @property
+    def config(self) -> CassandraConfig:
+        """Looked up on first use, never in __init__ (DAG files build hooks at parse time)."""
+        if self._config is None:
+            self._config = connection_config(self.get_connection(self.cassandra_conn_id), self._keyspace)
+        return self._config
+
+    @property
+    def keyspace(self) -> str:
+        return self.config.keyspace
+
+    def get_conn(self):
+        """The driver session (process-wide, connected on first use)."""
+        return session_for(self.config)
+
+    # -- management: statestore.admin ------------------------------------------------------------
+
+    def list_stores(self) -> list[admin.StoreListing]:
+        return admin.list_stores(self.get_conn(), self.keyspace)
+
+    def create_store(
+        self,
+        name: str,
+        store_type: str = "partitioned-kv",
+        partitions: int = 1,
+        options: Mapping[str, Any] | None = None,
+        key_codec: str = "string",
+        value_codec: str = "long",
+    ):
+        return admin.create_store(
+            self.get_conn(), self.keyspace, name, store_type, partitions, options, key_codec, value_codec
+        )
+
+    def describe_store(self, name: str, count_partitions: bool = True) -> admin.StoreDescription:
+        return admin.describe_store(self.get_conn(), self.keyspace, name, count_partitions=count_partitions)
+
+    def alter_store(self, name: str, changes: Mapping[str, Any]):
+        return admin.alter_store(self.get_conn(), self.keyspace, name, changes)
+
+    def truncate_store(self, name: str):
+        return admin.truncate_store(self.get_conn(), self.keyspace, name)
+
+    def drop_store(self, name: str, confirm: str | None):
+        return admin.drop_store(self.get_conn(), self.keyspace, name, confirm)
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def get(self, store: str, key: Any) -> Any | None:
+        """The value of `key` (as the store's key codec reads it), or None."""
+        return open_store(self.get_conn(), self.keyspace, store).get(key)
+
+    def scan(
+        self,
+        store: str,
+        *,
+        prefix: Any = None,
+        lower: Any = None,
+        upper: Any = None,
+        limit: int = 1000,
+    ) -> list[tuple[Any, Any]]:
+        """Up to `limit` (key, value) pairs in key order: a prefix, an inclusive range (either
+        bound may be open), or everything. Ranges and prefixes need an ordered store type."""
+        handle = open_store(self.get_conn(), self.keyspace, store)
+        if prefix is not None:
+            pairs = handle.prefix_scan(prefix)
+        elif lower is not None or upper is not None:
+            encode = handle.key_codec.encode
+            bounds = KeyRange(None if lower is None else encode(lower), None if upper is None else encode(upper))
+            pairs = handle.entries(bounds)
+        else:
+            pairs = handle.all()
+        return list(itertools.islice(pairs, limit))
+
+    def top_entries(self, store: str, limit: int = 10) -> list[tuple[Any, int]]:
+        return admin.top_entries(self.get_conn(), self.keyspace, store, limit)
