@@ -55,3 +55,16 @@ class OptionError(StateStoreError, ValueError):
 
 class ConfirmationRequiredError(StateStoreError):
     """A destructive action was asked for without its explicit confirmation."""
+
+
+class NodetoolError(StateStoreError):
+    """nodetool (Cassandra's JMX tool) is unavailable or a command of it failed."""
+
+
+class MaintenanceCheckError(StateStoreError):
+    """A maintenance check failed: a partition over its threshold, or a store that differs
+    from its input; the message names the first offending partitions or keys."""
+
+
+class StoreChangedError(StateStoreError):
+    """The store was written while a maintenance job needed it to hold still."""

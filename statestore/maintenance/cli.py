@@ -1,0 +1,132 @@
+"""Command lines of the maintenance jobs (jobs/*.py are thin wrappers over `run`).
+
+Exit codes, the same for every job: 0 done (warnings included), 3 a check failed (a
+partition over the fail threshold under the fail policy, a store that differs from its
+input), 2 a configuration or store error (message on stderr), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from statestore import config as cfg
+from statestore.config import CassandraConfig, KafkaConfig
+from statestore.errors import ConfigError, MaintenanceCheckError, StateStoreError
+from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
+from statestore.maintenance.selection import Policy, Thresholds
+from statestore.maintenance.units import parse_size
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_CHECK_FAILED = 0, 1, 2, 3
+_log = logging.getLogger("statestore.maintenance")
+
+
+def _arg(parse: Callable):
+    def checked(raw: str):
+        try:
+            return parse(raw)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return checked
+
+
+def _base_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--report-dir", type=Path, required=True, help="folder the reports are written to")
+    parser.add_argument(
+        "--spark-master", default=None, help="Spark master when not under spark-submit (default local[*])"
+    )
+    cfg.add_arguments(parser, CassandraConfig)
+    cfg.add_arguments(parser, NodetoolConfig)
+    return parser
+
+
+def audit_parser() -> argparse.ArgumentParser:
+    parser = _base_parser("audit_partitions", "Audit the partitions of every store: entries and bytes, thresholds.")
+    parser.add_argument("--store", action="append", help="a store to audit (repeat; default every store)")
+    parser.add_argument(
+        "--warn-size", type=_arg(parse_size), default="100MiB", help="warn over this partition size (default 100MiB)"
+    )
+    parser.add_argument(
+        "--fail-size", type=_arg(parse_size), default="400MiB", help="fail over this partition size (default 400MiB)"
+    )
+    parser.add_argument("--warn-entries", type=int, default=None, help="warn over this many entries in a partition")
+    parser.add_argument("--fail-entries", type=int, default=None, help="fail over this many entries in a partition")
+    parser.add_argument(
+        "--policy",
+        type=Policy,
+        choices=list(Policy),
+        default=Policy.FAIL,
+        help="fail (default) or only warn on a breach of the fail threshold",
+    )
+    parser.add_argument(
+        "--token-ranges",
+        type=int,
+        default=None,
+        help="token ranges per store, one Spark task each (default 2 per core)",
+    )
+    parser.add_argument("--top", type=int, default=10, help="largest partitions listed per store (default 10)")
+    parser.add_argument(
+        "--flush", action="store_true", help="flush the tables first (nodetool), so Cassandra's figures cover all data"
+    )
+    return parser
+
+
+def run_audit(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
+    from statestore.maintenance import audit_report
+    from statestore.maintenance.audit import AuditOptions, audit
+
+    options = AuditOptions(
+        thresholds=Thresholds(args.warn_size, args.fail_size, args.warn_entries, args.fail_entries),
+        policy=args.policy,
+        token_ranges=args.token_ranges,
+        top=args.top,
+        flush=args.flush,
+    )
+    report = audit(spark, session, config, options, args.store, nodetool)
+    paths = audit_report.write(report, args.report_dir)
+    _log.info("audit of keyspace %s: %s; reports: %s", report.keyspace, report.status, ", ".join(map(str, paths)))
+    for store in report.stores:
+        for advice in store.recommendations:
+            _log.warning("store %s: %s", store.store, advice)
+    if report.status == "fail":
+        raise MaintenanceCheckError(report.failure_message())
+    return EXIT_OK
+
+
+JOBS = {"audit_partitions": (audit_parser, run_audit)}
+
+
+def run(job: str, argv: Sequence[str] | None) -> int:
+    """Parse `argv` for `job`, run it in a Spark session, map errors to the exit codes."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    make_parser, body = JOBS[job]
+    args = make_parser().parse_args(argv)
+    try:
+        from statestore.cassandra import require_keyspace, session_for
+        from statestore.spark import build_session
+
+        config = cfg.from_args(CassandraConfig, args)
+        args.kafka = cfg.from_args(KafkaConfig, args) if hasattr(args, "bootstrap_servers") else None
+        nodetool = Nodetool.locate(cfg.from_args(NodetoolConfig, args))
+        session = session_for(config)
+        require_keyspace(session, config.keyspace)
+        spark = build_session(f"statestore-{job}", args.spark_master)
+        return body(args, spark, session, config, nodetool)
+    except MaintenanceCheckError as exc:
+        print(f"{job}: {exc}", file=sys.stderr)
+        return EXIT_CHECK_FAILED
+    except (StateStoreError, ConfigError) as exc:
+        print(f"{job}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a job's last resort: report and exit non-zero
+        _log.exception("%s failed", job)
+        print(f"{job}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR

@@ -1,0 +1,78 @@
+"""What Cassandra itself says about a store's table, for reports to set beside their own scans.
+
+Over CQL: `system.size_estimates` (partitions and mean size, refreshed every few minutes)
+and `system_views.max_partition_size` (whole MiB, rounded up). Over JMX with nodetool, when reachable:
+`tablestats` (largest partition in bytes, live space, SSTables, droppable tombstones) and
+`tablehistograms` (partition size percentiles). All of these cover flushed SSTables only, and
+count a partition once per SSTable it is spread over; the largest partition is the upper
+bound of a histogram bucket (buckets grow by 20%).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from statestore.errors import NodetoolError
+from statestore.maintenance.units import MIB
+from statestore.table_stats import max_partition_mib, size_estimate
+
+_log = logging.getLogger("statestore.maintenance")
+
+
+@dataclass
+class CassandraFigures:
+    estimated_partitions: int | None = None
+    estimated_mean_partition_bytes: int | None = None
+    max_partition_mib: int | None = None
+    nodetool_max_partition_bytes: int | None = None
+    nodetool_partition_percentiles: dict[str, int] = field(default_factory=dict)
+    nodetool_partitions: int | None = None
+    space_used_live_bytes: int | None = None
+    sstable_count: int | None = None
+    droppable_tombstone_ratio: float | None = None
+    memtable_cells: int | None = None
+    nodetool_error: str | None = None
+
+    @property
+    def max_partition_bytes(self) -> int | None:
+        """Cassandra's largest partition in bytes: nodetool's figure, else the MiB of system_views."""
+        if self.nodetool_max_partition_bytes:
+            return self.nodetool_max_partition_bytes
+        if self.max_partition_mib:
+            return self.max_partition_mib * MIB
+        return None
+
+
+def _number(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def cassandra_figures(session, spec, nodetool) -> CassandraFigures:
+    """Cassandra's figures for `spec`'s table; nodetool's part is left empty when it cannot run."""
+    estimate = size_estimate(session, spec.keyspace, spec.table)
+    figures = CassandraFigures(
+        estimated_partitions=estimate.partitions if estimate else None,
+        estimated_mean_partition_bytes=estimate.mean_partition_bytes if estimate else None,
+        max_partition_mib=max_partition_mib(session, spec.keyspace, spec.table),
+    )
+    if nodetool is None:
+        figures.nodetool_error = "nodetool is off or not found (--nodetool)"
+        return figures
+    try:
+        stats = nodetool.tablestats(spec.keyspace, spec.table)
+        figures.nodetool_partition_percentiles = nodetool.partition_size_percentiles(spec.keyspace, spec.table)
+    except NodetoolError as exc:
+        _log.warning("store %s: nodetool figures unavailable: %s", spec.name, exc)
+        figures.nodetool_error = str(exc)
+        return figures
+    figures.nodetool_max_partition_bytes = int(stats.get("compacted_partition_maximum_bytes") or 0) or None
+    figures.nodetool_partitions = int(stats.get("number_of_partitions_estimate") or 0)
+    figures.space_used_live_bytes = int(_number(stats.get("space_used_live")) or 0)
+    figures.sstable_count = int(stats.get("sstable_count") or 0)
+    figures.droppable_tombstone_ratio = _number(stats.get("droppable_tombstone_ratio"))
+    figures.memtable_cells = int(stats.get("memtable_cell_count") or 0)
+    return figures
