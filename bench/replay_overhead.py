@@ -47,11 +47,8 @@ import json
 import logging
 import math
 import os
-import platform
-import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +61,19 @@ PROJECT = Path(__file__).resolve().parent.parent
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
+from bench.common import (  # noqa: E402
+    cassandra_pid,
+    cpu_ticks_of,
+    delete_topics,
+    drop_keyspace,
+    generate,
+    machine_description,
+    machine_ticks,
+    process_tree_ticks,
+    profiled_partition_applier,
+    wait_for_stack,
+    zipf_rank_of,
+)
 from statestore import batches, kafka_io  # noqa: E402
 from statestore import config as cfg  # noqa: E402
 from statestore.cassandra import DDL_PROFILE, close_all, create_keyspace, session_for  # noqa: E402
@@ -79,66 +89,6 @@ VARIANTS = ("replay-safe", "counter", "global", "counter-global")
 PAIRS = (("replay-safe", "counter"), ("global", "counter-global"))
 _GLOBAL_LAYOUT = ("global", "counter-global")
 _SHORT = {"replay-safe": "r", "counter": "c", "global": "g", "counter-global": "cg"}
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-_SEPARATORS = (" ", " ", " ", ", ", ". ", "; ", " - ", "\t")
-
-
-# --------------------------------------------------------------------------- input
-
-
-def make_vocabulary(size: int, rng: random.Random) -> list[str]:
-    """`size` distinct lower-case ASCII words of 2-12 letters (short ones are the frequent ones,
-    as in natural text: rank 1 gets the shortest word)."""
-    words: set[str] = set()
-    ordered: list[str] = []
-    while len(ordered) < size:
-        length = min(12, 2 + int(rng.expovariate(1 / 4.5)) + len(ordered) * 4 // max(size, 1))
-        word = "".join(rng.choice(_LETTERS) for _ in range(length))
-        if word not in words:
-            words.add(word)
-            ordered.append(word)
-    return ordered
-
-
-def generate(
-    n_words: int, vocab_size: int, zipf_s: float, words_per_line: int, seed: int
-) -> tuple[list[bytes], Counter]:
-    """Lines of Zipf-distributed words (rank r has weight 1/r**s), some upper- or title-cased,
-    joined by separators; and the count of every (lower-cased) word, the ground truth."""
-    rng = random.Random(seed)
-    vocabulary = make_vocabulary(vocab_size, rng)
-    cumulative: list[float] = []
-    total = 0.0
-    for rank in range(1, vocab_size + 1):
-        total += 1.0 / rank**zipf_s
-        cumulative.append(total)
-    picks = rng.choices(range(vocab_size), cum_weights=cumulative, k=n_words)
-    truth = Counter(vocabulary[i] for i in picks)
-    lines: list[bytes] = []
-    at = 0
-    while at < n_words:
-        n = min(n_words - at, rng.randint(1, 2 * words_per_line - 1))
-        parts = []
-        for i in picks[at : at + n]:
-            word = vocabulary[i]
-            casing = rng.random()
-            parts.append(word.upper() if casing < 0.05 else word.title() if casing < 0.15 else word)
-            parts.append(rng.choice(_SEPARATORS))
-        lines.append("".join(parts).encode("utf-8"))
-        at += n
-    return lines, truth
-
-
-def zipf_rank_of(vocab_size: int, zipf_s: float, share: float) -> int:
-    """How many top-ranked words cover `share` of all occurrences (for the report)."""
-    weights = [1.0 / r**zipf_s for r in range(1, vocab_size + 1)]
-    total = sum(weights)
-    cumulative = 0.0
-    for rank, w in enumerate(weights, 1):
-        cumulative += w
-        if cumulative >= share * total:
-            return rank
-    return vocab_size
 
 
 # --------------------------------------------------------------------------- the baseline
@@ -241,61 +191,6 @@ def make_counter_applier(timers=None):
     return counter_partition_applier
 
 
-def make_profiled_replay_safe_applier(timers):
-    """statestore.apply.partition_applier with its phases timed: the same calls in the same
-    order (read_entries, plan_writes, write_entries), each wrapped in a timer."""
-
-    def profiled_partition_applier(config, spec, batch_id, write_ts):
-        def apply_slice(session, table, deltas):
-            from statestore.retry import with_retries
-
-            # Retried like the real apply: repeating a slice is safe (it is replay-safe).
-            return with_retries(config, "profiled apply", lambda: timed_apply(session, table, deltas))
-
-        def timed_apply(session, table, deltas):
-            from statestore.apply import ApplyStats, plan_writes
-
-            if not deltas:
-                return ApplyStats()
-            concurrency = config.write_concurrency
-            t0 = time.perf_counter()
-            current = table.read_entries(session, [d.key for d in deltas], concurrency)
-            t1 = time.perf_counter()
-            writes, skipped = plan_writes(current, deltas, batch_id)
-            t2 = time.perf_counter()
-            table.write_entries(session, writes, concurrency, write_ts)
-            t3 = time.perf_counter()
-            timers["read"].add(t1 - t0)
-            timers["plan"].add(t2 - t1)
-            timers["write"].add(t3 - t2)
-            timers["slices"].add(1)
-            times = [d.time_ms for d in deltas if d.time_ms is not None]
-            return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None)
-
-        def apply_partition(rows):
-            from statestore.apply import _SLICE, ApplyStats, Delta
-            from statestore.cassandra import session_for
-            from statestore.stores import table_for
-
-            task_began = time.perf_counter()
-            session = session_for(config)
-            table = table_for(spec)
-            total = ApplyStats()
-            deltas = []
-            for row in rows:
-                deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2]))
-                if len(deltas) >= _SLICE:
-                    total += apply_slice(session, table, deltas)
-                    deltas = []
-            total += apply_slice(session, table, deltas)
-            timers["task"].add(time.perf_counter() - task_began)
-            yield total
-
-        return apply_partition
-
-    return profiled_partition_applier
-
-
 def count_first(write_dead_letters):
     """An experiment (--dead-letters count-first), not the job as shipped: skip the streaming
     of dead letters when one counting job finds none. statestore.batches.write_dead_letters
@@ -314,59 +209,6 @@ def count_first(write_dead_letters):
 
 
 # --------------------------------------------------------------------------- measuring
-
-
-def _cpu_ticks_of(pid: int | None) -> int:
-    if pid is None:
-        return 0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])  # utime + stime
-
-
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs since boot."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
-
-
-def _process_tree_ticks(root: int | None) -> int:
-    """CPU jiffies (user + system, with reaped children's) of `root` and its live descendants."""
-    if root is None:
-        return 0
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(entry.name)
-        parents[pid] = int(fields[1])
-        ticks[pid] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    total = 0
-    for pid in ticks:
-        walk = pid
-        while walk not in (0, 1, root) and walk in parents:
-            walk = parents[walk]
-        if walk == root:
-            total += ticks[pid]
-    return total
-
-
-def _cassandra_pid() -> int | None:
-    sys.path.insert(0, str(PROJECT / "stack"))
-    try:
-        import stack as local_stack
-
-        return local_stack.running_pid("cassandra")
-    except Exception:  # noqa: BLE001 - the CPU sample is optional
-        return None
 
 
 @dataclass
@@ -410,7 +252,7 @@ class Bench:
         self.kafka = kafka
         self.session = session_for(cassandra)
         self.workdir = workdir
-        self.cassandra_pid = _cassandra_pid()
+        self.cassandra_pid = cassandra_pid()
         try:
             self.spark_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
         except Exception:  # noqa: BLE001 - the CPU sample is optional
@@ -507,7 +349,7 @@ class Bench:
             self.session.execute(counter_table_cql(spec.keyspace, store, global_layout), execution_profile=DDL_PROFILE)
             batches.partition_applier = make_counter_applier(timers)
         elif profile:
-            batches.partition_applier = make_profiled_replay_safe_applier(timers)
+            batches.partition_applier = profiled_partition_applier(timers)
         stream = StreamConfig(
             topic=topic,
             store=store,
@@ -523,10 +365,10 @@ class Bench:
             batches.write_dead_letters = count_first(batches.write_dead_letters)
         if profile:
             undo += self._patch_driver_timers()
-        cassandra_before = _cpu_ticks_of(self.cassandra_pid)
-        spark_before = _process_tree_ticks(self.spark_pid)
+        cassandra_before = cpu_ticks_of(self.cassandra_pid)
+        spark_before = process_tree_ticks(self.spark_pid)
         driver_before = sum(os.times()[:2])
-        busy_before, _ = _machine_ticks()
+        busy_before, _ = machine_ticks()
         load = os.getloadavg()[0]
         began = time.perf_counter()
         try:
@@ -544,9 +386,9 @@ class Bench:
             batches.partition_applier = self._real_partition_applier
             for owner, name, original in reversed(undo):
                 setattr(owner, name, original)
-        cassandra_cpu = (_cpu_ticks_of(self.cassandra_pid) - cassandra_before) / self.hz
-        machine_busy = (_machine_ticks()[0] - busy_before) / self.hz
-        spark_cpu = (_process_tree_ticks(self.spark_pid) - spark_before) / self.hz
+        cassandra_cpu = (cpu_ticks_of(self.cassandra_pid) - cassandra_before) / self.hz
+        machine_busy = (machine_ticks()[0] - busy_before) / self.hz
+        spark_cpu = (process_tree_ticks(self.spark_pid) - spark_before) / self.hz
         spark_cpu += sum(os.times()[:2]) - driver_before
         data_batches = [p for p in progress if p["numInputRows"] > 0]
         trigger = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
@@ -613,44 +455,6 @@ class Bench:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def _versions(spark, session) -> dict[str, str]:
-    import cassandra
-    import pyspark
-
-    def run(*cmd: str) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False).stderr.strip()
-        except OSError:
-            return "?"
-
-    java = run("java", "-version").splitlines()
-    try:
-        cassandra_version = session.execute("SELECT release_version FROM system.local").one().release_version
-    except Exception:  # noqa: BLE001 - informational only
-        cassandra_version = "?"
-    cpu = "?"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    mem_kb = next(
-        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
-    )
-    kafka_jars = sorted((PROJECT / ".stack" / "lib" / "kafka").glob("kafka-clients-*.jar"))
-    return {
-        "cpus (nproc)": str(os.cpu_count()),
-        "cpu model": cpu,
-        "memory": f"{mem_kb / 1024 / 1024:.1f} GiB",
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "java": java[0] if java else "?",
-        "spark (pyspark)": f"{spark.version} ({pyspark.__version__})",
-        "cassandra": cassandra_version,
-        "kafka": kafka_jars[-1].stem.removeprefix("kafka-clients-") if kafka_jars else "?",
-        "cassandra-driver": cassandra.__version__,
-    }
 
 
 def summarize(results: list[RunResult], variants: list[str]) -> dict[str, dict]:
@@ -818,50 +622,6 @@ def parse_args(argv=None):
     return args
 
 
-def wait_for_stack(cassandra: CassandraConfig, kafka: KafkaConfig, timeout_s: float) -> None:
-    """Wait until Cassandra and Kafka both answer (the stack is shared: other users may be
-    restarting it), or raise after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    waited = False
-    while True:
-        try:
-            session_for(cassandra).execute("SELECT release_version FROM system.local", timeout=10)
-            kafka_io.partition_count(kafka, "bench-probe")
-            if waited:
-                _log.info("the stack answers again")
-            return
-        except Exception as exc:
-            if time.monotonic() > deadline:
-                raise
-            if not waited:
-                _log.warning("waiting for the stack to answer: %s", str(exc).splitlines()[0][:200])
-                waited = True
-            time.sleep(3)
-
-
-def _drop_keyspace(session, keyspace: str, cassandra: CassandraConfig, kafka: KafkaConfig) -> None:
-    for attempt in range(3):
-        try:
-            wait_for_stack(cassandra, kafka, 120)
-            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", execution_profile=DDL_PROFILE, timeout=120)
-            return
-        except Exception as exc:  # noqa: BLE001 - a loaded node can time out; try again
-            _log.warning("dropping keyspace %s failed (attempt %d): %s", keyspace, attempt + 1, exc)
-            time.sleep(5)
-
-
-def _delete_topics(kafka: KafkaConfig, topics: list[str]) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})  # keep it alive until done
-    futures = admin.delete_topics(topics, operation_timeout=30)
-    for topic, future in futures.items():
-        try:
-            future.result(timeout=30)
-        except Exception as exc:  # noqa: BLE001 - report and go on cleaning
-            _log.warning("could not delete topic %s: %s", topic, exc)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -875,6 +635,7 @@ def main(argv=None) -> int:
     # The baseline's functions are shipped to the Python workers by value, whatever the
     # module is called (run as a script or with -m).
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(sys.modules["bench.common"])
 
     tag = uuid.uuid4().hex[:8]
     keyspace = f"bench_{tag}"
@@ -944,7 +705,7 @@ def main(argv=None) -> int:
                 if variant in args.variants:
                     profiles[variant] = bench.run(variant, 99, topic, truth, max_offsets, profile=True)
 
-        info = _versions(spark, session)
+        info = machine_description(spark.version, session)
         summary = summarize(results, args.variants)
         keys = [k for r in results for k in r.keys_per_batch]
         corpus["keys_per_batch"] = f"{min(keys)}-{max(keys)}" if keys else "?"
@@ -984,8 +745,8 @@ def main(argv=None) -> int:
         return 0
     finally:
         if not args.keep:
-            _drop_keyspace(session, keyspace, cassandra, kafka)
-            _delete_topics(kafka, [topic])
+            drop_keyspace(session, keyspace, cassandra, kafka)
+            delete_topics(kafka, [topic])
         shutil.rmtree(workdir, ignore_errors=True)
         if spark is not None:
             spark.stop()
