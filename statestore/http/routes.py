@@ -34,7 +34,8 @@ class KeyNotFoundError(StateStoreError, LookupError):
     """The key is not in the store (at the requested time)."""
 
 
-def catalog(request: Request) -> StoreCatalog:
+async def catalog(request: Request) -> StoreCatalog:
+    # async: FastAPI would run a plain-function dependency in its thread pool, a hop per request.
     return request.app.state.catalog
 
 
