@@ -17,8 +17,8 @@ from statestore import config as cfg
 from statestore.config import CassandraConfig, KafkaConfig
 from statestore.errors import ConfigError, MaintenanceCheckError, StateStoreError
 from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
-from statestore.maintenance.selection import Policy, Thresholds
-from statestore.maintenance.units import parse_size
+from statestore.maintenance.selection import Policy, Thresholds, TimeBasis
+from statestore.maintenance.units import parse_duration_ms, parse_size
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_CHECK_FAILED = 0, 1, 2, 3
 _log = logging.getLogger("statestore.maintenance")
@@ -98,7 +98,47 @@ def run_audit(args, spark, session, config: CassandraConfig, nodetool: Nodetool 
     return EXIT_OK
 
 
-JOBS = {"audit_partitions": (audit_parser, run_audit)}
+def expire_parser() -> argparse.ArgumentParser:
+    parser = _base_parser("expire_state", "Delete store entries older than a retention (stream or processing time).")
+    parser.add_argument("--store", action="append", required=True, help="a store to expire (repeat for several)")
+    parser.add_argument(
+        "--retention", type=_arg(parse_duration_ms), required=True, help="keep entries younger than this: 7d, 12h, 90m"
+    )
+    parser.add_argument(
+        "--basis",
+        type=TimeBasis,
+        choices=list(TimeBasis),
+        default=TimeBasis.STREAM,
+        help="stream (default: event time against the stream's latest event time) or processing (write time "
+        "against the clock)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="count what would expire, delete nothing")
+    parser.add_argument(
+        "--table-ttl",
+        type=_arg(parse_duration_ms),
+        default=None,
+        help="also set the table's default_time_to_live (e.g. 30d; 0 removes it) before expiring",
+    )
+    parser.add_argument("--token-ranges", type=int, default=None, help="token ranges per store (default 2 per core)")
+    return parser
+
+
+def run_expire(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
+    from statestore import admin
+    from statestore.maintenance import expire_report
+    from statestore.maintenance.expire import ExpireOptions, expire
+
+    if args.table_ttl is not None:
+        for store in args.store:
+            admin.alter_store(session, config.keyspace, store, {"default_time_to_live": args.table_ttl // 1000})
+    options = ExpireOptions(args.basis, args.retention, args.dry_run, args.token_ranges)
+    report = expire(spark, session, config, args.store, options)
+    paths = expire_report.write(report, args.report_dir)
+    _log.info("expiry done; reports: %s", ", ".join(map(str, paths)))
+    return EXIT_OK
+
+
+JOBS = {"audit_partitions": (audit_parser, run_audit), "expire_state": (expire_parser, run_expire)}
 
 
 def run(job: str, argv: Sequence[str] | None) -> int:

@@ -145,3 +145,41 @@ def recommend(
             "several keys; a partition per key cannot be split further."
         )
     return advice
+
+
+class TimeBasis(enum.StrEnum):
+    """What an entry's age is measured in: stream time (its event time against the largest
+    event time the stream has applied) or processing time (its write time against the clock)."""
+
+    STREAM = "stream"
+    PROCESSING = "processing"
+
+
+@dataclass(frozen=True)
+class Cutoff:
+    """Entries dated before `at_ms` (on `basis`) expire."""
+
+    basis: TimeBasis
+    at_ms: int
+
+
+def expiry_cutoff(basis: TimeBasis, retention_ms: int, stream_time_ms: int | None, now_ms: int) -> Cutoff:
+    """Where retention ends: `retention_ms` before the stream's time, or before now."""
+    if retention_ms <= 0:
+        raise ConfigError(f"a retention must be positive, got {retention_ms} ms")
+    if basis == TimeBasis.STREAM:
+        if stream_time_ms is None:
+            raise ConfigError(
+                "the store has no stream time yet (no batch with event times was applied): expire by "
+                "processing time (--basis processing) or wait for the stream"
+            )
+        return Cutoff(basis, stream_time_ms - retention_ms)
+    return Cutoff(basis, now_ms - retention_ms)
+
+
+def is_expired(cutoff: Cutoff, time_ms: int | None, writetime_us: int | None) -> bool | None:
+    """Whether an entry of event time `time_ms`, written at `writetime_us`, is past `cutoff`;
+    None when it carries no time on that basis (such entries are kept and counted)."""
+    if cutoff.basis == TimeBasis.STREAM:
+        return None if time_ms is None else time_ms < cutoff.at_ms
+    return None if writetime_us is None else writetime_us // 1000 < cutoff.at_ms

@@ -1,0 +1,268 @@
+"""Expiry: delete entries older than a retention, in stream time or processing time.
+
+Spark tasks scan the store by token range, reading each entry's event time and the write
+time of its value, pick what `selection.is_expired` says, and delete each pick `USING
+TIMESTAMP` of the write time they read. Cassandra's last-write-wins then settles any race:
+an update that lands between the read and the delete carries a later timestamp (the stream
+writes every batch above the previous ones, statestore.batches.write_ts_for), so it wins
+over the delete and the entry survives with its new value. Nothing is locked and no
+lightweight transaction is needed.
+
+Before the first delete the run is recorded with its cutoff (statestore.maintenance.history),
+which validation needs to judge counts after an expiry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import BatchStatement, BatchType
+
+from statestore import registry
+from statestore.cassandra import prepare
+from statestore.codecs import millis_of
+from statestore.config import CassandraConfig
+from statestore.errors import UnsupportedOperationError
+from statestore.maintenance import history
+from statestore.maintenance.scan import TableShape, default_ranges, run_over_ranges, shape_of, token_splits
+from statestore.maintenance.selection import Cutoff, TimeBasis, expiry_cutoff, is_expired
+from statestore.stores import StoreSpec
+from statestore.stores.paging import paged
+
+_log = logging.getLogger("statestore.maintenance.expire")
+_SAMPLE = 20
+_DELETE_CHUNK = 2000
+_BATCH_ROWS = 50
+
+
+@dataclass(frozen=True)
+class ExpireOptions:
+    basis: TimeBasis
+    retention_ms: int
+    dry_run: bool = False
+    token_ranges: int | None = None
+    page_size: int = 5000
+    concurrency: int = 64
+
+
+@dataclass
+class ExpirySummary:
+    """What one task did; `merge` adds them up (pure)."""
+
+    scanned: int = 0
+    expired: int = 0
+    undated: int = 0
+    seconds: float = 0.0
+    sample: list[str] = field(default_factory=list)
+
+    def merge(self, other: ExpirySummary) -> ExpirySummary:
+        return ExpirySummary(
+            self.scanned + other.scanned,
+            self.expired + other.expired,
+            self.undated + other.undated,
+            self.seconds + other.seconds,
+            (self.sample + other.sample)[:_SAMPLE],
+        )
+
+
+def _select(shape: TableShape) -> str:
+    columns = ", ".join((*shape.key_columns, "time", "writetime(value)"))
+    return f"SELECT {columns} FROM {shape.qualified} WHERE {shape.token()} >= ? AND {shape.token()} <= ?"
+
+
+def _deletes(session, shape: TableShape, picks: list[tuple], concurrency: int) -> None:
+    """Delete `picks` (key column values + the write time read); rows of one partition go in
+    single-partition unlogged batches, each statement with its own timestamp."""
+    delete = prepare(session, shape.delete_row(timestamped=True))
+    delete.is_idempotent = True
+    n_pk = len(shape.partition_key)
+    work, batch, batch_key = [], None, None
+    for *key, writetime in picks:
+        params = (writetime, *key)
+        if not shape.clustering:
+            work.append((delete, params))
+            continue
+        if batch is None or tuple(key[:n_pk]) != batch_key or len(batch) >= _BATCH_ROWS:
+            batch, batch_key = BatchStatement(batch_type=BatchType.UNLOGGED), tuple(key[:n_pk])
+            batch.is_idempotent = True
+            work.append((batch, ()))
+        batch.add(delete, params)
+    execute_concurrent(session, work, concurrency=concurrency, raise_on_first_error=True)
+
+
+def expire_range(
+    session,
+    shape: TableShape,
+    token_range: tuple[int, int],
+    cutoff: Cutoff,
+    options: ExpireOptions,
+    before_delete: Callable[[list[tuple]], None] | None = None,
+) -> ExpirySummary:
+    """Expire one token range; `before_delete` sees each chunk of picks before it is deleted
+    (tests use it to race an update against the delete)."""
+    select = prepare(session, _select(shape))
+    select.is_idempotent = True
+    summary, picks = ExpirySummary(), []
+    n_key = len(shape.key_columns)
+    began = time.monotonic()
+
+    def flush() -> None:
+        if picks and not options.dry_run:
+            if before_delete is not None:
+                before_delete(list(picks))
+            _deletes(session, shape, picks, options.concurrency)
+        picks.clear()
+
+    for row in paged(session, select, token_range, options.page_size, EXEC_PROFILE_DEFAULT):
+        summary.scanned += 1
+        event_ms = None if row[n_key] is None else millis_of(row[n_key])
+        verdict = is_expired(cutoff, event_ms, row[n_key + 1])
+        if verdict is None:
+            summary.undated += 1
+        elif verdict:
+            summary.expired += 1
+            picks.append((*row[:n_key], row[n_key + 1]))
+            if len(summary.sample) < _SAMPLE:
+                summary.sample.append(_describe_key(row[n_key - 1]))
+            if len(picks) >= _DELETE_CHUNK:
+                flush()
+    flush()
+    summary.seconds = time.monotonic() - began
+    return summary
+
+
+def _describe_key(key) -> str:
+    raw = bytes(key)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + raw[:64].hex()
+
+
+def expire_task(config: CassandraConfig, targets: list[tuple[TableShape, Cutoff]], options: ExpireOptions):
+    def run(items: Iterator[tuple[int, tuple[int, int]]]) -> Iterator[tuple[int, ExpirySummary]]:
+        from statestore.cassandra import session_for
+
+        session = session_for(config)
+        for index, token_range in items:
+            shape, cutoff = targets[index]
+            yield index, expire_range(session, shape, token_range, cutoff, options)
+
+    return run
+
+
+@dataclass
+class StoreExpiry:
+    store: str
+    store_type: str
+    basis: str
+    retention_ms: int
+    cutoff: str
+    cutoff_ms: int
+    stream_time: str | None
+    scanned: int
+    removed: int
+    kept: int
+    undated: int
+    dry_run: bool
+    table_ttl_s: int | None
+    removed_sample: list[str]
+    task_seconds: float
+
+
+@dataclass
+class ExpiryReport:
+    keyspace: str
+    generated_at: str
+    seconds: float
+    rows_per_s: float
+    stores: list[StoreExpiry]
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def table_ttl(session, spec: StoreSpec) -> int | None:
+    row = session.execute(
+        "SELECT default_time_to_live FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+        (spec.keyspace, spec.table),
+    ).one()
+    return None if row is None else int(row.default_time_to_live)
+
+
+def expire(spark, session, config: CassandraConfig, stores: list[str], options: ExpireOptions) -> ExpiryReport:
+    """Expire `stores` in one Spark job; each store's cutoff is recorded before any delete."""
+    history.ensure_table(session, config.keyspace)
+    specs = [registry.lookup(session, config.keyspace, name) for name in stores]
+    now_ms = int(time.time() * 1000)
+    targets, runs, stream_times = [], [], []
+    for spec in specs:
+        if spec.store_type.versioned:
+            raise UnsupportedOperationError(
+                f"store '{spec.name}' is {spec.store_type.value}: expire its history with "
+                "jobs/compact_state.py --history-retention instead"
+            )
+        progress = registry.progress(session, spec.keyspace, spec.name)
+        stream_ms = None if progress.max_event_time is None else millis_of(progress.max_event_time)
+        cutoff = expiry_cutoff(options.basis, options.retention_ms, stream_ms, now_ms)
+        run_at = history.now()
+        status = "dry-run" if options.dry_run else "running"
+        history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms)
+        targets.append((shape_of(session, spec), cutoff))
+        runs.append(run_at)
+        stream_times.append(stream_ms)
+    ranges = token_splits(options.token_ranges or default_ranges(spark))
+    work = [(index, token_range) for index in range(len(targets)) for token_range in ranges]
+    summaries = [ExpirySummary() for _ in targets]
+    began = time.monotonic()
+    try:
+        if work:
+            for index, part in run_over_ranges(spark, work, expire_task(config, targets, options), "expiring"):
+                summaries[index] = summaries[index].merge(part)
+    except BaseException:
+        for spec, run_at, (_, cutoff) in zip(specs, runs, targets, strict=True):
+            if not options.dry_run:
+                history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, "failed", cutoff.at_ms)
+        raise
+    seconds = time.monotonic() - began
+    results = []
+    for spec, run_at, (_, cutoff), stream_ms, summary in zip(
+        specs, runs, targets, stream_times, summaries, strict=True
+    ):
+        result = StoreExpiry(
+            store=spec.name,
+            store_type=spec.store_type.value,
+            basis=cutoff.basis.value,
+            retention_ms=options.retention_ms,
+            cutoff=_iso(cutoff.at_ms),
+            cutoff_ms=cutoff.at_ms,
+            stream_time=_iso(stream_ms),
+            scanned=summary.scanned,
+            removed=0 if options.dry_run else summary.expired,
+            kept=summary.scanned - summary.expired,
+            undated=summary.undated,
+            dry_run=options.dry_run,
+            table_ttl_s=table_ttl(session, spec),
+            removed_sample=summary.sample,
+            task_seconds=round(summary.seconds, 2),
+        )
+        status = "dry-run" if options.dry_run else "done"
+        counts = {"scanned": result.scanned, "removed": result.removed, "would_remove": summary.expired}
+        history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms, counts)
+        _log.info("store %s: %s", spec.name, counts)
+        results.append(result)
+    scanned = sum(r.scanned for r in results)
+    return ExpiryReport(
+        keyspace=config.keyspace,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        seconds=round(seconds, 2),
+        rows_per_s=round(scanned / seconds, 1) if seconds > 0 else 0.0,
+        stores=results,
+    )
