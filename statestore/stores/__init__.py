@@ -5,11 +5,15 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from statestore.errors import UnsupportedOperationError
 from statestore.stores.base import Entry, KeyRange, KeyValueTable, StoreSpec, StoreType
 from statestore.stores.global_kv import GlobalKeyValueTable
+from statestore.stores.global_versioned import GlobalVersionedTable
 from statestore.stores.partitioned_kv import PartitionedKeyValueTable
+from statestore.stores.partitioned_versioned import PartitionedVersionedTable
 
 _TABLES = {
     StoreType.PARTITIONED_KV: PartitionedKeyValueTable,
     StoreType.GLOBAL_KV: GlobalKeyValueTable,
+    StoreType.PARTITIONED_VERSIONED: PartitionedVersionedTable,
+    StoreType.GLOBAL_VERSIONED: GlobalVersionedTable,
 }
 
 
