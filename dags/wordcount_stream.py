@@ -1,0 +1,147 @@
+"""wordcount_stream: submit the streaming word count (jobs/wordcount_stream.py) with spark-submit."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Param, task
+from statestore_airflow import dag_support
+
+DOC = """
+### Word count stream: Kafka -> Spark -> Cassandra store
+
+Submits `jobs/wordcount_stream.py` through the stock **SparkSubmitOperator** (connection
+`spark_default`, e.g. `local[*]` or `spark://master:7077`; its `spark-binary` must be
+`spark-submit`). The Kafka connector goes with `--jars` (the local stack's, or
+`STATESTORE_SPARK_JARS`) or else `--packages`; the library goes to the executors as a
+`--py-files` zip built when the run starts.
+
+Connections: `statestore_cassandra` (type `cassandra`: hosts, port, keyspace in *schema*,
+TLS and consistency in *extra*) and `statestore_kafka` (host = bootstrap servers).
+The Cassandra password reaches spark-submit in its environment, never on its command line.
+
+**Trigger** `available-now` processes what the topic holds and ends; an interval such as
+`10s` runs until the task is stopped. **Checkpoint** defaults to
+`$STATESTORE_CHECKPOINT_DIR/<store>`.
+
+**Clearing or killing the task** stops spark-submit (the operator's `on_kill`). The store
+stays exact: one writer per store (a lease in Cassandra), so a re-run with the same
+checkpoint waits for the stopped driver's lease to lapse (its TTL, 30 s by default) and
+continues from the checkpoint; a half-applied batch is replayed without double counting.
+A second, concurrent run is impossible (`max_active_runs=1`), and a stream with another
+checkpoint is refused while the first holds the store.
+"""
+
+STORE_TYPES = ["auto", "partitioned-kv", "global-kv", "partitioned-versioned", "global-versioned"]
+
+with DAG(
+    dag_id="wordcount_stream",
+    description="Stream word counts from Kafka into a Cassandra state store (spark-submit)",
+    doc_md=DOC,
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["statestore", "streaming", "spark"],
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=45), "owner": "statestore"},
+    params={
+        "topic": Param("sample-lines", type="string", pattern=r"^[A-Za-z0-9._-]{1,249}$", title="Kafka topic"),
+        "store": Param(
+            "sample",
+            type="string",
+            pattern=r"^[a-z][a-z0-9_]{0,31}$",
+            title="Store",
+            description="1-32 characters of a-z, 0-9 and _, starting with a letter",
+        ),
+        "store_type": Param(
+            "auto",
+            type="string",
+            enum=STORE_TYPES,
+            title="Store type",
+            description="auto: the existing store's type, else partitioned-kv",
+        ),
+        "partitions": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Store partitions (new stores)",
+            description="empty: the topic's partition count",
+        ),
+        "trigger": Param(
+            "available-now",
+            type="string",
+            pattern=r"^(available-now|[0-9]+(\.[0-9]+)?(ms|s|m|h))$",
+            title="Trigger",
+            description="available-now, or an interval such as 10s (runs until stopped)",
+        ),
+        "checkpoint": Param(
+            None,
+            type=["null", "string"],
+            title="Checkpoint location",
+            description="empty: $STATESTORE_CHECKPOINT_DIR/<store>",
+        ),
+        "starting_offsets": Param("earliest", type="string", enum=["earliest", "latest"]),
+        "max_offsets_per_trigger": Param(None, type=["null", "integer"], minimum=1),
+        "recover_from_store": Param(
+            False,
+            type="boolean",
+            description="with a new checkpoint, continue from the store's recorded position",
+        ),
+        "spark_conf": Param({}, type="object", title="Extra Spark settings (--conf)"),
+    },
+) as dag:
+
+    @task(multiple_outputs=True)
+    def prepare_submission(params: dict) -> dict:
+        """Check the parameters with the job's own rules and build the spark-submit arguments."""
+        from airflow.sdk import BaseHook
+        from statestore_airflow.hook import CassandraStateStoreHook
+
+        from statestore.config import StreamConfig
+
+        with dag_support.fail_without_retry():
+            checkpoint = params["checkpoint"] or str(dag_support.checkpoint_root() / params["store"])
+            stream = StreamConfig(
+                topic=params["topic"],
+                store=params["store"],
+                checkpoint=checkpoint,
+                store_type=None if params["store_type"] == "auto" else params["store_type"],
+                partitions=params["partitions"],
+                trigger=params["trigger"],
+                starting_offsets=params["starting_offsets"],
+                max_offsets_per_trigger=params["max_offsets_per_trigger"],
+                recover_from_store=params["recover_from_store"],
+            )
+            cassandra = CassandraStateStoreHook(dag_support.CASSANDRA_CONN_ID).config
+            bootstrap = dag_support.kafka_bootstrap(BaseHook.get_connection(dag_support.KAFKA_CONN_ID))
+        args = ["--topic", stream.topic, "--store", stream.store, "--checkpoint", stream.checkpoint]
+        args += ["--trigger", stream.trigger, "--starting-offsets", stream.starting_offsets]
+        for flag, value in (
+            ("--store-type", stream.store_type),
+            ("--partitions", stream.partitions),
+            ("--max-offsets-per-trigger", stream.max_offsets_per_trigger),
+        ):
+            if value is not None:
+                args += [flag, str(value)]
+        if stream.recover_from_store:
+            args.append("--recover-from-store")
+        args += ["--kafka-bootstrap", bootstrap, *dag_support.cassandra_args(cassandra)]
+        return dag_support.spark_submission(args, params["spark_conf"])
+
+    # The operator resolves these XCom references when it runs: lists and dicts stay as they are.
+    submission = prepare_submission()
+    SparkSubmitOperator(
+        task_id="run_stream",
+        conn_id=dag_support.SPARK_CONN_ID,
+        application=str(dag_support.JOBS / "wordcount_stream.py"),
+        name="wordcount-{{ params.store }}",
+        application_args=submission["application_args"],
+        py_files=submission["py_files"],
+        jars=submission["jars"],
+        packages=submission["packages"],
+        conf=submission["conf"],
+        env_vars={"PYSPARK_PYTHON": submission["python"], **dag_support.PASSWORD_ENV},
+        # The driver runs under spark-submit in client mode: there is no remote job to reconnect to.
+        durable=False,
+    )

@@ -1,0 +1,107 @@
+"""Every DAG file imports cleanly, fast, with no service reachable, and follows the house rules."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import tests.airflow_env as airflow_env
+
+# isort: split
+import itertools
+
+import pytest
+
+EXPECTED = {"wordcount_stream", "state_maintenance", "state_store_admin"}
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    # Connections that would fail if anything used them at parse time.
+    mp = pytest.MonkeyPatch()
+    mp.setenv("AIRFLOW_CONN_STATESTORE_CASSANDRA", '{"conn_type": "cassandra", "host": "192.0.2.1", "port": 1}')
+    mp.setenv("AIRFLOW_CONN_STATESTORE_KAFKA", "not a connection")
+    mp.setenv("STATESTORE_SPARK_JARS", "/nonexistent/connector.jar")
+    from airflow.dag_processing.dagbag import DagBag
+
+    started = time.monotonic()
+    bag = DagBag(dag_folder=str(airflow_env.DAGS), safe_mode=False)
+    bag.parse_seconds = time.monotonic() - started
+    yield bag
+    mp.undo()
+
+
+def test_every_dag_file_imports_without_errors_and_fast(dagbag):
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dag_ids) == EXPECTED
+    assert dagbag.parse_seconds < 15, f"parsing took {dagbag.parse_seconds:.1f}s: something does work at parse time"
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED))
+def test_house_rules(dagbag, dag_id):
+    dag = dagbag.dags[dag_id]
+    assert dag.doc_md and len(dag.doc_md) > 200
+    assert "statestore" in dag.tags and len(dag.tags) >= 2
+    assert dag.catchup is False
+    assert dag.start_date == datetime.fromisoformat("2026-01-01T00:00:00+00:00")
+    for task in dag.tasks:
+        assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
+
+
+def test_schedules_and_concurrency(dagbag):
+    assert dagbag.dags["wordcount_stream"].max_active_runs == 1
+    assert dagbag.dags["wordcount_stream"].schedule is None
+    assert dagbag.dags["state_store_admin"].schedule is None
+    assert dagbag.dags["state_maintenance"].schedule == "30 3 * * *"
+    assert dagbag.dags["state_maintenance"].max_active_runs == 1
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "conf", "bad_key"),
+    [
+        ("wordcount_stream", {"store": "Bad Name"}, "store"),
+        ("wordcount_stream", {"trigger": "soon"}, "trigger"),
+        ("wordcount_stream", {"partitions": 0}, "partitions"),
+        ("wordcount_stream", {"store_type": "rocksdb"}, "store_type"),
+        ("state_store_admin", {"action": "explode"}, "action"),
+        ("state_store_admin", {"options": "ttl=5"}, "options"),
+        ("state_maintenance", {"policy": "ignore"}, "policy"),
+        ("state_maintenance", {"token_ranges": 0}, "token_ranges"),
+    ],
+)
+def test_the_trigger_form_refuses_bad_params(dagbag, dag_id, conf, bad_key):
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = ParamsDict(dagbag.dags[dag_id].params)
+    params.validate()  # the defaults are valid
+    with pytest.raises(ParamValidationError, match=f"param {bad_key}"):
+        params.update(conf)
+        params.validate()
+
+
+def test_spark_tasks_take_their_arguments_at_run_time(dagbag):
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk.definitions.xcom_arg import XComArg
+
+    stream = dagbag.dags["wordcount_stream"].get_task("run_stream")
+    assert isinstance(stream, SparkSubmitOperator)
+    assert stream.application == str(airflow_env.PROJECT / "jobs" / "wordcount_stream.py")
+    assert (airflow_env.PROJECT / "jobs" / "wordcount_stream.py").is_file()
+    for field in ("application_args", "py_files", "jars", "packages", "conf"):
+        assert isinstance(getattr(stream, field), XComArg), field
+    assert stream.upstream_task_ids == {"prepare_submission"}
+    assert "password" in stream.env_vars["STATESTORE_CASSANDRA_PASSWORD"]  # a template, rendered when it runs
+
+    audit = dagbag.dags["state_maintenance"].get_task("audit_partitions")
+    assert audit.application == str(airflow_env.PROJECT / "jobs" / "audit_partitions.py")
+    assert (airflow_env.PROJECT / "jobs" / "audit_partitions.py").is_file()
+
+
+def test_maintenance_runs_its_jobs_in_order_and_publishes_the_report(dagbag):
+    dag = dagbag.dags["state_maintenance"]
+    order = ["expire_state", "compact_state", "audit_partitions", "validate_idempotency", "publish_reports"]
+    for before, after in itertools.pairwise(order):
+        assert after in dag.get_task(before).downstream_task_ids
+    outlets = dag.get_task("publish_reports").outlets
+    assert [a.name for a in outlets] == ["statestore_audit_partitions_report"]
