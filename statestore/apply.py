@@ -10,6 +10,13 @@ A replay of B therefore completes exactly the entries the first attempt did not 
 This holds while (a) batch B has the same content each time it runs (Spark's offset log
 guarantees it), (b) batches are applied in order by one writer per store, and (c) the batch
 ids keep growing (statestore.wordcount checks the checkpoint against the registry).
+
+Versioned stores get the same decisions on each key's current version. A batch makes the new
+value a version valid from the batch's `version_ms` (its largest Kafka record timestamp,
+the same on every executor and in every replay), splitting the current version; when
+`version_ms` is not after the current version's start, the current version is rewritten in
+place instead of creating a version in the past. A key's change (at most two rows of one
+Cassandra partition) is one batch statement, so a replay sees it wholly written or not at all.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from statestore.codecs import decode_long, encode_long
 from statestore.config import CassandraConfig
 from statestore.retry import with_retries
 from statestore.stores import Entry, StoreSpec, table_for
+from statestore.stores.versioned_base import RowWrite, Version, plan_latest
 
 
 @dataclass(frozen=True)
@@ -67,19 +75,43 @@ def plan_writes(current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: 
     return writes, skipped
 
 
+def plan_versions(
+    current: dict[bytes, Version], deltas: Iterable[Delta], batch_id: int, version_ms: int | None
+) -> tuple[list[list[RowWrite]], int]:
+    """Pure: the changes batch `batch_id` makes to a versioned store (one list of rows per
+    key, see plan_latest), and how many keys it already wrote. A key whose current version
+    is a tombstone counts from 0 again."""
+    live = {key: version.entry() for key, version in current.items() if not version.tombstone}
+    writes, skipped = plan_writes(live, deltas, batch_id)
+    changes = [plan_latest(current.get(w.key), w.key, w.value, version_ms, w.batch_id, w.time_ms) for w in writes]
+    return changes, skipped
+
+
 def apply_deltas(
-    session, spec: StoreSpec, batch_id: int, deltas: list[Delta], concurrency: int, write_ts: int
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    deltas: list[Delta],
+    concurrency: int,
+    write_ts: int,
+    version_ms: int | None = None,
 ) -> ApplyStats:
-    """Read the current entries of the batch's keys, then write the new absolute values."""
+    """Read the current entries of the batch's keys, then write the new absolute values.
+    Versioned stores: as versions valid from `version_ms` (None: rewrite current versions)."""
     if not deltas:
         return ApplyStats()
     table = table_for(spec)
-    current = table.read_entries(session, [d.key for d in deltas], concurrency)
-    writes, skipped = plan_writes(current, deltas, batch_id)
+    keys = [d.key for d in deltas]
+    if spec.store_type.versioned:
+        writes, skipped = plan_versions(table.read_latest(session, keys, concurrency), deltas, batch_id, version_ms)
+        write = table.write_rows
+    else:
+        writes, skipped = plan_writes(table.read_entries(session, keys, concurrency), deltas, batch_id)
+        write = table.write_entries
     if faults.kill_armed_for(batch_id) and len(writes) > 1:
-        table.write_entries(session, writes[: len(writes) // 2], concurrency, write_ts)
+        write(session, writes[: len(writes) // 2], concurrency, write_ts)
         faults.crash()
-    table.write_entries(session, writes, concurrency, write_ts)
+    write(session, writes, concurrency, write_ts)
     times = [d.time_ms for d in deltas if d.time_ms is not None]
     return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None)
 
@@ -88,10 +120,13 @@ def apply_deltas(
 _SLICE = 20_000
 
 
-def partition_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int):
+def partition_applier(
+    config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, version_ms: int | None = None
+):
     """A function for RDD.mapPartitions over rows of (word, delta, last_ms): it applies them
     on the executor and yields one ApplyStats per task. Transient Cassandra errors are retried
-    within the retry budget: repeating a slice is safe (see the module doc)."""
+    within the retry budget: repeating a slice is safe (see the module doc). `version_ms`:
+    where versioned stores' new versions start (computed once per batch on the driver)."""
 
     def apply_slice(deltas: list[Delta]) -> ApplyStats:
         from statestore.cassandra import session_for
@@ -99,7 +134,9 @@ def partition_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, w
         return with_retries(
             config,
             f"applying batch {batch_id} to store {spec.name}",
-            lambda: apply_deltas(session_for(config), spec, batch_id, deltas, config.write_concurrency, write_ts),
+            lambda: apply_deltas(
+                session_for(config), spec, batch_id, deltas, config.write_concurrency, write_ts, version_ms
+            ),
         )
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:

@@ -121,7 +121,7 @@ def apply_batch(
 ) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records as logical batch `logical`, which reads
     from `start_offsets` up to `end_offsets` (Spark's JSON)."""
-    from statestore.wordcount import batch_deltas
+    from statestore.wordcount import batch_deltas, batch_version_ms
 
     session = session_for(config)
     offsets = end_offsets
@@ -137,7 +137,12 @@ def apply_batch(
         letters = with_retries(
             config, "writing dead letters", lambda: write_dead_letters(session, batch_df, spec, logical)
         )
-        applier = partition_applier(config, spec, logical, write_ts)
+        if spec.store_type.versioned:
+            # Every word's new version starts at the batch's largest record time, computed
+            # once here so all executors (and any replay) agree on it.
+            applier = partition_applier(config, spec, logical, write_ts, version_ms=batch_version_ms(batch_df))
+        else:  # the four-argument call the benchmarks' drop-in appliers take
+            applier = partition_applier(config, spec, logical, write_ts)
         stats = sum(batch_deltas(batch_df).rdd.mapPartitions(applier).collect(), ApplyStats())
     finally:
         batch_df.unpersist()

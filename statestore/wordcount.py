@@ -156,6 +156,14 @@ def batch_deltas(batch_df):
     )
 
 
+def batch_version_ms(batch_df) -> int | None:
+    """The batch's largest Kafka record timestamp (epoch ms): where versioned stores' new
+    versions start. The same records give the same time, so a replay writes the same versions."""
+    from pyspark.sql import functions as F
+
+    return batch_df.agg(F.max(F.unix_millis("timestamp"))).first()[0]
+
+
 @dataclass
 class RunningStream:
     """A started word-count query with the lease it holds; `stop()` ends both."""
