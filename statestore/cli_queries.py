@@ -7,6 +7,7 @@ cannot do ends in the library's UnsupportedOperationError, which `main` prints (
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import sys
 from collections.abc import Iterable
@@ -143,7 +144,7 @@ def add_commands(command) -> None:
     p = command("get", cmd_get, "print the value of one key (the count, for the word count)")
     p.add_argument("store")
     p.add_argument("key", help="the key as text: string as is, long/int decimal, json as JSON, bytes as hex")
-    p.add_argument("--as-of", type=int, metavar="MS", help="versioned stores: the value valid at this epoch ms")
+    p.add_argument("--as-of", type=_epoch_ms, metavar="MS", help="versioned stores: the value valid at this epoch ms")
     p.add_argument(
         "--format",
         choices=("value", *FORMATS),
@@ -173,8 +174,10 @@ def add_commands(command) -> None:
     p = command("history", cmd_history, "every version of a key, oldest first (versioned stores)", fmt="table")
     p.add_argument("store")
     p.add_argument("key")
-    p.add_argument("--from", dest="from_ms", type=int, metavar="MS", help="versions valid at or after this epoch ms")
-    p.add_argument("--to", dest="to_ms", type=int, metavar="MS", help="versions valid before this epoch ms")
+    p.add_argument(
+        "--from", dest="from_ms", type=_epoch_ms, metavar="MS", help="versions valid at or after this epoch ms"
+    )
+    p.add_argument("--to", dest="to_ms", type=_epoch_ms, metavar="MS", help="versions valid before this epoch ms")
 
     p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
     p.add_argument("store")
@@ -193,7 +196,12 @@ def add_commands(command) -> None:
 
 
 def _at_least_1(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise ValueError(raw)
-    return value
+    if not raw.isdigit() or int(raw) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, got {raw!r}")
+    return int(raw)
+
+
+def _epoch_ms(raw: str) -> int:
+    if not raw.isdigit() or int(raw) >= 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"epoch milliseconds from 0 to {2**63 - 2}, got {raw!r}")
+    return int(raw)

@@ -94,3 +94,6 @@ class Version(BaseModel):
 class History(BaseModel):
     key: JsonValue
     versions: list[Version] = Field(description="oldest first")
+    next_from: int | None = Field(
+        description="more versions follow: pass this as `from` (with the same `to`) for them; null: no more"
+    )

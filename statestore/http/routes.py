@@ -4,6 +4,7 @@ point get answered from the read cache, which needs no I/O and is served on the 
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -16,8 +17,10 @@ from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import read_page, resume, token_ordered
 from statestore.query import key_syntax, parse_key, require_versioned, to_json, versioned
 from statestore.stores.base import EVERYTHING, KeyRange, check_key
+from statestore.stores.versioned_base import OPEN_END
 
 MAX_LIMIT = 10_000
+MAX_MS = OPEN_END - 1  # version times are 0 <= t < 2**63 - 1 epoch ms
 _ERRORS = {
     400: {"model": models.ErrorBody, "description": "bad parameters, or an operation the store type does not support"},
     404: {"model": models.ErrorBody, "description": "no such store (or key)"},
@@ -97,15 +100,15 @@ async def get_key(
     store: StoreName,
     key: KeyText,
     catalog: Catalog,
-    as_of: Annotated[int | None, Query(description="epoch ms: the version valid then (versioned stores)")] = None,
+    as_of: Annotated[int | None, Query(ge=0, le=MAX_MS, description="epoch ms: the version valid then")] = None,
 ) -> models.Record:
     # A read-cache hit needs no I/O: answer it on the event loop, without a hop to a worker thread.
     handle = catalog.warm(store)
-    if handle is not None and as_of is None and not versioned(handle) and handle.cache is not None:
+    if handle is not None and as_of is None and handle.cache is not None:
         parsed = parse_key(key, handle.key_codec)
-        hit, value = handle.cache.lookup(check_key(handle.key_codec.encode(parsed)))
+        hit, found = handle.cache.lookup(check_key(handle.key_codec.encode(parsed)))
         if hit:
-            return _record(store, key, parsed, value)
+            return _record(handle, key, parsed, found)
     return await run_in_threadpool(_get_key, catalog, store, key, as_of)
 
 
@@ -113,22 +116,21 @@ def _get_key(catalog: StoreCatalog, store: str, key: str, as_of: int | None) -> 
     handle = catalog.store(store)
     parsed = parse_key(key, handle.key_codec)
     if as_of is None:
-        found = handle.get(parsed)
-    else:
-        require_versioned(handle, "as-of reads")
-        found = handle.get(parsed, as_of=as_of)
-    if not versioned(handle) or found is None:
-        return _record(store, key, parsed, found, as_of)
-    record = _record(store, key, parsed, found.value, as_of)
-    record.valid_from, record.valid_to = found.valid_from, found.valid_to
-    return record
+        return _record(handle, key, parsed, handle.get(parsed))
+    require_versioned(handle, "as-of reads")
+    return _record(handle, key, parsed, handle.get(parsed, as_of=as_of), as_of)
 
 
-def _record(store: str, key: str, parsed, value, as_of: int | None = None) -> models.Record:
-    if value is None:
+def _record(handle, key: str, parsed, found, as_of: int | None = None) -> models.Record:
+    """The answer for `found`: a value (key-value stores), a VersionedRecord, or None (404)."""
+    if found is None:
         when = "" if as_of is None else f" as of {as_of} ms"
-        raise KeyNotFoundError(f"key {key!r} is not in store '{store}'{when}")
-    return models.Record(key=to_json(parsed), value=to_json(value))
+        raise KeyNotFoundError(f"key {key!r} is not in store '{handle.spec.name}'{when}")
+    if not versioned(handle):
+        return models.Record(key=to_json(parsed), value=to_json(found))
+    return models.Record(
+        key=to_json(parsed), value=to_json(found.value), valid_from=found.valid_from, valid_to=found.valid_to
+    )
 
 
 @router.get("/stores/{store}/entries", summary="Scan a store: all, a key range or a prefix, page by page")
@@ -174,16 +176,23 @@ def key_history(
     store: StoreName,
     key: KeyText,
     catalog: Catalog,
-    from_: Annotated[int | None, Query(alias="from", description="epoch ms: versions valid at or after")] = None,
-    to: Annotated[int | None, Query(description="epoch ms: versions valid before")] = None,
+    from_: Annotated[
+        int | None, Query(alias="from", ge=0, le=MAX_MS, description="epoch ms: versions valid at or after")
+    ] = None,
+    to: Annotated[int | None, Query(ge=0, le=MAX_MS, description="epoch ms: versions valid before")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="versions per answer")] = 1000,
 ) -> models.History:
     handle = catalog.store(store)
     parsed = parse_key(key, handle.key_codec)
     require_versioned(handle, "history")
-    versions = handle.history(parsed, from_, to)
+    versions = list(islice(handle.history(parsed, from_, to), limit + 1))
+    # Versions follow each other without gaps, so the next page starts where this one's last ends.
+    next_from = versions[limit - 1].valid_to if len(versions) > limit else None
     return models.History(
         key=to_json(parsed),
         versions=[
-            models.Version(value=to_json(v.value), valid_from=v.valid_from, valid_to=v.valid_to) for v in versions
+            models.Version(value=to_json(v.value), valid_from=v.valid_from, valid_to=v.valid_to)
+            for v in versions[:limit]
         ],
+        next_from=next_from,
     )

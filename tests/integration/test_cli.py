@@ -119,6 +119,11 @@ def query_stores(session, keyspace):
         .create()
     )
     blobs.put_all([(b"\x00\x01", b"\xff"), (b"\x0a", b"")])
+    prices = (
+        StoreBuilder(session, "cli_prices").with_keyspace(keyspace).partitioned_versioned_store(partitions=2).create()
+    )
+    for key, value, at in [("apple", 10, 1000), ("apple", 12, 2000), ("apple", None, 3000), ("pear", 5, 1500)]:
+        prices.put(key, value, at)
     return words, ids, blobs
 
 
@@ -180,6 +185,25 @@ def test_unsupported_scans_print_the_librarys_message(capsys, keyspace, query_st
         assert err.startswith("statestore: store 'cli_ids' is a global-kv store: its keys are spread by hash")
     code, _, err = _run(capsys, "history", "cli_words", "apple", *ks)
     assert code == 2 and "store 'cli_words' is a partitioned-kv store and keeps only each key's latest value" in err
+
+
+def test_versioned_get_and_history(capsys, keyspace, query_stores):
+    ks = ("--keyspace", keyspace)
+    assert _run(capsys, "get", "cli_prices", "pear", *ks)[:2] == (0, "5\n")
+    assert _run(capsys, "get", "cli_prices", "apple", "--as-of", "2500", "--format", "csv", *ks)[1] == (
+        "key,value,valid_from,valid_to\napple,12,2000,3000\n"
+    )
+    code, _, err = _run(capsys, "get", "cli_prices", "apple", *ks)  # deleted at 3000
+    assert code == 1 and "'apple' is not in store cli_prices" in err
+    code, out, _ = _run(capsys, "history", "cli_prices", "apple", "--format", "jsonl", *ks)
+    assert _jsonl(out) == [
+        {"valid_from": 1000, "valid_to": 2000, "value": 10},
+        {"valid_from": 2000, "valid_to": 3000, "value": 12},
+        {"valid_from": 3000, "valid_to": None, "value": None},
+    ]
+    code, out, _ = _run(capsys, "history", "cli_prices", "apple", "--from", "1500", "--to", "2000", *ks)
+    assert out.splitlines() == ["valid_from  valid_to  value", "1000        2000      10"]
+    assert _run(capsys, "all", "cli_prices", "--format", "csv", *ks)[1] == "key,value\npear,5\n"
 
 
 def test_count_estimate_and_exact(capsys, caplog, keyspace, query_stores):

@@ -36,6 +36,24 @@ WORDS = sorted(
 )
 
 
+# (key, value or None for a deletion, valid from epoch ms)
+PRICE_CHANGES = [
+    ("apple", 10, 1000),
+    ("apple", 12, 2000),
+    ("apple", None, 3000),
+    ("apple", 15, 4000),
+    ("pear", 5, 1500),
+    ("plum", 7, 1000),
+    ("plum", None, 2500),
+] + [(f"fig{i:02d}", i, 100 * i) for i in range(1, 30)]
+APPLE_HISTORY = [
+    {"value": 10, "valid_from": 1000, "valid_to": 2000},
+    {"value": 12, "valid_from": 2000, "valid_to": 3000},
+    {"value": None, "valid_from": 3000, "valid_to": 4000},
+    {"value": 15, "valid_from": 4000, "valid_to": None},
+]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -83,7 +101,24 @@ def stores(session, keyspace):
         .create()
     )
     ids.put_all([(n, {"n": n, "sq": n * n}) for n in range(-20, 83)])
-    return {"words": words, "ids": ids}
+    prices = (
+        StoreBuilder(session, "http_prices").with_keyspace(keyspace).partitioned_versioned_store(partitions=3).create()
+    )
+    for key, value, at in PRICE_CHANGES:
+        prices.put(key, value, at)
+    events = (
+        StoreBuilder(session, "http_events")
+        .with_keyspace(keyspace)
+        .with_key_codec(codecs.LONG)
+        .with_value_codec(codecs.JSON)
+        .global_versioned_store()
+        .create()
+    )
+    for n in range(12):
+        events.put(n, {"v": 1}, 1000)
+        events.put(n, {"v": 2}, 2000 + n)
+    events.put(5, None, 3000)  # deleted now: not among the current entries
+    return {"words": words, "ids": ids, "prices": prices, "events": events}
 
 
 @pytest.fixture(scope="module")
@@ -221,6 +256,52 @@ def test_unknown_stores_and_keys_are_404(api, keyspace):
     assert api.get("/stores/http_ids/keys/1000").status_code == 404
 
 
+def test_versioned_get_as_of_and_history(api):
+    def get(key, **params):
+        return api.get(f"/stores/http_prices/keys/{key}", params=params)
+
+    assert get("apple").json() == {"key": "apple", "value": 15, "valid_from": 4000, "valid_to": None}
+    assert get("apple", as_of=1999).json() == {"key": "apple", "value": 10, "valid_from": 1000, "valid_to": 2000}
+    assert get("apple", as_of=2000).json()["value"] == 12
+    for as_of in (999, 3000, 3999):  # before the first version, and while deleted
+        response = get("apple", as_of=as_of)
+        assert response.status_code == 404 and response.json()["detail"] == (
+            f"key 'apple' is not in store 'http_prices' as of {as_of} ms"
+        )
+    assert get("plum").status_code == 404 and get("plum", as_of=2000).json()["value"] == 7
+
+    def history(key, **params):
+        response = api.get(f"/stores/http_prices/history/{key}", params=params)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    assert history("apple") == {"key": "apple", "versions": APPLE_HISTORY, "next_from": None}
+    assert history("apple", **{"from": 2500, "to": 4000})["versions"] == APPLE_HISTORY[1:3]
+    # A long history pages with next_from: the pages join up without gaps or repeats.
+    first = history("apple", limit=3)
+    assert first["versions"] == APPLE_HISTORY[:3] and first["next_from"] == 4000
+    assert history("apple", **{"from": first["next_from"], "limit": 3})["versions"] == APPLE_HISTORY[3:]
+    assert history("absent") == {"key": "absent", "versions": [], "next_from": None}
+    assert api.get("/stores/http_prices/keys/apple", params={"as_of": -1}).status_code == 400
+
+
+def test_versioned_stores_scan_current_values(api):
+    current = sorted([("apple", 15), ("pear", 5)] + [(f"fig{i:02d}", i) for i in range(1, 30)])
+    pages = _pages(api, "http_prices", 4)
+    assert [(e["key"], e["value"]) for p in pages for e in p["entries"]] == current  # plum is deleted
+    assert _keys(_pages(api, "http_prices", 5, prefix="fig1", reverse="true")) == [f"fig{i}" for i in range(19, 9, -1)]
+    described = api.get("/stores/http_prices").json()
+    assert described["type"] == "partitioned-versioned" and described["supports"]["history"] is True
+
+    events = _pages(api, "http_events", 5)
+    assert sorted(e["key"] for p in events for e in p["entries"]) == [n for n in range(12) if n != 5]
+    assert all(e["value"] == {"v": 2} for p in events for e in p["entries"])
+    assert {p["order"] for p in events} == {"token"}
+    assert api.get("/stores/http_events/keys/3", params={"as_of": 1500}).json()["value"] == {"v": 1}
+    response = api.get("/stores/http_events/entries", params={"from": "1"})
+    assert response.status_code == 400 and "is a global-versioned store" in response.json()["detail"]
+
+
 def test_unreachable_cassandra_is_503(keyspace):
     server = Server("--keyspace", keyspace, "--cassandra-port", str(_free_port()), "--request-timeout", "2")
     try:
@@ -253,13 +334,14 @@ def test_openapi_document_holds_against_the_server(api):
     for result in schema.get_all_operations():
         operation = result.ok()
         # Real stores too (fixed store names), so generated keys, ranges and tokens reach Cassandra.
-        fixed = [{"store": "http_words"}, {"store": "http_ids"}, None] if "{store}" in operation.path else [None]
+        real = [{"store": name} for name in ("http_words", "http_ids", "http_prices", "http_events")]
+        fixed = [*real, None] if "{store}" in operation.path else [None]
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategies += [operation.as_strategy(mode, path_parameters=params) for params in fixed]
     checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
     seen = collections.Counter()
 
-    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(st.one_of(strategies))
     def check(case):
         response = case.call_and_validate(checks=checks)
