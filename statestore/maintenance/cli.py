@@ -138,13 +138,57 @@ def run_expire(args, spark, session, config: CassandraConfig, nodetool: Nodetool
     return EXIT_OK
 
 
-JOBS = {"audit_partitions": (audit_parser, run_audit), "expire_state": (expire_parser, run_expire)}
+def validate_parser() -> argparse.ArgumentParser:
+    parser = _base_parser(
+        "validate_idempotency", "Check a word-count store against its input: recompute, replay, data-quality suite."
+    )
+    cfg.add_arguments(parser, KafkaConfig)
+    parser.add_argument("--store", required=True, help="the word-count store to validate")
+    parser.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="where the store's stream started reading: earliest (default) or Spark's JSON of offsets",
+    )
+    parser.add_argument("--checkpoint", default=None, help="the stream's checkpoint, to replay its last batches")
+    parser.add_argument("--replay-batches", type=int, default=3, help="batches to replay on a shadow copy (default 3)")
+    parser.add_argument("--no-quality", action="store_true", help="skip the Great Expectations suite")
+    parser.add_argument("--listed", type=int, default=20, help="differing keys named in the report (default 20)")
+    parser.add_argument("--token-ranges", type=int, default=None, help="token ranges per store (default 2 per core)")
+    return parser
+
+
+def run_validate(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
+    from statestore.maintenance import validate_report
+    from statestore.maintenance.validate import ValidateOptions, validate
+
+    options = ValidateOptions(
+        starting_offsets=args.starting_offsets,
+        checkpoint=args.checkpoint,
+        replay_batches=args.replay_batches,
+        listed=args.listed,
+        token_ranges=args.token_ranges,
+        quality=not args.no_quality,
+    )
+    report = validate(spark, session, config, args.kafka, args.store, options, args.report_dir)
+    paths = validate_report.write(report, args.report_dir)
+    _log.info("validation of store %s: %s; reports: %s", args.store, report.status, ", ".join(map(str, paths)))
+    if report.status != "pass":
+        raise MaintenanceCheckError(report.failure_message())
+    return EXIT_OK
+
+
+JOBS = {
+    "audit_partitions": (audit_parser, run_audit),
+    "expire_state": (expire_parser, run_expire),
+    "validate_idempotency": (validate_parser, run_validate),
+}
 
 
 def run(job: str, argv: Sequence[str] | None) -> int:
     """Parse `argv` for `job`, run it in a Spark session, map errors to the exit codes."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    for noisy in ("py4j", "great_expectations", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     make_parser, body = JOBS[job]
     args = make_parser().parse_args(argv)
     try:

@@ -104,3 +104,63 @@ def run_over_ranges(spark, work: list[tuple[int, tuple[int, int]]], task: Callab
     rdd = spark.sparkContext.parallelize(work, len(work))
     with spark_progress(spark, len(work), what):
         return rdd.mapPartitions(task).collect()
+
+
+def _spark_type(cql_type: str, column: str):
+    from pyspark.sql import types as T
+
+    if column in ("key",):
+        return T.StringType()
+    if column == "value" or cql_type in ("bigint", "timestamp"):
+        return T.LongType()
+    if cql_type == "int":
+        return T.IntegerType()
+    return T.StringType()
+
+
+def row_converter(shape: TableShape):
+    """A function from a driver row (token first) to a Spark row of word-count values: key as
+    UTF-8 text, value as a long, timestamps as epoch milliseconds (no time zone involved)."""
+    from statestore.codecs import decode_long, millis_of
+
+    columns = (*shape.key_columns, *shape.cells)
+    kinds = [_spark_type(shape.type_of(c), c).typeName() for c in columns]
+
+    def convert(row) -> tuple:
+        out = []
+        for column, kind, value in zip(columns, kinds, row[1:], strict=True):
+            if value is None:
+                out.append(None)
+            elif column == "key":
+                out.append(bytes(value).decode("utf-8", errors="replace"))
+            elif column == "value":
+                out.append(decode_long(value) if len(value) == 8 else None)
+            elif hasattr(value, "utctimetuple"):
+                out.append(millis_of(value))
+            elif kind == "string":
+                out.append(str(value))
+            else:
+                out.append(value)
+        return tuple(out)
+
+    return convert
+
+
+def store_frame(spark, config, shape: TableShape, ranges: int, page_size: int = 5000):
+    """The store's rows as a Spark DataFrame, read by executors over token ranges (the driver
+    holds none of them): the table's columns, key as text and value as a long."""
+    from pyspark.sql import types as T
+
+    columns = (*shape.key_columns, *shape.cells)
+    schema = T.StructType([T.StructField(c, _spark_type(shape.type_of(c), c), True) for c in columns])
+
+    def read(items: Iterator[tuple[int, int]]) -> Iterator[tuple]:
+        from statestore.cassandra import session_for
+
+        session = session_for(config)
+        convert = row_converter(shape)
+        for token_range in items:
+            yield from map(convert, scan_range(session, shape, token_range, page_size))
+
+    splits = token_splits(ranges)
+    return spark.createDataFrame(spark.sparkContext.parallelize(splits, len(splits)).mapPartitions(read), schema)

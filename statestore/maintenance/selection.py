@@ -183,3 +183,31 @@ def is_expired(cutoff: Cutoff, time_ms: int | None, writetime_us: int | None) ->
     if cutoff.basis == TimeBasis.STREAM:
         return None if time_ms is None else time_ms < cutoff.at_ms
     return None if writetime_us is None else writetime_us // 1000 < cutoff.at_ms
+
+
+def judge_count(
+    stored: int | None,
+    stored_time_ms: int | None,
+    total: int | None,
+    last_ms: int | None,
+    recent: int | None,
+    expiry_applies: bool,
+) -> str | None:
+    """How a store entry differs from the recount of its input, or None if it does not.
+
+    `total` counts every occurrence of the key in the input (None: none), `last_ms` is the
+    latest one's time, and `recent` counts those at or after the latest expiry cutoff. Expiry
+    may have removed an entry whose occurrences were all older than the cutoff, after which
+    its count starts again from zero, so once expiry applies a count may be anywhere between
+    `recent` and `total`; otherwise it must be `total` exactly, with `last_ms` as its time.
+    """
+    recent = total if not expiry_applies else (recent or 0)
+    if stored is None:
+        return None if total is None or recent == 0 else "missing"
+    if total is None:
+        return "unexpected"
+    if recent == total:
+        if stored != total:
+            return "count"
+        return "time" if last_ms is not None and stored_time_ms != last_ms else None
+    return None if recent <= stored <= total else "count"

@@ -1,0 +1,86 @@
+"""The validation's report files: validate_idempotency.json / .md / .html (Data Docs beside)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from statestore.maintenance import reports
+from statestore.maintenance.validate import ValidationReport
+
+NAME = "validate_idempotency"
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
+def write(report: ValidationReport, report_dir: Path) -> list[Path]:
+    r = report.recompute
+    lines = [
+        f"# Idempotency validation of store `{report.keyspace}.{report.store}`: {report.status.upper()}",
+        "",
+        f"Generated {report.generated_at}.",
+        "",
+        "## Recompute",
+        "",
+        f"The input topic(s) {', '.join(r.topics) or '-'} from `{r.starting_offsets}` up to the committed offsets "
+        f"`{r.ending_offsets}` (batch {r.last_batch_id}) were recounted with the stream's own tokenizer and compared "
+        f"with the store: **{'pass' if r.passed else 'FAIL'}** in {r.seconds:.1f} s.",
+        "",
+        reports.table(
+            ["figure", "value"],
+            [
+                ["words in the input", r.input_words],
+                ["distinct words in the input", r.input_keys],
+                ["entries in the store", r.store_entries],
+                ["sum of the store's counts", r.store_sum],
+                ["latest expiry cutoff", _when(r.expired_before_ms)],
+                ["words at or after it (the least the store may hold)", r.words_at_least],
+                ["differing keys", r.differences],
+            ],
+        ),
+        "",
+    ]
+    if r.first_differences:
+        lines += [
+            f"First differing keys (all of them: `{r.differences_file}`):",
+            "",
+            reports.table(
+                ["key", "kind", "store", "input", "at least", "store time", "input time"],
+                [
+                    [d.key, d.kind, d.stored, d.expected, d.expected_at_least, d.stored_time_ms, d.expected_time_ms]
+                    for d in r.first_differences
+                ],
+            ),
+            "",
+        ]
+    lines += ["## Replay", ""]
+    if report.replay is None:
+        lines += ["Not run (no --checkpoint given, or --replay-batches 0).", ""]
+    else:
+        p = report.replay
+        lines += [
+            f"**{'pass' if p.passed else 'FAIL'}**: {p.summary} (checkpoint `{p.checkpoint}`, {p.seconds:.1f} s).",
+            "",
+        ]
+    lines += ["## Great Expectations", ""]
+    if report.quality is None:
+        lines += ["Not run (--no-quality).", ""]
+    else:
+        q = report.quality
+        lines += [
+            f"Suite `{q.suite}`: **{'pass' if q.passed else 'FAIL'}**. Data Docs: [{q.data_docs}]({q.data_docs}).",
+            "",
+            reports.table(
+                ["expectation", "column", "success", "observed", "unexpected", "examples"],
+                [
+                    [e["expectation"], e["column"] or "-", e["success"], e["observed"], e["unexpected"], e["examples"]]
+                    for e in q.expectations
+                ],
+            ),
+            "",
+        ]
+    paths = [reports.write_json(report_dir / f"{NAME}.json", report)]
+    paths += reports.write_markdown_and_html(report_dir, NAME, f"Validation {report.store}", "\n".join(lines))
+    return paths
