@@ -11,15 +11,18 @@ versions (delete_versions) when partitions grow.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 
 from cassandra.concurrent import execute_concurrent
 
 from statestore.options import TableOptions
 from statestore.partitioner import partition_for
-from statestore.stores.base import EVERYTHING, Entry, KeyRange, range_condition
+from statestore.stores.base import EVERYTHING, Entry, KeyRange, chunked, range_condition
 from statestore.stores.paging import merge_in_order, paged
 from statestore.stores.versioned_base import COLUMNS, OPEN_END, VersionedTable, version_from_row
+
+_READ_KEYS = 100
 
 
 class PartitionedVersionedTable(VersionedTable):
@@ -50,6 +53,21 @@ class PartitionedVersionedTable(VersionedTable):
             f"INSERT INTO {self.qualified} (partition, key, valid_to, valid_from, value, batch_id, time)"
             f" VALUES (?, ?, ?, ?, ?, ?, ?){using}"
         )
+
+    def _current_queries(self, session, keys):
+        """Up to `_READ_KEYS` keys of one store partition per query (key IN ?), like partitioned-kv."""
+        select = self._statement(
+            session,
+            f"SELECT {COLUMNS} FROM {self.qualified} WHERE partition = ? AND key IN ? AND valid_to = ?",
+        )
+        groups: dict[int, list[bytes]] = defaultdict(list)
+        for key in keys:
+            groups[self.partition_of(key)].append(key)
+        return [
+            (select, (partition, chunk, OPEN_END))
+            for partition, group in groups.items()
+            for chunk in chunked(group, _READ_KEYS)
+        ]
 
     def _current_rows(self, session, partition: int, key_range: KeyRange, reverse: bool, page_size: int):
         condition, params = range_condition(key_range)

@@ -251,16 +251,21 @@ class VersionedTable(KeyValueTable):
         stamp = () if write_ts is None else (write_ts,)
         session.execute(delete, (*stamp, *self._key_params(key), valid_tos), execution_profile=self.profile)
 
-    def read_latest(self, session, keys: list[bytes], concurrency: int) -> dict[bytes, Version]:
-        """The current versions (tombstones too) among `keys`."""
+    def _current_queries(self, session, keys: list[bytes]):
+        """(statement, parameters) reading the current versions of `keys`: one query per key
+        here; a layout with many keys per partition can ask for several at once."""
         select = self._statement(
             session, f"SELECT {COLUMNS} FROM {self.qualified} WHERE {self._key_where()} AND valid_to = ?"
         )
+        return ((select, (*self._key_params(k), OPEN_END)) for k in keys)
+
+    def read_latest(self, session, keys: list[bytes], concurrency: int) -> dict[bytes, Version]:
+        """The current versions (tombstones too) among `keys`."""
         found: dict[bytes, Version] = {}
         for result in execute_concurrent(
             session,
             execution_profile=self.profile,
-            statements_and_parameters=((select, (*self._key_params(k), OPEN_END)) for k in keys),
+            statements_and_parameters=self._current_queries(session, keys),
             concurrency=concurrency,
             results_generator=True,
         ):
