@@ -87,6 +87,37 @@ class Entry:
     time_ms: int | None = None
 
 
+# The valid_to of a versioned store's current version: still valid, with no end.
+OPEN_END = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Version:
+    """One stored version of a key: raw bytes, valid over [valid_from, valid_to) in epoch ms.
+
+    `value` None is a tombstone (the key was deleted over this interval); `batch_id` is the
+    batch that wrote it (None: written through the library API); `time_ms` its event time.
+    """
+
+    key: bytes
+    value: bytes | None
+    valid_from: int
+    valid_to: int = OPEN_END
+    batch_id: int | None = None
+    time_ms: int | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to == OPEN_END
+
+    @property
+    def tombstone(self) -> bool:
+        return self.value is None
+
+    def entry(self) -> Entry:
+        return Entry(self.key, self.value, self.batch_id, self.time_ms)
+
+
 @dataclass(frozen=True)
 class KeyRange:
     """Bounds on raw key bytes for a scan; None is unbounded. Keys order as unsigned bytes."""

@@ -30,45 +30,13 @@ from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
 
 from statestore.cassandra import prepare
 from statestore.errors import UnsupportedOperationError
-from statestore.stores.base import _EPOCH, _MILLISECOND, Entry, KeyValueTable, chunked
+from statestore.stores.base import _EPOCH, _MILLISECOND, OPEN_END, KeyValueTable, Version, chunked
 
-# The valid_to of the current version: still valid, with no end.
-OPEN_END = 2**63 - 1
 COLUMNS = "key, valid_to, valid_from, value, batch_id, time"
 # Cassandra warns past 5 KiB per batch (batch_size_warn_threshold); stay under it.
 _BATCH_BYTES = 4096
 _BATCH_ROWS = 64
 _ROW_OVERHEAD = 48
-
-
-@dataclass(frozen=True)
-class Version:
-    """One stored version of a key: raw bytes, valid over [valid_from, valid_to) in epoch ms.
-
-    `value` None is a tombstone (the key was deleted over this interval); `batch_id` is the
-    batch that wrote it (None: written through the library API); `time_ms` its event time.
-    """
-
-    key: bytes
-    value: bytes | None
-    valid_from: int
-    valid_to: int = OPEN_END
-    batch_id: int | None = None
-    time_ms: int | None = None
-
-    @property
-    def current(self) -> bool:
-        return self.valid_to == OPEN_END
-
-    @property
-    def tombstone(self) -> bool:
-        return self.value is None
-
-    def contains(self, timestamp: int) -> bool:
-        return self.valid_from <= timestamp < self.valid_to
-
-    def entry(self) -> Entry:
-        return Entry(self.key, self.value, self.batch_id, self.time_ms)
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def store(request, session, keyspace):
     return builder.global_versioned_store().create()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations)
 def test_versioned_store_behaves_like_a_map_of_version_lists(store, ops):
     prefix = f"v{next(_example)}:"
