@@ -152,6 +152,7 @@ class StoreBuilder:
             create_table=o.create_table,
             dml_profile=o.dml_profile,
             ddl_profile=o.ddl_profile,
+            count_all=o.count_all,
             cache=o.cache,
         )
 
