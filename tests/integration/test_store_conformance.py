@@ -172,3 +172,55 @@ def test_many_workers_creating_one_store_at_once_agree(session, keyspace):
     assert registered in (4, 6)
     assert set(outcomes) <= {registered, "refused"}
     assert outcomes.count("refused") == (2 if registered == 4 else 8)
+
+
+VERSIONED_TYPES = [StoreType.PARTITIONED_VERSIONED, StoreType.GLOBAL_VERSIONED]
+
+
+@pytest.mark.parametrize("case", list(CODEC_CASES))
+@pytest.mark.parametrize("store_type", VERSIONED_TYPES, ids=lambda t: t.value)
+def test_versioned_operation_table(session, keyspace, store_type, case):
+    key_codec, value_codec, keys, value_of = CODEC_CASES[case]
+    keys = [k for k in keys if k != ""]
+    builder = (
+        StoreBuilder(session, f"confv_{store_type.name.lower()[:4]}_{case.replace('-', '_')}")
+        .with_keyspace(keyspace)
+        .with_key_codec(key_codec)
+        .with_value_codec(value_codec)
+    )
+    if store_type is StoreType.PARTITIONED_VERSIONED:
+        store = builder.partitioned_versioned_store(partitions=3).create()
+    else:
+        store = builder.global_versioned_store().create()
+    key = keys[0]
+    assert store.put(key, value_of(1), 1_000) is None  # the current version
+    assert store.put(key, value_of(2), 2_000) is None
+    assert store.put(key, value_of(3), 1_500) == 2_000  # inside [1000, 2000): splits it
+    assert store.get(key).value == value_of(2)
+    assert store.get(key, as_of=1_499).value == value_of(1)
+    assert store.get(key, as_of=1_500).value == value_of(3)
+    assert store.get(key, as_of=999) is None
+    assert [(r.value, r.valid_from, r.valid_to) for r in store.history(key)] == [
+        (value_of(1), 1_000, 1_500),
+        (value_of(3), 1_500, 2_000),
+        (value_of(2), 2_000, None),
+    ]
+    assert store.delete(key, 3_000).value == value_of(2)
+    assert store.get(key) is None
+    assert store.get(key, as_of=2_999).value == value_of(2)
+    for i, other in enumerate(keys[1:], start=1):
+        store.put(other, value_of(i), 10)
+    expected = sorted(((k, value_of(i)) for i, k in enumerate(keys) if i), key=lambda kv: key_codec.encode(kv[0]))
+    assert list(store.all()) == expected  # current values only: the deleted key is gone
+    assert list(store.reverse_all()) == expected[::-1]
+    with pytest.raises(UnsupportedOperationError):
+        store.put_if_absent(key, value_of(1))
+    if store_type is StoreType.GLOBAL_VERSIONED:
+        with pytest.raises(UnsupportedOperationError, match="Use all"):
+            list(store.range(expected[0][0], expected[-1][0]))
+    else:
+        assert list(store.range(expected[0][0], expected[-1][0])) == expected
+        prefix = key_codec.encode(expected[0][0])[:1]
+        assert list(store.prefix_scan(prefix, codecs.BYTES)) == [
+            kv for kv in expected if key_codec.encode(kv[0]).startswith(prefix)
+        ]
