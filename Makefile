@@ -51,6 +51,13 @@ test: install
 test-unit: venv
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
+# Our job side by side with Spark's RocksDB and HDFS state stores and a stateless ceiling
+# (BENCHMARKS.md): the full run (5M words; about an hour on 2 cores) and a run under 5 minutes.
+bench: stack-up
+	$(BIN)/python bench/streaming_compare.py
+bench-quick: stack-up
+	$(BIN)/python bench/streaming_compare.py --quick
+
 # The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
 bench-replay: stack-up
 	$(BIN)/python bench/replay_overhead.py

@@ -50,11 +50,11 @@ FULL = {
     "out": PROJECT / "bench" / "results",
 }
 QUICK = {
-    "words": 200_000,
-    "vocab": 50_000,
+    "words": 100_000,
+    "vocab": 20_000,
     "sizes": "10000,100000",
-    "latency_seconds": 15.0,
-    "latency_warmup": 5.0,
+    "latency_seconds": 10.0,
+    "latency_warmup": 3.0,
     "rate": 5_000.0,
     "restart_repeats": 1,
     "profile": False,
@@ -65,8 +65,8 @@ QUICK = {
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small corpus, two state sizes, short latency run")
-    p.add_argument("--words", type=int, help="words of input (default 5,000,000; quick 200,000)")
-    p.add_argument("--vocab", type=int, help="vocabulary size (default 1,000,000; quick 50,000)")
+    p.add_argument("--words", type=int, help="words of input (default 5,000,000; quick 100,000)")
+    p.add_argument("--vocab", type=int, help="vocabulary size (default 1,000,000; quick 20,000)")
     p.add_argument("--zipf-s", type=float, default=1.0, help="Zipf exponent of word frequencies (1.0)")
     p.add_argument("--words-per-line", type=int, default=10, help="mean words per Kafka message (10)")
     p.add_argument("--batches", type=int, default=10, help="micro-batches of the corpus, via maxOffsetsPerTrigger (10)")
@@ -76,8 +76,8 @@ def parse_args(argv=None):
     p.add_argument("--restart-repeats", type=int, help="restarts per state size; the median counts (3; quick 1)")
     p.add_argument("--probe-words", type=int, default=1000, help="words of the batch after each restart (1000)")
     p.add_argument("--rate", type=float, help="input rate of the latency runs, words/s (10,000; quick 5,000)")
-    p.add_argument("--latency-seconds", type=float, help="how long the latency runs feed input (60; quick 15)")
-    p.add_argument("--latency-warmup", type=float, help="seconds of input left out of the latencies (10; quick 5)")
+    p.add_argument("--latency-seconds", type=float, help="how long the latency runs feed input (60; quick 10)")
+    p.add_argument("--latency-warmup", type=float, help="seconds of input left out of the latencies (10; quick 3)")
     p.add_argument("--trigger", default="1s", help="processing-time trigger of the latency runs (1s)")
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, help="profile our job (full run: on)")
     p.add_argument("--phases", help="only these phases of throughput,latency,restart,profile (default all)")
@@ -251,7 +251,7 @@ def main(argv=None) -> int:
                 "seconds": args.latency_seconds,
                 "warmup_s": args.latency_warmup,
                 "trigger": args.trigger,
-                "settle_s": 5,
+                "settle_s": 3,
                 "drain_s": 60,
             },
             "restart": {"sizes": args.sizes, "repeats": args.restart_repeats, "probe_words": args.probe_words},
