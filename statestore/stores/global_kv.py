@@ -15,11 +15,12 @@ from statestore.cassandra import prepare
 from statestore.errors import UnsupportedOperationError
 from statestore.options import TableOptions
 from statestore.sorting import external_sort
-from statestore.stores.base import EVERYTHING, Entry, KeyValueTable, entry_from_row
+from statestore.stores.base import EVERYTHING, Entry, KeyValueTable, chunked, entry_from_row
 from statestore.stores.base import unset_if_none as _time
 from statestore.stores.paging import paged
 
 _SORT_CHUNK = 200_000
+_READ_KEYS = 100
 # The Murmur3 token ring, split into this many ranges for a parallel exact count.
 _COUNT_SPLITS = 64
 _TOKEN_MIN, _TOKEN_MAX = -(2**63), 2**63 - 1
@@ -42,9 +43,13 @@ class GlobalKeyValueTable(KeyValueTable):
         return select
 
     def read_entries(self, session, keys, concurrency):
-        select = self._select_one(session)
+        # One request per chunk of keys, not per key: the client's cost per request is what
+        # made this store's apply slow (BENCHMARKS.md). On several nodes the coordinator asks
+        # each key's replicas; small chunks bound that fan-out.
+        select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE key IN ?")
+        select.is_idempotent = True
         found: dict[bytes, Entry] = {}
-        work = ((select, (key,)) for key in keys)
+        work = ((select, (chunk,)) for chunk in chunked(keys, _READ_KEYS))
         for result in execute_concurrent(
             session,
             execution_profile=self.profile,
