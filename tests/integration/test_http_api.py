@@ -85,6 +85,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.log.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
