@@ -77,3 +77,16 @@ def test_bad_parameters_are_400_before_any_io():
         response = client.get("/stores/Not-A-Name")
         assert response.status_code == 400 and "invalid store name" in response.json()["detail"]
         assert client.get("/no/such/path").json() == {"status": 404, "error": "not found", "detail": "Not Found"}
+
+
+def test_the_app_works_mounted_under_a_prefix():
+    """As Airflow's API server mounts it: errors, routes and the OpenAPI document under the prefix."""
+    from fastapi import FastAPI
+
+    parent = FastAPI()
+    parent.mount("/statestore", create_app(CassandraConfig(port=_closed_port(), request_timeout_s=2.0)))
+    with TestClient(parent) as client:
+        assert client.get("/statestore/openapi.json").json()["info"]["title"] == "statestore"
+        response = client.get("/statestore/stores/Bad-Name")
+        assert response.status_code == 400 and "invalid store name" in response.json()["detail"]
+        assert client.get("/statestore/stores").status_code == 503
