@@ -21,7 +21,7 @@ from statestore.codecs import canonical_name
 from statestore.config import CassandraConfig
 from statestore.errors import NodetoolError
 from statestore.maintenance import selection
-from statestore.maintenance.crosscheck import CassandraFigures, cassandra_figures
+from statestore.maintenance.crosscheck import CassandraFigures, figures_of
 from statestore.maintenance.nodetool import Nodetool
 from statestore.maintenance.scan import (
     TableShape,
@@ -182,9 +182,8 @@ class StoreAudit:
     histogram_png: str | None = None
 
 
-def store_audit(session, spec: StoreSpec, summary: AuditSummary, options: AuditOptions, nodetool) -> StoreAudit:
+def store_audit(spec: StoreSpec, summary: AuditSummary, options: AuditOptions, figures: CassandraFigures) -> StoreAudit:
     """The report of one store from its merged summary and Cassandra's figures."""
-    figures = cassandra_figures(session, spec, nodetool)
     largest = summary.top[0] if summary.top else None
     reference = figures.max_partition_bytes
     return StoreAudit(
@@ -269,7 +268,8 @@ def audit(
             summaries[index] = summaries[index].merge(part, options.top)
     seconds = time.monotonic() - began
     audits = [
-        store_audit(session, spec, summary, options, nodetool) for spec, summary in zip(specs, summaries, strict=True)
+        store_audit(spec, summary, options, figures)
+        for spec, summary, figures in zip(specs, summaries, figures_of(session, specs, nodetool), strict=True)
     ]
     worst = max((Level[a.level.upper()] for a in audits), default=Level.OK)
     entries = sum(a.entries for a in audits)
@@ -290,8 +290,8 @@ def audit(
 def flush(nodetool: Nodetool, specs: list[StoreSpec]) -> None:
     """Flush the tables and refresh size estimates, so Cassandra's figures cover all data."""
     try:
-        for spec in specs:
-            nodetool.flush(spec.keyspace, spec.table)
+        for keyspace in sorted({spec.keyspace for spec in specs}):
+            nodetool.flush(keyspace, *(spec.table for spec in specs if spec.keyspace == keyspace))
         nodetool.run("refreshsizeestimates")
     except NodetoolError as exc:
         _log.warning("flush before the audit failed (Cassandra's figures may miss recent writes): %s", exc)

@@ -177,8 +177,63 @@ def run_validate(args, spark, session, config: CassandraConfig, nodetool: Nodeto
     return EXIT_OK
 
 
+def compact_parser() -> argparse.ArgumentParser:
+    parser = _base_parser(
+        "compact_state", "Prune versioned history, report tombstones, ask Cassandra to compact when they pile up."
+    )
+    parser.add_argument("--store", action="append", help="a store to compact (repeat; default every store)")
+    parser.add_argument(
+        "--history-retention",
+        type=_arg(parse_duration_ms),
+        default=None,
+        help="versioned stores: drop versions that ended longer ago than this (e.g. 30d); default: no pruning",
+    )
+    parser.add_argument(
+        "--basis",
+        type=TimeBasis,
+        choices=list(TimeBasis),
+        default=TimeBasis.STREAM,
+        help="the history retention's clock: stream (default: the stream's latest event time) or processing (now)",
+    )
+    parser.add_argument(
+        "--tombstone-threshold",
+        type=float,
+        default=0.2,
+        help="compact when Cassandra's estimated droppable tombstone ratio passes this (default 0.2)",
+    )
+    parser.add_argument(
+        "--cassandra-compaction",
+        choices=["compact", "garbagecollect", "off"],
+        default="compact",
+        help="what to ask Cassandra for over the threshold: compact (default, a major compaction), garbagecollect "
+        "(per SSTable, gentler, may need several runs) or off (only report the command)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="count what would be dropped; change nothing")
+    parser.add_argument("--token-ranges", type=int, default=None, help="token ranges per store (default 2 per core)")
+    return parser
+
+
+def run_compact(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
+    from statestore.maintenance import compact_report
+    from statestore.maintenance.compact import CompactOptions, compact
+
+    options = CompactOptions(
+        history_retention_ms=args.history_retention,
+        basis=args.basis,
+        tombstone_threshold=args.tombstone_threshold,
+        cassandra_compaction=args.cassandra_compaction,
+        dry_run=args.dry_run,
+        token_ranges=args.token_ranges,
+    )
+    report = compact(spark, session, config, args.store, options, nodetool)
+    paths = compact_report.write(report, args.report_dir)
+    _log.info("compaction done; reports: %s", ", ".join(map(str, paths)))
+    return EXIT_OK
+
+
 JOBS = {
     "audit_partitions": (audit_parser, run_audit),
+    "compact_state": (compact_parser, run_compact),
     "expire_state": (expire_parser, run_expire),
     "validate_idempotency": (validate_parser, run_validate),
 }

@@ -51,28 +51,43 @@ def _number(value) -> float | None:
         return None
 
 
-def cassandra_figures(session, spec, nodetool) -> CassandraFigures:
-    """Cassandra's figures for `spec`'s table; nodetool's part is left empty when it cannot run."""
-    estimate = size_estimate(session, spec.keyspace, spec.table)
-    figures = CassandraFigures(
-        estimated_partitions=estimate.partitions if estimate else None,
-        estimated_mean_partition_bytes=estimate.mean_partition_bytes if estimate else None,
-        max_partition_mib=max_partition_mib(session, spec.keyspace, spec.table),
-    )
+def figures_of(session, specs: list, nodetool, percentiles: bool = True, flush: bool = False) -> list[CassandraFigures]:
+    """Cassandra's figures for several stores, with one nodetool call per kind (each starts a
+    JVM); `flush` first writes the memtables out, so the figures cover every change."""
+    figures = []
+    for spec in specs:
+        estimate = size_estimate(session, spec.keyspace, spec.table)
+        figures.append(
+            CassandraFigures(
+                estimated_partitions=estimate.partitions if estimate else None,
+                estimated_mean_partition_bytes=estimate.mean_partition_bytes if estimate else None,
+                max_partition_mib=max_partition_mib(session, spec.keyspace, spec.table),
+            )
+        )
     if nodetool is None:
-        figures.nodetool_error = "nodetool is off or not found (--nodetool)"
+        for f in figures:
+            f.nodetool_error = "nodetool is off or not found (--nodetool)"
         return figures
     try:
-        stats = nodetool.tablestats(spec.keyspace, spec.table)
-        figures.nodetool_partition_percentiles = nodetool.partition_size_percentiles(spec.keyspace, spec.table)
+        if flush:
+            for keyspace in sorted({spec.keyspace for spec in specs}):
+                nodetool.flush(keyspace, *(s.table for s in specs if s.keyspace == keyspace))
+        stats = nodetool.tablestats_of([(spec.keyspace, spec.table) for spec in specs]) if specs else {}
+        for spec, f in zip(specs, figures, strict=True):
+            _from_tablestats(f, stats[(spec.keyspace, spec.table)])
+            if percentiles:
+                f.nodetool_partition_percentiles = nodetool.partition_size_percentiles(spec.keyspace, spec.table)
     except NodetoolError as exc:
-        _log.warning("store %s: nodetool figures unavailable: %s", spec.name, exc)
-        figures.nodetool_error = str(exc)
-        return figures
+        _log.warning("nodetool figures unavailable: %s", exc)
+        for f in figures:
+            f.nodetool_error = str(exc)
+    return figures
+
+
+def _from_tablestats(figures: CassandraFigures, stats: dict) -> None:
     figures.nodetool_max_partition_bytes = int(stats.get("compacted_partition_maximum_bytes") or 0) or None
     figures.nodetool_partitions = int(stats.get("number_of_partitions_estimate") or 0)
     figures.space_used_live_bytes = int(_number(stats.get("space_used_live")) or 0)
     figures.sstable_count = int(stats.get("sstable_count") or 0)
     figures.droppable_tombstone_ratio = _number(stats.get("droppable_tombstone_ratio"))
     figures.memtable_cells = int(stats.get("memtable_cell_count") or 0)
-    return figures

@@ -128,18 +128,23 @@ class Nodetool:
 
     def tablestats(self, keyspace: str, table: str) -> dict:
         """`nodetool tablestats -F json` of one table: Cassandra's own figures, flushed data only."""
-        out = self.run("tablestats", "-F", "json", f"{keyspace}.{table}")
+        return self.tablestats_of([(keyspace, table)])[(keyspace, table)]
+
+    def tablestats_of(self, tables: list[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+        """tablestats of several (keyspace, table) pairs in one call (each call starts a JVM)."""
+        out = self.run("tablestats", "-F", "json", *(f"{k}.{t}" for k, t in tables))
         try:
-            return json.loads(out[out.index("{") :])[keyspace]["tables"][table]
+            stats = json.loads(out[out.index("{") :])
+            return {(k, t): stats[k]["tables"][t] for k, t in tables}
         except (ValueError, KeyError) as exc:
-            raise NodetoolError(f"unexpected tablestats output for {keyspace}.{table}: {exc}") from None
+            raise NodetoolError(f"unexpected tablestats output for {tables}: {exc}") from None
 
     def partition_size_percentiles(self, keyspace: str, table: str) -> dict[str, int]:
         """Partition size in bytes by percentile ('50%', ..., 'Min', 'Max') from tablehistograms."""
         return parse_histograms(self.run("tablehistograms", keyspace, table), "Partition Size")
 
-    def flush(self, keyspace: str, table: str) -> None:
-        self.run("flush", keyspace, table)
+    def flush(self, keyspace: str, *tables: str) -> None:
+        self.run("flush", keyspace, *tables)
 
     def compact(self, keyspace: str, table: str) -> None:
         """A major compaction of the table (purges droppable tombstones past gc_grace_seconds)."""

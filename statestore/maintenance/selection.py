@@ -211,3 +211,34 @@ def judge_count(
             return "count"
         return "time" if last_ms is not None and stored_time_ms != last_ms else None
     return None if recent <= stored <= total else "count"
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One stored version of a key, as compaction sees it."""
+
+    valid_from: int
+    valid_to: int
+    tombstone: bool
+
+
+def versions_to_drop(versions: list[VersionRow], cutoff_ms: int) -> tuple[list[int], bool]:
+    """(valid_to of each version to drop, whether that is every version of the key).
+
+    History before `cutoff_ms` is no longer needed: a version that ended at or before it
+    serves no read as of the cutoff or later, so it goes, but the latest version always stays.
+    A key whose latest version is a deletion (a tombstone version) that began at or before the
+    cutoff is gone for every such read, so all its versions go (the key is logically deleted).
+    """
+    if not versions:
+        return [], False
+    latest = max(versions, key=lambda v: v.valid_to)
+    if latest.tombstone and latest.valid_from <= cutoff_ms:
+        return sorted(v.valid_to for v in versions), True
+    return sorted(v.valid_to for v in versions if v is not latest and v.valid_to <= cutoff_ms), False
+
+
+def tombstone_action(droppable_ratio: float | None, threshold: float) -> bool:
+    """Whether Cassandra should be asked to compact: its estimated droppable tombstone ratio
+    (tombstones past gc_grace_seconds that a compaction would purge) is over `threshold`."""
+    return droppable_ratio is not None and droppable_ratio > threshold
