@@ -12,32 +12,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from statestore import registry
-from statestore.codecs import canonical_name
 from statestore.config import CassandraConfig
 from statestore.errors import NodetoolError
-from statestore.maintenance import selection
+from statestore.maintenance import history, selection
+from statestore.maintenance.audit_scan import AuditSummary, audit_task
 from statestore.maintenance.crosscheck import CassandraFigures, figures_of
 from statestore.maintenance.nodetool import Nodetool
 from statestore.maintenance.scan import (
-    TableShape,
     default_ranges,
     run_over_ranges,
-    scan_range,
     shape_of,
     token_splits,
 )
 from statestore.maintenance.selection import Level, PartitionStat, Policy, Thresholds
-from statestore.maintenance.sizing import partition_overhead, row_bytes
 from statestore.stores import StoreSpec
 
 _log = logging.getLogger("statestore.maintenance.audit")
-# Breaching partitions kept per task and in the report (the counts are always complete).
-MAX_LISTED_BREACHES = 100
 
 
 @dataclass(frozen=True)
@@ -48,115 +42,6 @@ class AuditOptions:
     top: int = 10
     page_size: int = 5000
     flush: bool = False
-
-
-@dataclass
-class AuditSummary:
-    """What the tasks found; `add` per partition, `merge` across tasks (pure)."""
-
-    partitions: int = 0
-    entries: int = 0
-    bytes: int = 0
-    histogram: list[int] = field(default_factory=lambda: [0] * selection.HISTOGRAM_BUCKETS)
-    top: list[PartitionStat] = field(default_factory=list)
-    breaches: list[tuple[int, PartitionStat]] = field(default_factory=list)
-    warn_count: int = 0
-    fail_count: int = 0
-    seconds: float = 0.0
-
-    def add(self, stat: PartitionStat, level: Level, top_n: int) -> None:
-        self.partitions += 1
-        self.entries += stat.entries
-        self.bytes += stat.bytes
-        self.histogram[selection.size_bucket(stat.bytes)] += 1
-        if len(self.top) < top_n or stat.bytes > self.top[-1].bytes:
-            self.top = selection.top_partitions([*self.top, stat], top_n)
-        if level != Level.OK:
-            self.warn_count += level == Level.WARN
-            self.fail_count += level == Level.FAIL
-            if len(self.breaches) < MAX_LISTED_BREACHES:
-                self.breaches.append((int(level), stat))
-
-    def merge(self, other: AuditSummary, top_n: int) -> AuditSummary:
-        breaches = sorted([*self.breaches, *other.breaches], key=lambda b: (-b[0], -b[1].bytes, b[1].partition))
-        return AuditSummary(
-            self.partitions + other.partitions,
-            self.entries + other.entries,
-            self.bytes + other.bytes,
-            [a + b for a, b in zip(self.histogram, other.histogram, strict=True)],
-            selection.top_partitions([*self.top, *other.top], top_n),
-            breaches[:MAX_LISTED_BREACHES],
-            self.warn_count + other.warn_count,
-            self.fail_count + other.fail_count,
-            self.seconds + other.seconds,
-        )
-
-    @property
-    def worst(self) -> Level:
-        return Level.FAIL if self.fail_count else Level.WARN if self.warn_count else Level.OK
-
-
-def partition_stats(rows: Iterable, shape: TableShape, name_of: Callable[[tuple], str]) -> Iterator[PartitionStat]:
-    """Group rows of (token, key columns..., cells...) in token order into one stat per partition."""
-    pk_types = [shape.type_of(c) for c in shape.partition_key]
-    ck_types = [shape.type_of(c) for c in shape.clustering]
-    cell_types = [shape.type_of(c) for c in shape.cells]
-    n_pk, n_ck = len(pk_types), len(ck_types)
-    current = None
-    token = entries = size = 0
-    for row in rows:
-        key = tuple(row[1 : 1 + n_pk])
-        if key != current or row[0] != token:
-            if current is not None:
-                yield PartitionStat(name_of(current), token, entries, size)
-            current, token, entries = key, row[0], 0
-            size = partition_overhead(list(zip(key, pk_types, strict=True)))
-        clustering = list(zip(row[1 + n_pk : 1 + n_pk + n_ck], ck_types, strict=True))
-        cells = list(zip(row[1 + n_pk + n_ck :], cell_types, strict=True))
-        entries += 1
-        size += row_bytes(clustering, cells)
-    if current is not None:
-        yield PartitionStat(name_of(current), token, entries, size)
-
-
-def partition_namer(spec: StoreSpec, shape: TableShape) -> Callable[[tuple], str]:
-    """How the report names a partition: 'partition 3' for partitioned stores, else the key."""
-    if spec.store_type.partitioned:
-        return lambda key: " ".join(f"{c} {v}" for c, v in zip(shape.partition_key, key, strict=True))
-    text_keys = canonical_name(spec.key_codec) == "string"
-
-    def name(key: tuple) -> str:
-        raw = bytes(key[0])
-        if text_keys:
-            try:
-                return raw.decode("utf-8")[:200]
-            except UnicodeDecodeError:
-                pass
-        return "0x" + raw[:100].hex()
-
-    return name
-
-
-def audit_task(config: CassandraConfig, targets: list[tuple[StoreSpec, TableShape]], options: AuditOptions):
-    """The Spark task: audit the (store index, token range) items it is given; yields
-    (store index, AuditSummary) per item."""
-
-    def run(items: Iterator[tuple[int, tuple[int, int]]]) -> Iterator[tuple[int, AuditSummary]]:
-        from statestore.cassandra import session_for
-
-        session = session_for(config)
-        for index, token_range in items:
-            spec, shape = targets[index]
-            name_of = partition_namer(spec, shape)
-            summary = AuditSummary()
-            began = time.monotonic()
-            rows = scan_range(session, shape, token_range, options.page_size)
-            for stat in partition_stats(rows, shape, name_of):
-                summary.add(stat, options.thresholds.level(stat.bytes, stat.entries), options.top)
-            summary.seconds = time.monotonic() - began
-            yield index, summary
-
-    return run
 
 
 @dataclass
@@ -273,6 +158,7 @@ def audit(
     ]
     worst = max((Level[a.level.upper()] for a in audits), default=Level.OK)
     entries = sum(a.entries for a in audits)
+    record(session, audits)
     return AuditReport(
         keyspace=config.keyspace,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -285,6 +171,25 @@ def audit(
         token_ranges=len(ranges),
         stores=audits,
     )
+
+
+def record(session, audits: list[StoreAudit]) -> None:
+    """Each store's result in the maintenance history (the Airflow store page shows the latest)."""
+    run_at = history.now()
+    for a in audits:
+        keyspace = a.table.split(".", 1)[0]
+        history.ensure_table(session, keyspace)
+        summary = {
+            "partitions": a.partitions,
+            "entries": a.entries,
+            "bytes": a.bytes,
+            "largest_partition": a.largest.partition if a.largest else None,
+            "largest_bytes": a.largest.bytes if a.largest else 0,
+            "warn": a.warn_count,
+            "fail": a.fail_count,
+            "recommendations": a.recommendations,
+        }
+        history.record(session, keyspace, a.store, history.AUDIT, run_at, a.level, None, summary)
 
 
 def flush(nodetool: Nodetool, specs: list[StoreSpec]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from statestore.codecs import encode_long
+from statestore.maintenance import history
 from statestore.maintenance.units import MIB
 from statestore.provision import provision_store
 from statestore.stores import StoreSpec, StoreType, table_for
@@ -72,6 +73,12 @@ def test_oversized_partition_fails_the_job_and_normal_ones_pass(audited):
     assert normal["recommendations"] == []
     glob = stores["audit_global"]
     assert (glob["level"], glob["partitions"], glob["entries"]) == ("ok", 500, 500)
+
+
+def test_latest_audit_is_on_record(audited, session, keyspace):
+    latest = history.runs(session, keyspace, "audit_big", history.AUDIT, limit=1)[0]
+    assert latest.status == "fail"
+    assert (latest.summary["entries"], latest.summary["largest_partition"]) == (65_000, "partition 0")
 
 
 def test_largest_partition_agrees_with_cassandra_within_20_percent(audited):

@@ -6,7 +6,7 @@ import pytest
 
 from statestore.errors import ConfigError
 from statestore.maintenance import selection
-from statestore.maintenance.audit import AuditSummary, partition_stats
+from statestore.maintenance.audit_scan import AuditSummary, partition_stats
 from statestore.maintenance.nodetool import parse_histograms
 from statestore.maintenance.scan import TableShape
 from statestore.maintenance.selection import Level, PartitionStat, Policy, Thresholds
