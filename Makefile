@@ -13,7 +13,7 @@ STORE_TYPE ?=
 TRIGGER ?= available-now
 PYTEST_ARGS ?=
 
-.PHONY: install venv jvm run test test-unit bench-replay bench-query lint stack-up stack-down stack-status stack-reset clean
+.PHONY: install venv jvm run test test-unit bench-replay bench-query bench-maintenance maintenance lint stack-up stack-down stack-status stack-reset clean
 
 install: venv jvm
 
@@ -65,6 +65,19 @@ bench-replay: stack-up
 # HTTP point-get latency (with and without the read cache) and a 1M-entry full scan (BENCHMARKS.md).
 bench-query: stack-up
 	$(BIN)/python bench/query_api.py
+
+# Audit and expiry rows/s at 1M and 10M entries (BENCHMARKS.md; about 30 minutes on 2 cores).
+bench-maintenance: stack-up
+	$(BIN)/python bench/maintenance.py
+
+# The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (README "Maintenance").
+REPORTS ?= .stack/reports/maintenance
+RETENTION ?= 30d
+maintenance: install
+	$(BIN)/python jobs/expire_state.py --store $(STORE) --retention $(RETENTION) --report-dir $(REPORTS)/expire
+	$(BIN)/python jobs/compact_state.py --store $(STORE) --report-dir $(REPORTS)/compact
+	$(BIN)/python jobs/audit_partitions.py --store $(STORE) --report-dir $(REPORTS)/audit
+	$(BIN)/python jobs/validate_idempotency.py --store $(STORE) --checkpoint $(CHECKPOINT) --report-dir $(REPORTS)/validate
 
 lint: venv
 	$(BIN)/ruff check .
