@@ -38,6 +38,8 @@ def aggregate(results: list[dict], systems: list[str]) -> dict:
             "first_batch_s": _median(t.get("first_batch_s") for t in tps),
             "spark_cpu_s": _median(t.get("spark_cpu_s") for t in tps),
             "cassandra_cpu_s": _median(t.get("cassandra_cpu_s") for t in tps),
+            # CPU per word: unlike words/s, it hardly moves with what else runs on the machine.
+            "words_per_cpu_s": _median(_words_per_cpu_s(t) for t in tps),
             "verified": "; ".join(sorted({str(t.get("verified")) for t in tps})),
             "latency": first.get("latency"),
             "restart": {s["keys"]: s["restart_s"] for s in (first.get("restart") or {}).get("sizes", [])},
@@ -62,6 +64,11 @@ def aggregate(results: list[dict], systems: list[str]) -> dict:
     return out
 
 
+def _words_per_cpu_s(run: dict) -> float | None:
+    cpu = (run.get("spark_cpu_s") or 0) + (run.get("cassandra_cpu_s") or 0)
+    return run["words"] / cpu if run.get("words") and cpu > 0 else None
+
+
 def _peak(memory: list[dict], key: str, phase: str | None = None) -> float | None:
     values = [p[key] for m in memory for name, p in m.items() if (phase is None or name == phase) and p.get(key)]
     return max(values) if values else None
@@ -72,6 +79,8 @@ def add_ratios(systems: dict) -> None:
     for s in systems.values():
         s["x_rocksdb"] = ratio(s["words_per_s"], ref.get("words_per_s"))
         s["x_ceiling"] = ratio(s["words_per_s"], ceiling.get("words_per_s"))
+        s["cpu_x_rocksdb"] = ratio(s["words_per_cpu_s"], ref.get("words_per_cpu_s"))
+        s["cpu_x_ceiling"] = ratio(s["words_per_cpu_s"], ceiling.get("words_per_cpu_s"))
         s["rss_x_rocksdb"] = ratio(s["rss_mb"], ref.get("rss_mb"))
         s["rss_x_ceiling"] = ratio(s["rss_mb"], ceiling.get("rss_mb"))
         lat, ref_lat, ceil_lat = s["latency"] or {}, ref.get("latency") or {}, ceiling.get("latency") or {}
@@ -159,6 +168,12 @@ def render(machine: dict, corpus: dict, settings: dict, summary: dict, pngs: lis
             f"| {_num(s['batch_p50_s'], 2)} "
             f"| {_num(s['batch_p99_s'], 2)} | {_num(s['spark_cpu_s'], 1)} | {_num(s['cassandra_cpu_s'], 1)} "
             f"| {s['error'] or s['verified']} |"
+        )
+    out += ["", "## CPU cost (the throughput run: Spark's process tree + Cassandra)", ""]
+    out += ["| system | words per CPU-second | × RocksDB | × ceiling |", "|---|---:|---:|---:|"]
+    for s in systems.values():
+        out.append(
+            f"| {s['label']} | {_num(s['words_per_cpu_s'])} | {_x(s['cpu_x_rocksdb'])} | {_x(s['cpu_x_ceiling'])} |"
         )
     rate = next((s["latency"]["rate_words_per_s"] for s in systems.values() if s["latency"]), None)
     out += ["", f"## End-to-end latency at {_num(rate)} words/s ({settings.get('trigger')} trigger)", ""]

@@ -309,6 +309,10 @@ def main(argv: list[str]) -> int:
     if plan["system"] in OURS:
         from pyspark import cloudpickle
 
+        from bench.compare_experiments import apply
+
+        apply(plan.get("experiments", []))
+
         cloudpickle.register_pickle_by_value(sys.modules["bench.common"])  # the profiled applier
     result: dict = {"system": plan["system"], "round": plan["round"], "spark_version": spark.version}
     result["session_start_s"] = time.perf_counter() - began

@@ -33,6 +33,7 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from bench import common  # noqa: E402
+from bench.compare_experiments import EXPERIMENTS  # noqa: E402
 from bench.compare_report import aggregate, render  # noqa: E402
 from bench.compare_systems import OURS, STATEFUL, SYSTEMS  # noqa: E402
 from bench.feed import produce_all  # noqa: E402
@@ -44,7 +45,6 @@ FULL = {
     "sizes": "10000,100000,1000000",
     "latency_seconds": 60.0,
     "latency_warmup": 10.0,
-    "rate": 10_000.0,
     "restart_repeats": 3,
     "profile": True,
     "out": PROJECT / "bench" / "results",
@@ -55,7 +55,6 @@ QUICK = {
     "sizes": "10000,100000",
     "latency_seconds": 10.0,
     "latency_warmup": 3.0,
-    "rate": 5_000.0,
     "restart_repeats": 1,
     "profile": False,
     "out": PROJECT / "reports" / "bench-quick",
@@ -75,12 +74,19 @@ def parse_args(argv=None):
     p.add_argument("--sizes", help="state sizes for the restart times (default 10000,100000,1000000)")
     p.add_argument("--restart-repeats", type=int, help="restarts per state size; the median counts (3; quick 1)")
     p.add_argument("--probe-words", type=int, default=1000, help="words of the batch after each restart (1000)")
-    p.add_argument("--rate", type=float, help="input rate of the latency runs, words/s (10,000; quick 5,000)")
+    p.add_argument("--rate", type=float, default=5_000.0, help="input rate of the latency runs, words/s (5,000)")
     p.add_argument("--latency-seconds", type=float, help="how long the latency runs feed input (60; quick 10)")
     p.add_argument("--latency-warmup", type=float, help="seconds of input left out of the latencies (10; quick 3)")
     p.add_argument("--trigger", default="1s", help="processing-time trigger of the latency runs (1s)")
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, help="profile our job (full run: on)")
     p.add_argument("--phases", help="only these phases of throughput,latency,restart,profile (default all)")
+    p.add_argument(
+        "--experiment",
+        action="append",
+        default=[],
+        choices=sorted(EXPERIMENTS),
+        help="a change to our job to try out (bench/compare_experiments.py); repeatable",
+    )
     p.add_argument("--partitions", type=int, default=4, help="Kafka topic partitions (4)")
     p.add_argument("--master", default="local[2]", help="Spark master (local[2])")
     p.add_argument("--shuffle-partitions", type=int, default=4, help="spark.sql.shuffle.partitions (4)")
@@ -255,6 +261,7 @@ def main(argv=None) -> int:
                 "drain_s": 60,
             },
             "restart": {"sizes": args.sizes, "repeats": args.restart_repeats, "probe_words": args.probe_words},
+            "experiments": args.experiment,
         }
         for round_no in range(1, args.rounds + 1):
             order = args.systems if round_no % 2 else list(reversed(args.systems))
