@@ -13,7 +13,7 @@ STORE_TYPE ?=
 TRIGGER ?= available-now
 PYTEST_ARGS ?=
 
-.PHONY: install venv jvm run test test-unit bench-replay bench-query bench-maintenance maintenance lint stack-up stack-down stack-status stack-reset clean
+.PHONY: install venv jvm run test test-unit bench-replay bench-query bench-maintenance maintenance lint browser airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
 install: venv jvm
 
@@ -42,7 +42,7 @@ run: install
 	STORE_TYPE=$(STORE_TYPE) TRIGGER=$(TRIGGER) scripts/run
 
 # Every test on the real stack; stops the stack afterwards if this target started it.
-test: install
+test: install browser
 	@if scripts/stack status >/dev/null 2>&1; then started=0; else started=1; scripts/stack up; fi; \
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$started = 1 ]; then scripts/stack down; fi; exit $$rc
@@ -78,6 +78,17 @@ maintenance: install
 	$(BIN)/python jobs/compact_state.py --store $(STORE) --report-dir $(REPORTS)/compact
 	$(BIN)/python jobs/audit_partitions.py --store $(STORE) --report-dir $(REPORTS)/audit
 	$(BIN)/python jobs/validate_idempotency.py --store $(STORE) --checkpoint $(CHECKPOINT) --report-dir $(REPORTS)/validate
+
+# Headless Chromium for the store page test (Debian's packages; this machine runs as root).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+
+# A local Airflow (api-server, scheduler, dag-processor) wired to the local stack; prints URL and login.
+airflow: stack-up
+	scripts/airflow up
+airflow-down:
+	scripts/airflow down
 
 lint: venv
 	$(BIN)/ruff check .
