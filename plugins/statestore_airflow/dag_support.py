@@ -28,6 +28,7 @@ from statestore.spark import connector_jars
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS = PROJECT / "jobs"
+SPARK_LOG_CONFIG = PROJECT / "stack" / "spark-log4j2.properties"
 CASSANDRA_CONN_ID = "statestore_cassandra"
 KAFKA_CONN_ID = "statestore_kafka"
 SPARK_CONN_ID = "spark_default"
@@ -51,14 +52,18 @@ def report_dir() -> Path:
 
 
 def cassandra_args(config: CassandraConfig) -> list[str]:
-    """Command-line flags of the library's jobs for `config`, secrets left out (see PASSWORD_ENV)."""
+    """Command-line flags of the library's jobs for `config`, secrets left out (see PASSWORD_ENV).
+    Every set value is passed, defaults included, so the connection wins over any STATESTORE_*
+    variable of the worker (flags beat the environment); unset ones (None, a switched-off TLS)
+    cannot be said with a flag and leave the worker's environment in charge."""
     args: list[str] = []
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        if f.metadata["secret"] or value is None or value == f.default:
+        if f.metadata["secret"] or value is None:
             continue
         if f.metadata["switch"]:
-            args.append(f.metadata["flag"])  # only ever True here: False is the default
+            if value:
+                args.append(f.metadata["flag"])
             continue
         if isinstance(value, bool):
             text = "true" if value else "false"
@@ -98,9 +103,12 @@ def spark_submission(args: list[str], conf: dict[str, str] | None = None) -> dic
     """What a SparkSubmitOperator takes from XCom: application args, --conf, --py-files, --jars
     or --packages, and the Python the driver and executors run."""
     jars = connector_jars()
+    defaults = {}
+    if SPARK_LOG_CONFIG.is_file():  # warnings only: Spark's INFO lines would bury the job's own log
+        defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{SPARK_LOG_CONFIG}"
     return {
         "application_args": args,
-        "conf": {str(k): str(v) for k, v in (conf or {}).items()},
+        "conf": {str(k): str(v) for k, v in {**defaults, **(conf or {})}.items()},
         "py_files": library_zip(),
         "jars": ",".join(jars),
         "packages": "" if jars else KAFKA_CONNECTOR_PACKAGE,

@@ -44,8 +44,17 @@ def test_cassandra_flags_round_trip_through_the_jobs_parser_without_the_password
     assert parsed == config
 
 
-def test_default_settings_give_no_flags():
-    assert dag_support.cassandra_args(CassandraConfig()) == []
+def test_the_connection_wins_over_the_workers_environment():
+    args = dag_support.cassandra_args(CassandraConfig(keyspace="ks"))
+    assert ["--cassandra-port", "9042"] == args[args.index("--cassandra-port") :][:2]
+    parser = argparse.ArgumentParser()
+    cfg.add_arguments(parser, CassandraConfig)
+    worker_env = {
+        "STATESTORE_CASSANDRA_PORT": "1111",
+        "STATESTORE_KEYSPACE": "other",
+        "STATESTORE_DML_CONSISTENCY": "ALL",
+    }
+    assert cfg.from_args(CassandraConfig, parser.parse_args(args), env=worker_env) == CassandraConfig(keyspace="ks")
 
 
 @pytest.mark.parametrize(
@@ -88,7 +97,8 @@ def test_submission_falls_back_to_maven_coordinates_without_local_jars(monkeypat
     monkeypatch.setattr(dag_support, "connector_jars", lambda: [])
     submission = dag_support.spark_submission(["--x"], {"spark.executor.memory": 2})
     assert (submission["jars"], submission["packages"]) == ("", dag_support.KAFKA_CONNECTOR_PACKAGE)
-    assert submission["conf"] == {"spark.executor.memory": "2"}
+    assert submission["conf"]["spark.executor.memory"] == "2"
+    assert "spark-log4j2.properties" in submission["conf"]["spark.driver.extraJavaOptions"]
     monkeypatch.setattr(dag_support, "connector_jars", lambda: ["/a.jar", "/b.jar"])
     submission = dag_support.spark_submission([])
     assert (submission["jars"], submission["packages"]) == ("/a.jar,/b.jar", "")

@@ -1,0 +1,145 @@
+"""The state stores inside Airflow's API server: a small page and the library's read-only API.
+
+    /statestore/            the store page: stores, sizes, last audit, top keys of one store
+    /statestore/reports/X   the last maintenance reports (audit_partitions.html, .json, .png)
+    /statestore/api/...     statestore.http: the read-only query API (OpenAPI at /statestore/api/docs)
+
+Nothing connects when the app is built (Airflow builds it when it loads plugins): the
+Cassandra settings come from a callable, called on the first request. Requests need an
+Airflow login (the UI's session cookie or a Bearer token), like the rest of the API server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from statestore import admin
+from statestore.cassandra import session_for
+from statestore.config import CassandraConfig
+from statestore.errors import StateStoreError, UnsupportedOperationError
+from statestore.http import create_app
+from statestore.maintenance.units import human_bytes
+
+_log = logging.getLogger(__name__)
+_TEMPLATES = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"])
+)
+# Report files the page may serve: a job's name, an optional store suffix, a known extension.
+_REPORT_FILE = re.compile(r"[a-z][a-z0-9_]*\.(html|md|json|png)")
+AUDIT_REPORT = "audit_partitions"
+
+
+def last_audit(report_dir: Path) -> dict[str, Any] | None:
+    """The last audit report's headline figures, or None when no audit has run yet."""
+    path = report_dir / f"{AUDIT_REPORT}.json"
+    try:
+        report = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return {"error": f"{path.name} cannot be read: {exc}"}
+    stores = {}
+    for store in report.get("stores", []):
+        largest = store.get("largest") or {}
+        stores[store.get("store")] = {
+            "level": store.get("level"),
+            "largest_bytes": largest.get("bytes"),
+            "entries": store.get("entries"),
+        }
+    return {
+        "generated_at": report.get("generated_at"),
+        "status": report.get("status"),
+        "stores": stores,
+        "html": (report_dir / f"{AUDIT_REPORT}.html").exists(),
+    }
+
+
+def page_data(session, keyspace: str, selected: str | None, top: int, report_dir: Path) -> dict[str, Any]:
+    """Everything the page shows, as plain values (the template only lays it out)."""
+    audit = last_audit(report_dir)
+    audited = (audit or {}).get("stores", {})
+    rows = []
+    for listing in admin.list_stores(session, keyspace):
+        described = admin.describe_store(session, keyspace, listing.spec.name, count_partitions=False)
+        figures = described.as_dict()
+        figures["estimated_size"] = human_bytes(figures["estimated_bytes"])
+        figures["audit"] = audited.get(listing.spec.name)
+        rows.append(figures)
+    names = [r["store"] for r in rows]
+    selected = selected if selected in names else (names[0] if names else None)
+    top_entries, top_note = [], None
+    if selected is not None:
+        try:
+            top_entries = admin.top_entries(session, keyspace, selected, top)
+        except UnsupportedOperationError as exc:
+            top_note = str(exc)
+    return {
+        "keyspace": keyspace,
+        "stores": rows,
+        "selected": selected,
+        "top": top,
+        "top_entries": top_entries,
+        "top_note": top_note,
+        "audit": audit,
+    }
+
+
+def create_store_app(
+    cassandra: Callable[[], CassandraConfig],
+    report_dir: Callable[[], Path],
+    *,
+    authenticate: bool = True,
+) -> FastAPI:
+    """The page plus the read-only API under /api. `authenticate` off only for tests of the
+    page alone (outside Airflow there is no auth manager to ask)."""
+    app = FastAPI(title="statestore in Airflow", docs_url=None, redoc_url=None, openapi_url=None)
+    app.mount("/api", create_app(cassandra))
+
+    if authenticate:
+        app.middleware("http")(_require_airflow_login)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def store_page(store: str | None = None, top: int = Query(10, ge=1, le=100)) -> HTMLResponse:
+        config = cassandra()
+
+        def collect() -> dict[str, Any]:
+            return page_data(session_for(config), config.keyspace, store, top, report_dir())
+
+        try:
+            data = await run_in_threadpool(collect)
+        except StateStoreError as exc:
+            data = {"keyspace": config.keyspace, "error": str(exc)}
+        return HTMLResponse(_TEMPLATES.get_template("stores.html").render(**data))
+
+    @app.get("/reports/{name}")
+    async def report_file(name: str) -> FileResponse:
+        path = report_dir() / name
+        if not _REPORT_FILE.fullmatch(name) or not path.is_file():
+            raise HTTPException(404, f"no report {name!r}")
+        return FileResponse(path)
+
+    return app
+
+
+async def _require_airflow_login(request: Request, call_next):
+    """The Airflow user behind the request: the UI's JWT cookie, or an Authorization: Bearer token."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+    from airflow.api_fastapi.core_api.security import resolve_user_from_token
+
+    header = request.headers.get("authorization", "")
+    token = header[7:] if header.lower().startswith("bearer ") else request.cookies.get(COOKIE_NAME_JWT_TOKEN)
+    try:
+        await resolve_user_from_token(token)
+    except HTTPException as exc:
+        return JSONResponse({"detail": f"{exc.detail}: log in to Airflow first"}, exc.status_code)
+    return await call_next(request)

@@ -1,0 +1,38 @@
+"""The statestore Airflow plugin: the store page and the read-only query API in the API server,
+linked from the UI's Browse menu (an external view rendered in the UI's frame)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from airflow.plugins_manager import AirflowPlugin
+from statestore_airflow import dag_support
+from statestore_airflow.store_page import create_store_app
+
+
+def _cassandra_config():
+    """The `statestore_cassandra` connection's settings, looked up on the first request."""
+    from statestore_airflow.hook import CassandraStateStoreHook
+
+    return CassandraStateStoreHook(dag_support.CASSANDRA_CONN_ID).config
+
+
+class StateStorePlugin(AirflowPlugin):
+    name = "statestore"
+    fastapi_apps: ClassVar[list] = [
+        {
+            "app": create_store_app(_cassandra_config, dag_support.report_dir),
+            "url_prefix": "/statestore",
+            "name": "State stores (page and read-only query API)",
+        }
+    ]
+    external_views: ClassVar[list] = [
+        {
+            "name": "State stores",
+            # No leading slash: the UI resolves it against its base URL.
+            "href": "statestore/",
+            "url_route": "statestore",
+            "destination": "nav",
+            "category": "browse",
+        }
+    ]
