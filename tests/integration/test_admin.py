@@ -158,3 +158,25 @@ def test_list_stores_of_a_keyspace_without_stores(session):
         assert admin.list_stores(session, empty) == []
     finally:
         session.execute(f"DROP KEYSPACE {empty}", execution_profile=DDL_PROFILE)
+
+
+@pytest.mark.parametrize("store_type", ["partitioned-versioned", "global-versioned"])
+def test_versioned_stores_through_every_admin_action(session, keyspace, store_name, store_type):
+    spec = admin.create_store(session, keyspace, store_name, store_type, 2, {"ttl": 600})
+    store = open_store(session, keyspace, store_name)
+    for key, versions in {"a": [(1, 100), (2, 200)], "b": [(7, 150)]}.items():
+        for value, at in versions:
+            store.put(key, value, at)
+    described = admin.describe_store(session, keyspace, store_name)
+    assert described.spec == spec and described.table_options.default_time_to_live == 600
+    assert "valid_to" in described.schema_cql
+    if spec.store_type.partitioned:
+        assert described.partition_stats.total == 3  # rows, i.e. versions: a twice, b once
+    else:
+        assert described.partition_stats is None
+    assert admin.top_entries(session, keyspace, store_name, 5) == [("b", 7), ("a", 2)]  # latest values
+    assert admin.alter_store(session, keyspace, store_name, {"ttl": 0}).default_time_to_live == 0
+    admin.truncate_store(session, keyspace, store_name)
+    assert list(store.all()) == []
+    admin.drop_store(session, keyspace, store_name, store_name)
+    assert registry.find(session, keyspace, store_name) is None
