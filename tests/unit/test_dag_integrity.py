@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import datetime
 
@@ -105,3 +106,17 @@ def test_maintenance_runs_its_jobs_in_order_and_publishes_the_report(dagbag):
         assert after in dag.get_task(before).downstream_task_ids
     outlets = dag.get_task("publish_reports").outlets
     assert [a.name for a in outlets] == ["statestore_audit_partitions_report"]
+
+
+def test_the_plugin_loads_and_only_its_entry_module_is_imported_as_a_plugin():
+    from airflow import plugins_manager
+
+    apps, _ = plugins_manager.get_fastapi_plugins()
+    assert plugins_manager.get_import_errors() == {}
+    assert [(a["name"], a["url_prefix"]) for a in apps] == [
+        ("State stores (page and read-only query API)", "/statestore")
+    ]
+    views, _ = plugins_manager._get_ui_plugins()
+    assert [(v["name"], v["href"], v["category"]) for v in views] == [("State stores", "statestore/", "browse")]
+    # plugins/.airflowignore keeps the package's modules from being loaded again as top-level modules.
+    assert "hook" not in sys.modules and "store_page" not in sys.modules
