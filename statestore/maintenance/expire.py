@@ -72,7 +72,10 @@ class ExpirySummary:
 
 
 def _select(shape: TableShape) -> str:
-    columns = ", ".join((*shape.key_columns, "time", "writetime(value)"))
+    """Key columns, the event time, then the write time of every cell: the delete takes the
+    newest, so it covers the whole row as read, and nothing written after it."""
+    stamps = (f"writetime({cell})" for cell in shape.cells)
+    columns = ", ".join((*shape.key_columns, "time", *stamps))
     return f"SELECT {columns} FROM {shape.qualified} WHERE {shape.token()} >= ? AND {shape.token()} <= ?"
 
 
@@ -122,12 +125,13 @@ def expire_range(
     for row in paged(session, select, token_range, options.page_size, EXEC_PROFILE_DEFAULT):
         summary.scanned += 1
         event_ms = None if row[n_key] is None else millis_of(row[n_key])
-        verdict = is_expired(cutoff, event_ms, row[n_key + 1])
+        written = max((ts for ts in row[n_key + 1 :] if ts is not None), default=None)
+        verdict = is_expired(cutoff, event_ms, written)
         if verdict is None:
             summary.undated += 1
         elif verdict:
             summary.expired += 1
-            picks.append((*row[:n_key], row[n_key + 1]))
+            picks.append((*row[:n_key], written))
             if len(summary.sample) < _SAMPLE:
                 summary.sample.append(_describe_key(row[n_key - 1]))
             if len(picks) >= _DELETE_CHUNK:
