@@ -5,8 +5,11 @@ entries by Spark tasks (half of them 3 days behind the stream's time, half 1 hou
 flushed, then
   - audited (statestore.maintenance.audit: token-range scan in Spark tasks, partition sizes,
     Cassandra's figures), timed from the first Spark task to the merged summary;
+  - scanned for expiry (a dry run: the expiry's scan and selection, no delete), then
   - expired with a 2-day retention in stream time (statestore.maintenance.expire: the same
     scan, plus a timestamped delete of the old half), timed the same way.
+Before each measured phase Cassandra is flushed and left to finish its compactions, so no
+phase pays for the previous one's background work; the waits are reported.
 Rows/s are entries scanned per second of wall time; the growth from the smallest to the
 largest size shows whether the time is linear in N.
 
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -87,12 +91,27 @@ def load(spark, session, config: CassandraConfig, name: str, entries: int, parti
     return spec, time.monotonic() - began
 
 
+def settle(nodetool, spec: StoreSpec, limit_s: float = 1800) -> float:
+    """Flush, then wait until Cassandra has no compaction pending or running, so a phase is not
+    measured against the previous one's background work; returns the seconds waited."""
+    if nodetool is None:
+        return 0.0
+    began = time.monotonic()
+    nodetool.flush(KEYSPACE, spec.table)
+    while time.monotonic() - began < limit_s:
+        stats = nodetool.run("compactionstats")
+        pending = re.search(r"pending tasks\s+(\d+)", stats)
+        if pending and int(pending.group(1)) == 0 and "compaction type" not in stats.lower():
+            break
+        time.sleep(5)
+    return round(time.monotonic() - began, 1)
+
+
 def measure(spark, session, config: CassandraConfig, nodetool, entries: int, partitions: int, ranges: int) -> dict:
     name = f"bench_{entries}"
     spec, load_s = load(spark, session, config, name, entries, partitions)
     print(f"{entries:,} entries: loaded in {load_s:.0f} s ({entries / load_s:,.0f}/s)", file=sys.stderr)
-    if nodetool is not None:
-        nodetool.flush(KEYSPACE, spec.table)
+    settled = {"after_load": settle(nodetool, spec)}
     options = AuditOptions(thresholds=Thresholds(), token_ranges=ranges)
     report = audit(spark, session, config, options, [name], nodetool)
     audited = report.stores[0]
@@ -107,6 +126,13 @@ def measure(spark, session, config: CassandraConfig, nodetool, entries: int, par
         "audit_vs_cassandra": audited.agreement,
     }
     print(f"  audit: {report.seconds:.1f} s, {report.rows_per_s:,.0f} rows/s", file=sys.stderr)
+    # The scan alone (a dry run deletes nothing), then the real expiry with its deletes.
+    dry = expire(
+        spark, session, config, [name], ExpireOptions(TimeBasis.STREAM, 2 * DAY_MS, dry_run=True, token_ranges=ranges)
+    )
+    row.update(expire_scan_s=dry.seconds, expire_scan_rows_per_s=dry.rows_per_s)
+    print(f"  expiry scan (dry run): {dry.seconds:.1f} s, {dry.rows_per_s:,.0f} rows/s", file=sys.stderr)
+    settled["before_expiry"] = settle(nodetool, spec)
     expiry = expire(spark, session, config, [name], ExpireOptions(TimeBasis.STREAM, 2 * DAY_MS, token_ranges=ranges))
     expired = expiry.stores[0]
     assert expired.removed == entries // 2, (expired.removed, entries)
@@ -116,6 +142,8 @@ def measure(spark, session, config: CassandraConfig, nodetool, entries: int, par
         expire_deletes_per_s=round(expired.removed / expiry.seconds, 1),
         removed=expired.removed,
     )
+    settled["after_expiry"] = settle(nodetool, spec)
+    row["compaction_settle_s"] = settled
     print(
         f"  expiry: {expiry.seconds:.1f} s, {expiry.rows_per_s:,.0f} rows/s, {expired.removed:,} deleted",
         file=sys.stderr,
@@ -163,6 +191,7 @@ def main(argv=None) -> int:
         "growth": {
             "entries": growth,
             "audit_time": round(last["audit_s"] / first["audit_s"], 2),
+            "expire_scan_time": round(last["expire_scan_s"] / first["expire_scan_s"], 2),
             "expire_time": round(last["expire_s"] / first["expire_s"], 2),
         },
     }
