@@ -257,7 +257,6 @@ def main(argv=None) -> int:
                 "seconds": args.latency_seconds,
                 "warmup_s": args.latency_warmup,
                 "trigger": args.trigger,
-                "settle_s": 3,
                 "drain_s": 60,
             },
             "restart": {"sizes": args.sizes, "repeats": args.restart_repeats, "probe_words": args.probe_words},
