@@ -42,6 +42,7 @@ _log = logging.getLogger("bench.streaming_compare")
 FULL = {
     "words": 5_000_000,
     "vocab": 1_000_000,
+    "batches": 10,
     "sizes": "10000,100000,1000000",
     "latency_seconds": 60.0,
     "latency_warmup": 10.0,
@@ -52,9 +53,10 @@ FULL = {
 QUICK = {
     "words": 100_000,
     "vocab": 20_000,
-    "sizes": "10000,100000",
-    "latency_seconds": 10.0,
-    "latency_warmup": 3.0,
+    "batches": 5,
+    "sizes": "10000,50000",
+    "latency_seconds": 8.0,
+    "latency_warmup": 2.0,
     "restart_repeats": 1,
     "profile": False,
     "out": PROJECT / "reports" / "bench-quick",
@@ -68,15 +70,15 @@ def parse_args(argv=None):
     p.add_argument("--vocab", type=int, help="vocabulary size (default 1,000,000; quick 20,000)")
     p.add_argument("--zipf-s", type=float, default=1.0, help="Zipf exponent of word frequencies (1.0)")
     p.add_argument("--words-per-line", type=int, default=10, help="mean words per Kafka message (10)")
-    p.add_argument("--batches", type=int, default=10, help="micro-batches of the corpus, via maxOffsetsPerTrigger (10)")
+    p.add_argument("--batches", type=int, help="micro-batches of the corpus, via maxOffsetsPerTrigger (10; quick 5)")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
     p.add_argument("--rounds", type=int, default=1, help="throughput runs per system, order alternating (1)")
-    p.add_argument("--sizes", help="state sizes for the restart times (default 10000,100000,1000000)")
+    p.add_argument("--sizes", help="state sizes for the restart times (10000,100000,1000000; quick 10000,50000)")
     p.add_argument("--restart-repeats", type=int, help="restarts per state size; the median counts (3; quick 1)")
     p.add_argument("--probe-words", type=int, default=1000, help="words of the batch after each restart (1000)")
     p.add_argument("--rate", type=float, default=5_000.0, help="input rate of the latency runs, words/s (5,000)")
-    p.add_argument("--latency-seconds", type=float, help="how long the latency runs feed input (60; quick 10)")
-    p.add_argument("--latency-warmup", type=float, help="seconds of input left out of the latencies (10; quick 3)")
+    p.add_argument("--latency-seconds", type=float, help="how long the latency runs feed input (60; quick 8)")
+    p.add_argument("--latency-warmup", type=float, help="seconds of input left out of the latencies (10; quick 2)")
     p.add_argument("--trigger", default="1s", help="processing-time trigger of the latency runs (1s)")
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, help="profile our job (full run: on)")
     p.add_argument("--phases", help="only these phases of throughput,latency,restart,profile (default all)")
