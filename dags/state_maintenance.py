@@ -21,9 +21,10 @@ What runs today:
   in parallel Spark tasks). Reports `audit_partitions.json/.md/.html` and a histogram PNG per
   store in `$STATESTORE_REPORT_DIR`. With **policy** `fail` the task fails when a partition
   is over **fail_size**; with `warn` it reports and succeeds.
-- `expire_state`, `compact_state`, `validate_idempotency`: **not built yet** (the
-  maintenance jobs are in progress); these tasks are skipped with that message, so a run
-  never claims work it did not do.
+- `expire_state`, `compact_state`, `validate_idempotency`: the jobs exist
+  (`jobs/expire_state.py`, `jobs/compact_state.py`, `jobs/validate_idempotency.py`, runnable
+  with spark-submit or `make maintenance`) but are **not wired into this DAG yet**; these tasks
+  are skipped with that message, so a run never claims work it did not do.
 
 Connections: `statestore_cassandra` and `spark_default`, as for `wordcount_stream`.
 nodetool (for Cassandra's own figures) comes from the worker's `STATESTORE_NODETOOL` /
@@ -81,7 +82,9 @@ with DAG(
         def skip() -> None:
             from airflow.sdk.exceptions import AirflowSkipException
 
-            raise AirflowSkipException(f"{job}: not built yet (the maintenance jobs are in progress); nothing was done")
+            raise AirflowSkipException(
+                f"{job}: not wired into this DAG yet (run jobs/{job}.py or `make maintenance`); nothing was done"
+            )
 
         return skip()
 
