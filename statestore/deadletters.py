@@ -43,8 +43,8 @@ def create_cql(keyspace: str, store: str) -> str:
     )
 
 
-def ensure_table(session, keyspace: str, store: str) -> None:
-    session.execute(create_cql(keyspace, store), execution_profile=DDL_PROFILE)
+def ensure_table(session, keyspace: str, store: str, ddl_profile: object = DDL_PROFILE) -> None:
+    session.execute(create_cql(keyspace, store), execution_profile=ddl_profile)
 
 
 def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurrency: int = 16) -> None:

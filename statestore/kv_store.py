@@ -120,12 +120,17 @@ class KeyValueStore:
         self.put_all([(key, value)])
 
     def put_all(self, items: Iterable[tuple[Any, Any]], concurrency: int = 64) -> None:
-        """Write every (key, value); None values delete their keys. Encoding errors are raised
-        before anything is written."""
-        items = list(items)
+        """Write every (key, value); None values delete their keys. A key given more than once
+        ends with its last value, as in a sequence of puts. Encoding errors are raised before
+        anything is written."""
+        # One write per key: the writes of one call share a timestamp, so two of them for one
+        # key would be settled by Cassandra's tie-break on the value bytes, not by their order.
+        last: dict[bytes, bytes | None] = {}
+        for key, value in items:
+            last[self._key(key)] = None if value is None else self._value(value)
         now_ms = int(time.time() * 1000)
-        entries = [Entry(self._key(k), self._value(v), None, now_ms) for k, v in items if v is not None]
-        deletions = [self._key(k) for k, v in items if v is None]
+        entries = [Entry(raw, value, None, now_ms) for raw, value in last.items() if value is not None]
+        deletions = [raw for raw, value in last.items() if value is None]
         self.table.write_entries(self.session, entries, concurrency, None)
         for raw in deletions:
             self.table.delete(self.session, raw)

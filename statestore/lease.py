@@ -65,6 +65,15 @@ def current_holder(session, keyspace: str, store: str) -> Holder | None:
     return None if row is None else Holder(row.holder, row.checkpoint, row.acquired_at)
 
 
+def holders(session, keyspace: str) -> dict[str, Holder]:
+    """Every store's current lease holder, by store (one read of the small lease table)."""
+    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
+    if meta is None or LEASE_TABLE not in meta.tables:
+        return {}
+    rows = session.execute(f"SELECT store, holder, checkpoint, acquired_at FROM {keyspace}.{LEASE_TABLE}")
+    return {row.store: Holder(row.holder, row.checkpoint, row.acquired_at) for row in rows}
+
+
 def describe_self() -> str:
     """host:pid:random, unique per process start."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

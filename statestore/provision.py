@@ -29,17 +29,17 @@ def provision_store(
     """Create what `spec` needs and register it; returns the registered spec. With
     `create_table` off the table must already exist (created by whoever manages schemas)."""
     require_keyspace(session, spec.keyspace)
-    registry.ensure_table(session, spec.keyspace)
+    registry.ensure_table(session, spec.keyspace, ddl_profile)
     if not create_table and not table_exists(session, spec.keyspace, spec.table):
         raise StoreNotFoundError(
             f"table {spec.keyspace}.{spec.table} of store '{spec.name}' does not exist and table creation is "
             "off: create it (its CQL is in the README's store types table) or turn table creation on"
         )
-    registered = registry.register(session, spec, source_topic)
+    registered = registry.register(session, spec, source_topic, ddl_profile)
     if create_table:
         session.execute(table_for(registered).create_cql(options), execution_profile=ddl_profile)
     if dead_letters:
-        deadletters.ensure_table(session, spec.keyspace, spec.name)
+        deadletters.ensure_table(session, spec.keyspace, spec.name, ddl_profile)
     return registered
 
 

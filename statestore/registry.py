@@ -51,8 +51,8 @@ def create_cql(keyspace: str) -> str:
     )
 
 
-def ensure_table(session, keyspace: str) -> None:
-    session.execute(create_cql(keyspace), execution_profile=DDL_PROFILE)
+def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> None:
+    session.execute(create_cql(keyspace), execution_profile=ddl_profile)
 
 
 def _spec(keyspace: str, row) -> StoreSpec:
@@ -67,7 +67,7 @@ def _spec(keyspace: str, row) -> StoreSpec:
     )
 
 
-def register(session, spec: StoreSpec, source_topic: str | None = None) -> StoreSpec:
+def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_profile: object = DDL_PROFILE) -> StoreSpec:
     """Register `spec` unless the store exists; return the registered spec.
 
     An existing store with another type or partition count is an error: its data is laid
@@ -82,7 +82,7 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
     row = session.execute(
         insert,
         (spec.name, spec.store_type.value, spec.table, spec.partitions, spec.key_codec, spec.value_codec, source_topic),
-        execution_profile=DDL_PROFILE,
+        execution_profile=ddl_profile,
     ).one()
     if row.applied:
         return spec

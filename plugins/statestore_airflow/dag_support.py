@@ -24,6 +24,7 @@ import statestore
 from statestore.config import CassandraConfig
 from statestore.errors import CassandraUnavailableError, StateStoreError
 from statestore.lease import LeaseHeldError
+from statestore.maintenance.plan import JOB_ORDER
 from statestore.spark import connector_jars
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -129,3 +130,75 @@ def fail_without_retry() -> Iterator[None]:
         raise
     except StateStoreError as exc:
         raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def maintenance_args(
+    stores: dict[str, list[str]], params: dict[str, Any], reports: Path, checkpoints: Path
+) -> dict[str, list[list[str]]]:
+    """The command lines of the maintenance jobs for the planned `stores` of each job
+    (statestore.maintenance.plan), from the state_maintenance params; Cassandra and Kafka
+    flags are added by the caller. One run per job over all its stores, except validation:
+    one run per store (each has its own input, checkpoint and report folder)."""
+    ranges = ["--token-ranges", str(params["token_ranges"])]
+    dry = ["--dry-run"] if params["dry_run"] else []
+
+    def over(job: str) -> list[str]:
+        return [a for store in stores.get(job, []) for a in ("--store", store)]
+
+    runs: dict[str, list[list[str]]] = {}
+    if stores.get("expire_state"):
+        args = ["--report-dir", str(reports), *over("expire_state"), "--retention", params["retention"]]
+        args += ["--basis", params["basis"], *ranges, *dry]
+        if params["table_ttl"] is not None:
+            args += ["--table-ttl", params["table_ttl"]]
+        runs["expire_state"] = [args]
+    if stores.get("compact_state"):
+        args = ["--report-dir", str(reports), *over("compact_state"), "--basis", params["basis"]]
+        args += ["--tombstone-threshold", str(params["tombstone_threshold"])]
+        args += ["--cassandra-compaction", params["cassandra_compaction"], *ranges, *dry]
+        if params["history_retention"] is not None:
+            args += ["--history-retention", params["history_retention"]]
+        runs["compact_state"] = [args]
+    if stores.get("audit_partitions"):
+        args = ["--report-dir", str(reports), *over("audit_partitions"), "--policy", params["policy"]]
+        args += ["--warn-size", params["warn_size"], "--fail-size", params["fail_size"], *ranges]
+        for flag, key in (("--warn-entries", "warn_entries"), ("--fail-entries", "fail_entries")):
+            if params[key] is not None:
+                args += [flag, str(params[key])]
+        if params["flush"]:
+            args.append("--flush")
+        runs["audit_partitions"] = [args]
+    validations = []
+    for store in stores.get("validate_idempotency", []):
+        args = ["--report-dir", str(reports / "validate_idempotency" / store), "--store", store, *ranges]
+        args += ["--starting-offsets", params["starting_offsets"], "--replay-batches", str(params["replay_batches"])]
+        if (checkpoints / store).is_dir():  # the wordcount_stream DAG's default checkpoint
+            args += ["--checkpoint", str(checkpoints / store)]
+        if not params["quality"]:
+            args.append("--no-quality")
+        validations.append(args)
+    runs["validate_idempotency"] = validations
+    return {job: runs.get(job, []) for job in JOB_ORDER}
+
+
+def report_summaries(reports: Path, since: float) -> dict[str, list[dict[str, Any]]]:
+    """The maintenance reports written at or after `since` (epoch seconds), by job: path,
+    status and generation time of each (validation: one per store)."""
+    import json
+
+    found: dict[str, list[dict[str, Any]]] = {}
+    for job in JOB_ORDER:
+        paths = [reports / f"{job}.json", *sorted((reports / job).glob(f"*/{job}.json"))]
+        for path in paths:
+            if not path.is_file() or path.stat().st_mtime < since:
+                continue
+            report = json.loads(path.read_text())
+            found.setdefault(job, []).append(
+                {
+                    "path": str(path),
+                    "status": report.get("status", "done"),
+                    "generated_at": report.get("generated_at"),
+                    "stores": [s.get("store") for s in report.get("stores", [])] or [report.get("store")],
+                }
+            )
+    return found

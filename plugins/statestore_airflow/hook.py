@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from statestore import admin
+from statestore import admin, lease
 from statestore import config as cfg
 from statestore.builder import open_store
 from statestore.cassandra import session_for
@@ -119,6 +119,10 @@ class CassandraStateStoreHook(BaseHook):
 
     def list_stores(self) -> list[admin.StoreListing]:
         return admin.list_stores(self.get_conn(), self.keyspace)
+
+    def writers(self) -> dict[str, str]:
+        """Which stores a stream writes right now: store -> the lease holder (host:pid:id)."""
+        return {store: held.holder for store, held in lease.holders(self.get_conn(), self.keyspace).items()}
 
     def create_store(
         self,

@@ -236,7 +236,9 @@ def validate(
         result = recompute(spark, kafka, frame, progress, expired_before_ms, options, report_dir)
         replayed = None
         if options.replay_batches and options.checkpoint:
-            replayed = replay.replay_check(spark, session, config, kafka, spec, shape, progress, options, report_dir)
+            replayed = replay.replay_check(
+                spark, session, config, kafka, spec, shape, progress, options, report_dir, expired_before_ms
+            )
         checked = None
         if options.quality:
             checked = quality.run_suite(spark, frame, spec, progress, result, report_dir)

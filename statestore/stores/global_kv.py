@@ -127,6 +127,7 @@ class GlobalKeyValueTable(KeyValueTable):
                 session,
                 [(select, bounds) for bounds in token_splits(_COUNT_SPLITS)],
                 concurrency=8,
+                execution_profile=self.profile,
                 raise_on_first_error=True,
             )
         )

@@ -159,3 +159,53 @@ def test_wordcount_stream_killed_then_rerun_counts_exactly(
     rerun = dag.test(run_conf={"topic": topic, "store": store_name, "trigger": "available-now"})
     assert rerun.state == "success"
     assert dump(session, keyspace, store_name) == dict(first_truth + more_truth)
+
+
+def _produce_at(kafka_config, topic: str, lines: list[str], timestamp_ms: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": kafka_config.bootstrap_servers})
+    for line in lines:
+        producer.produce(topic, line.encode(), timestamp=timestamp_ms)
+    assert producer.flush(30) == 0
+
+
+def test_state_maintenance_end_to_end(dags, connections, session, keyspace, kafka_config, topic, store_name):
+    """Stream into a store, then the scheduled maintenance: expiry by stream time removes the
+    words last seen 10 days before the stream's time, and the other jobs leave the store
+    exact; a wrong count then fails validation (and the run), naming the key."""
+    import time
+
+    now_ms = int(time.time() * 1000)
+    _produce_at(kafka_config, topic, [f"ancient{i} shared" for i in range(40)], now_ms - 10 * 86_400_000)
+    _produce_at(kafka_config, topic, [f"fresh{i % 25} shared" for i in range(100)], now_ms)
+    assert dags["wordcount_stream"].test(run_conf={"topic": topic, "store": store_name}).state == "success"
+    assert dump(session, keyspace, store_name)["shared"] == 140
+    kept = {**{f"fresh{i}": 4 for i in range(25)}, "shared": 140}
+    reports = connections / "reports"
+    os.environ["STATESTORE_REPORT_DIR"] = str(reports)  # the connections fixture's monkeypatch undoes the rest
+    try:
+        run = dags["state_maintenance"].test(
+            run_conf={"stores": [store_name], "retention": "2d", "token_ranges": 4, "replay_batches": 1}
+        )
+        assert run.state == "success"
+        assert dump(session, keyspace, store_name) == kept  # exactly the ancient words expired
+        expired = json.loads((reports / "expire_state.json").read_text())["stores"][0]
+        assert (expired["store"], expired["removed"], expired["kept"]) == (store_name, 40, 26)
+        assert json.loads((reports / "audit_partitions.json").read_text())["status"] == "ok"
+        assert json.loads((reports / "compact_state.json").read_text())["stores"][0]["store"] == store_name
+        validated = reports / "validate_idempotency" / store_name
+        assert json.loads((validated / "validate_idempotency.json").read_text())["status"] == "pass"
+        assert (validated / "data_docs").is_dir()
+        published = _result(run, "publish_reports")
+        assert sorted(published) == ["audit_partitions", "compact_state", "expire_state", "validate_idempotency"]
+
+        # A wrong count: validation fails at once (no retry) and names the key; the run fails.
+        open_store(session, keyspace, store_name).put("fresh3", 5)
+        run = dags["state_maintenance"].test(run_conf={"stores": [store_name], "replay_batches": 0})
+        assert run.state == "failed"
+        report = json.loads((validated / "validate_idempotency.json").read_text())
+        assert report["status"] == "fail" and "fresh3" in json.dumps(report["recompute"])
+        assert _result(run, "publish_reports")["validate_idempotency"][0]["status"] == "fail"
+    finally:
+        os.environ.pop("STATESTORE_REPORT_DIR", None)

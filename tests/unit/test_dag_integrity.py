@@ -46,6 +46,8 @@ def test_house_rules(dagbag, dag_id):
     assert dag.catchup is False
     assert dag.start_date == datetime.fromisoformat("2026-01-01T00:00:00+00:00")
     for task in dag.tasks:
+        if task.task_id == "watcher":  # it only turns an upstream failure into the run's outcome
+            continue
         assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
 
 
@@ -68,6 +70,10 @@ def test_schedules_and_concurrency(dagbag):
         ("state_store_admin", {"options": "ttl=5"}, "options"),
         ("state_maintenance", {"policy": "ignore"}, "policy"),
         ("state_maintenance", {"token_ranges": 0}, "token_ranges"),
+        ("state_maintenance", {"retention": "a week"}, "retention"),
+        ("state_maintenance", {"basis": "wall"}, "basis"),
+        ("state_maintenance", {"tombstone_threshold": 2}, "tombstone_threshold"),
+        ("state_maintenance", {"history_retention": "30 days"}, "history_retention"),
     ],
 )
 def test_the_trigger_form_refuses_bad_params(dagbag, dag_id, conf, bad_key):
@@ -94,18 +100,39 @@ def test_spark_tasks_take_their_arguments_at_run_time(dagbag):
     assert stream.upstream_task_ids == {"prepare_submission"}
     assert "password" in stream.env_vars["STATESTORE_CASSANDRA_PASSWORD"]  # a template, rendered when it runs
 
-    audit = dagbag.dags["state_maintenance"].get_task("audit_partitions")
-    assert audit.application == str(airflow_env.PROJECT / "jobs" / "audit_partitions.py")
-    assert (airflow_env.PROJECT / "jobs" / "audit_partitions.py").is_file()
+    from statestore_airflow.operators import MaintenanceJobOperator
 
-
-def test_maintenance_runs_its_jobs_in_order_and_publishes_the_report(dagbag):
+    assert issubclass(MaintenanceJobOperator, SparkSubmitOperator)
     dag = dagbag.dags["state_maintenance"]
-    order = ["expire_state", "compact_state", "audit_partitions", "validate_idempotency", "publish_reports"]
+    for job in ("expire_state", "compact_state", "audit_partitions"):
+        operator = dag.get_task(job)
+        assert isinstance(operator, MaintenanceJobOperator)
+        assert operator.application == str(airflow_env.PROJECT / "jobs" / f"{job}.py")
+        for field in ("application_args", "py_files", "jars", "packages", "conf"):
+            assert isinstance(getattr(operator, field), XComArg), f"{job}.{field}"
+        assert operator.env_vars is None  # the password is added when it runs, never rendered into XCom
+    validate = dag.get_task("validate_idempotency")  # one mapped instance per store
+    assert validate.operator_class is MaintenanceJobOperator
+    assert validate.partial_kwargs["application"] == str(airflow_env.PROJECT / "jobs" / "validate_idempotency.py")
+    assert "prepare_validations" in validate.upstream_task_ids
+    for job in ("expire_state", "compact_state", "audit_partitions", "validate_idempotency"):
+        assert (airflow_env.PROJECT / "jobs" / f"{job}.py").is_file()
+
+
+def test_maintenance_runs_its_jobs_in_order_publishes_every_report_and_fails_on_any_failure(dagbag):
+    from airflow.sdk import TriggerRule
+
+    dag = dagbag.dags["state_maintenance"]
+    order = ["plan", "expire_state", "compact_state", "audit_partitions", "validate_idempotency", "publish_reports"]
     for before, after in itertools.pairwise(order):
         assert after in dag.get_task(before).downstream_task_ids
+    for later in order[2:]:  # every job runs (and the reports go out) whatever failed before it
+        assert dag.get_task(later).trigger_rule == TriggerRule.ALL_DONE
     outlets = dag.get_task("publish_reports").outlets
-    assert [a.name for a in outlets] == ["statestore_audit_partitions_report"]
+    assert sorted(a.name for a in outlets) == sorted(f"statestore_{job}_report" for job in order[1:5])
+    watcher = dag.get_task("watcher")
+    assert watcher.trigger_rule == TriggerRule.ONE_FAILED
+    assert watcher.upstream_task_ids == {*order, "prepare_validations"}
 
 
 def test_the_plugin_loads_and_only_its_entry_module_is_imported_as_a_plugin():
