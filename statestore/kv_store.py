@@ -112,6 +112,23 @@ class KeyValueStore:
             self.cache.store(raw, value)
         return value
 
+    async def get_async(self, key: Any) -> Any | None:
+        """`get` for an asyncio caller: the same single query, awaited without a thread."""
+        from statestore.aio import awaitable
+        from statestore.stores.base import entry_from_row
+
+        raw = self._key(key)
+        if self.cache is not None:
+            hit, value = self.cache.lookup(raw)
+            if hit:
+                return value
+        statement, params = self.table.get_query(self.session, raw)
+        rows = await awaitable(self.session.execute_async(statement, params, execution_profile=self.table.profile))
+        value = self.value_codec.decode(entry_from_row(rows[0]).value) if rows else None
+        if self.cache is not None:
+            self.cache.store(raw, value)
+        return value
+
     def put(self, key: Any, value: Any) -> None:
         """Write `value` under `key`; a None value deletes the key (as in Kafka Streams)."""
         if value is None:

@@ -109,6 +109,10 @@ async def get_key(
         hit, found = handle.cache.lookup(check_key(handle.key_codec.encode(parsed)))
         if hit:
             return _record(handle, key, parsed, found)
+    # A warm key-value store reads with the driver's asynchronous call, awaited on the loop.
+    if handle is not None and as_of is None and not versioned(handle):
+        parsed = parse_key(key, handle.key_codec)
+        return _record(handle, key, parsed, await handle.get_async(parsed))
     return await run_in_threadpool(_get_key, catalog, store, key, as_of)
 
 

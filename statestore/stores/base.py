@@ -7,10 +7,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
-from statestore.errors import ValueTooLargeError
+from statestore.errors import UnsupportedOperationError, ValueTooLargeError
 from statestore.names import store_table, validate_keyspace, validate_store_name, validate_table_name
 from statestore.options import TableOptions
 
@@ -210,6 +211,10 @@ class KeyValueTable(ABC):
     @abstractmethod
     def get(self, session, key: bytes) -> Entry | None:
         """One entry by key, in one query."""
+
+    def get_query(self, session, key: bytes) -> tuple[Any, tuple]:
+        """The statement and parameters of `get` (for an asynchronous read of the same query)."""
+        raise UnsupportedOperationError(f"{type(self).__name__} has no single-query get")
 
     @abstractmethod
     def put_if_absent(self, session, entry: Entry) -> Entry | None:

@@ -78,8 +78,11 @@ class GlobalKeyValueTable(KeyValueTable):
             raise_on_first_error=True,
         )
 
+    def get_query(self, session, key):
+        return self._select_one(session), (key,)
+
     def get(self, session, key):
-        row = session.execute(self._select_one(session), (key,), execution_profile=self.profile).one()
+        row = session.execute(*self.get_query(session, key), execution_profile=self.profile).one()
         return None if row is None else entry_from_row(row)
 
     def put_if_absent(self, session, entry):

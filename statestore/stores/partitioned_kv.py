@@ -112,13 +112,16 @@ class PartitionedKeyValueTable(KeyValueTable):
             raise_on_first_error=True,
         )
 
-    def get(self, session, key):
+    def get_query(self, session, key):
         select = prepare(
             session,
             f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE partition = ? AND key = ?",
         )
         select.is_idempotent = True
-        row = session.execute(select, (self.partition_of(key), key), execution_profile=self.profile).one()
+        return select, (self.partition_of(key), key)
+
+    def get(self, session, key):
+        row = session.execute(*self.get_query(session, key), execution_profile=self.profile).one()
         return None if row is None else entry_from_row(row)
 
     def put_if_absent(self, session, entry):

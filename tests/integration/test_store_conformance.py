@@ -3,6 +3,7 @@ every key-value store type and codec pair, with unsupported cells raising the do
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -67,6 +68,14 @@ def _build(session, keyspace, store_type: StoreType, case: str):
     return store, keys, value_of
 
 
+def _absent(store, keys):
+    """A key of the store's key type that the loaded store does not hold."""
+    candidates = {codecs.STRING: "absent", codecs.LONG: 7, codecs.INT: 3, codecs.BYTES: b"\x02"}
+    absent = candidates.get(store.key_codec, ["absent"] if store.key_codec is codecs.JSON else 77)
+    assert absent not in keys
+    return absent
+
+
 def _sorted_model(store, keys, value_of) -> list[tuple]:
     """The reference: every (key, value) in encoded-key byte order, as Cassandra orders blobs."""
     return sorted(((k, value_of(i)) for i, k in enumerate(keys)), key=lambda kv: store.key_codec.encode(kv[0]))
@@ -85,6 +94,9 @@ def test_point_operations(loaded):
     store, keys, value_of = loaded
     for i, key in enumerate(keys):
         assert store.get(key) == value_of(i)
+    # The HTTP API's asynchronous get: the same answers, present and absent.
+    assert asyncio.run(store.get_async(keys[-1])) == value_of(len(keys) - 1)
+    assert asyncio.run(store.get_async(_absent(store, keys))) is None
     first = keys[0]
     assert store.put_if_absent(first, value_of(5)) == value_of(0)  # exists: returns it, writes nothing
     assert store.get(first) == value_of(0)
