@@ -48,7 +48,7 @@ JOB_ORDER = dag_support.JOB_ORDER
 VALIDATE = JOB_ORDER[3]
 SHARED = ("py_files", "jars", "packages", "conf")  # what every job's spark-submit takes alike
 REPORTS = {job: Asset(name=f"statestore_{job}_report") for job in JOB_ORDER}
-DURATION = r"^[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d|w)$"
+DURATION = r"^[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d|w)?$"  # a bare number is seconds
 SIZE = r"^[0-9.]+\s*[A-Za-z]*$"
 
 with DAG(

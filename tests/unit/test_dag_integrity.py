@@ -74,6 +74,7 @@ def test_schedules_and_concurrency(dagbag):
         ("state_maintenance", {"basis": "wall"}, "basis"),
         ("state_maintenance", {"tombstone_threshold": 2}, "tombstone_threshold"),
         ("state_maintenance", {"history_retention": "30 days"}, "history_retention"),
+        ("state_maintenance", {"table_ttl": "-1"}, "table_ttl"),
     ],
 )
 def test_the_trigger_form_refuses_bad_params(dagbag, dag_id, conf, bad_key):
