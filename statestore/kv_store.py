@@ -102,15 +102,10 @@ class KeyValueStore:
 
     def get(self, key: Any) -> Any | None:
         raw = self._key(key)
-        if self.cache is not None:
-            hit, value = self.cache.lookup(raw)
-            if hit:
-                return value
-        entry = self.table.get(self.session, raw)
-        value = None if entry is None else self.value_codec.decode(entry.value)
-        if self.cache is not None:
-            self.cache.store(raw, value)
-        return value
+        hit, value = self._cached(raw)
+        if hit:
+            return value
+        return self._remember(raw, self.table.get(self.session, raw))
 
     async def get_async(self, key: Any) -> Any | None:
         """`get` for an asyncio caller: the same single query, awaited without a thread."""
@@ -118,13 +113,20 @@ class KeyValueStore:
         from statestore.stores.base import entry_from_row
 
         raw = self._key(key)
-        if self.cache is not None:
-            hit, value = self.cache.lookup(raw)
-            if hit:
-                return value
+        hit, value = self._cached(raw)
+        if hit:
+            return value
         statement, params = self.table.get_query(self.session, raw)
         rows = await awaitable(self.session.execute_async(statement, params, execution_profile=self.table.profile))
-        value = self.value_codec.decode(entry_from_row(rows[0]).value) if rows else None
+        return self._remember(raw, entry_from_row(rows[0]) if rows else None)
+
+    def _cached(self, raw: bytes) -> tuple[bool, Any]:
+        """(True, value) when the read cache holds `raw` (absent keys included), else (False, None)."""
+        return (False, None) if self.cache is None else self.cache.lookup(raw)
+
+    def _remember(self, raw: bytes, entry: Entry | None) -> Any | None:
+        """The decoded value of a read `entry` (None: absent), kept in the read cache if there is one."""
+        value = None if entry is None else self.value_codec.decode(entry.value)
         if self.cache is not None:
             self.cache.store(raw, value)
         return value

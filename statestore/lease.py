@@ -53,10 +53,14 @@ def create_cql(keyspace: str) -> str:
     )
 
 
+def _has_lease_table(session, keyspace: str) -> bool:
+    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
+    return meta is not None and LEASE_TABLE in meta.tables
+
+
 def current_holder(session, keyspace: str, store: str) -> Holder | None:
     """Who holds the store's lease now, if anyone (a missing lease table means nobody)."""
-    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
-    if meta is None or LEASE_TABLE not in meta.tables:
+    if not _has_lease_table(session, keyspace):
         return None
     row = session.execute(
         prepare(session, f"SELECT holder, checkpoint, acquired_at FROM {keyspace}.{LEASE_TABLE} WHERE store = ?"),
@@ -67,8 +71,7 @@ def current_holder(session, keyspace: str, store: str) -> Holder | None:
 
 def holders(session, keyspace: str) -> dict[str, Holder]:
     """Every store's current lease holder, by store (one read of the small lease table)."""
-    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
-    if meta is None or LEASE_TABLE not in meta.tables:
+    if not _has_lease_table(session, keyspace):
         return {}
     rows = session.execute(f"SELECT store, holder, checkpoint, acquired_at FROM {keyspace}.{LEASE_TABLE}")
     return {row.store: Holder(row.holder, row.checkpoint, row.acquired_at) for row in rows}
