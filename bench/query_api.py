@@ -1,10 +1,14 @@
 """Interactive queries on the local stack: HTTP point gets and a full scan through the library.
 
 (a) Point get through the HTTP API: `statestore serve` runs as its own process (no access log);
-    one warm keep-alive httpx connection sends --requests sequential GET /stores/{s}/keys/{k}
-    for random keys of a --keys-entry partitioned store, after one untimed get of every key. Two
-    servers: without the read cache, and with it (--cache-entries covering the keys, a TTL longer
-    than the run, so after the warm-up every read is a hit: the floor the cache gives); and, for
+    one warm keep-alive connection sends --requests sequential GET /stores/{s}/keys/{k} for
+    random keys of a --keys-entry partitioned store, after one untimed get of every key. Servers:
+    the API as shipped without the read cache; the same app without its point-get fast path
+    (every get through FastAPI's route: how it was before statestore.http.fast_get); and with
+    the read cache (--cache-entries covering the keys, a TTL longer than the run, so after the
+    warm-up every read is a hit: the floor the cache gives). Each server is measured with two
+    clients: the standard library's http.client (little client CPU, like wrk or curl) and httpx
+    (a full-featured client that spends about a millisecond of its own per request here). For
     reference, the same gets through the library with no HTTP. The variants alternate over
     --get-rounds rounds. Latency is client-side wall time per request (perf_counter).
 (b) Full scan: a --scan-entries partitioned store (--partitions store partitions, written fast
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import http.client
+import json
 import os
 import platform
 import pstats
@@ -77,10 +83,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(*args: str) -> tuple[subprocess.Popen, str]:
+def serve(*args: str, fast_path: bool = True) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    argv = [sys.executable, "-m", "statestore", "serve", "--port", str(port), "--keyspace", KEYSPACE]
-    process = subprocess.Popen([*argv, "--no-access-log", "--log-level", "warning", *args])
+    if fast_path:
+        argv = [sys.executable, "-m", "statestore", "serve", "--port", str(port), "--keyspace", KEYSPACE]
+        argv += ["--no-access-log", "--log-level", "warning", *args]
+    else:
+        argv = [sys.executable, __file__, "--serve-route-only", str(port)]
+    process = subprocess.Popen(argv)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -93,23 +103,73 @@ def serve(*args: str) -> tuple[subprocess.Popen, str]:
     raise SystemExit("statestore serve did not start within 60 s")
 
 
-def point_gets(url: str, store: str, keys: int, requests: int, seed: int) -> list[float]:
-    """Every key once, untimed (connection, prepared statements, store handle and, when on, the
-    cache are warm), then `requests` timed gets of random keys; their latencies in seconds."""
+def serve_route_only(port: int) -> None:
+    """The API without its point-get fast path: every get through FastAPI's route (the before)."""
+    import uvicorn
+
+    from statestore.http import create_app
+    from statestore.http.fast_get import PointGetFastPath
+
+    app = create_app(resolve(CassandraConfig, overrides={"keyspace": KEYSPACE}))
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not PointGetFastPath]
+    uvicorn.run(app, host="127.0.0.1", port=port, access_log=False, log_level="warning")
+
+
+class StdlibClient:
+    """A keep-alive http.client connection: (status, body bytes) per GET."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.connection = http.client.HTTPConnection(host, int(port), timeout=30)
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        self.connection.request("GET", path)
+        response = self.connection.getresponse()
+        return response.status, response.read()
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class HttpxClient:
+    def __init__(self, url: str) -> None:
+        self.client = httpx.Client(base_url=url, timeout=30)
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        response = self.client.get(path)
+        return response.status_code, response.content
+
+    def close(self) -> None:
+        self.client.close()
+
+
+CLIENTS = {"http.client": StdlibClient, "httpx": HttpxClient}
+
+
+def point_gets(url: str, store: str, keys: int, requests: int, seed: int, client_kind: str, warm: int) -> list[float]:
+    """`warm` keys once, untimed (connection, prepared statements, store handle and, when on,
+    the cache are warm after every key), then `requests` timed gets of random keys; their
+    latencies in seconds."""
     rng = random.Random(seed)
     warmup = list(range(keys))
     rng.shuffle(warmup)
+    warmup = warmup[:warm]
     order = [rng.randrange(keys) for _ in range(requests)]
     latencies = []
-    with httpx.Client(base_url=url, timeout=30) as client:
+    client = CLIENTS[client_kind](url)
+    try:
         for i in warmup:
-            client.get(f"/stores/{store}/keys/{_key(i)}").raise_for_status()
+            status, body = client.get(f"/stores/{store}/keys/{_key(i)}")
+            if status != 200:
+                raise SystemExit(f"warm-up get of {_key(i)} answered {status}: {body[:200]!r}")
         for i in order:
             started = time.perf_counter()
-            response = client.get(f"/stores/{store}/keys/{_key(i)}")
+            status, body = client.get(f"/stores/{store}/keys/{_key(i)}")
             latencies.append(time.perf_counter() - started)
-            if response.status_code != 200 or response.json()["value"] != i:
-                raise SystemExit(f"wrong answer for {_key(i)}: {response.status_code} {response.text}")
+            if status != 200 or json.loads(body)["value"] != i:
+                raise SystemExit(f"wrong answer for {_key(i)}: {status} {body[:200]!r}")
+    finally:
+        client.close()
     return latencies
 
 
@@ -167,7 +227,14 @@ def main() -> int:
     parser.add_argument("--skip-gets", action="store_true")
     parser.add_argument("--skip-scan", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the keyspace (a rerun skips loading)")
+    parser.add_argument(
+        "--clients", nargs="+", choices=sorted(CLIENTS), default=["http.client", "httpx"], help="HTTP clients"
+    )
+    parser.add_argument("--serve-route-only", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_route_only:
+        serve_route_only(args.serve_route_only)
+        return 0
 
     config = resolve(CassandraConfig, overrides={"keyspace": KEYSPACE})
     session = session_for(config)
@@ -177,23 +244,28 @@ def main() -> int:
     try:
         if not args.skip_gets:
             load(session, "gets", args.keys, args.partitions)
-            variants = {
-                "no cache": (),
-                "read cache": ("--cache-entries", str(args.keys), "--cache-ttl", "3600"),
+            servers = {  # label: (serve arguments, with the fast path)
+                "no cache (as shipped)": ((), True),
+                "no cache, without the fast path (FastAPI's route, a worker thread per get)": ((), False),
+                "read cache": (("--cache-entries", str(args.keys), "--cache-ttl", "3600"), True),
             }
-            pooled: dict[str, list[float]] = {label: [] for label in ["library get, no HTTP", *variants]}
+            variants = [(server, kind) for server in servers for kind in args.clients]
+            pooled: dict[str, list[float]] = {"library get, no HTTP": []}
+            pooled |= {f"HTTP point get, {server}, {kind} client": [] for server, kind in variants}
             per_round = args.requests // args.get_rounds
             for round_ in range(args.get_rounds):  # variants alternate, so a noisy minute hits all of them
                 pooled["library get, no HTTP"] += library_gets(session, "gets", args.keys, per_round, round_)
-                for label, extra in variants.items():
-                    process, url = serve(*extra)
+                for server, (extra, fast_path) in servers.items():
+                    process, url = serve(*extra, fast_path=fast_path)
                     try:
-                        pooled[label] += point_gets(url, "gets", args.keys, per_round, seed=round_)
+                        for n, kind in enumerate(args.clients):  # the first client warms every key
+                            warm = args.keys if n == 0 else 100
+                            latencies = point_gets(url, "gets", args.keys, per_round, round_, kind, warm)
+                            pooled[f"HTTP point get, {server}, {kind} client"] += latencies
                     finally:
                         process.terminate()
                         process.wait(timeout=30)
-            for label, latencies in pooled.items():
-                what = label if label.startswith("library") else f"HTTP point get, {label}"
+            for what, latencies in pooled.items():
                 rows.append(
                     f"| {what} | {len(latencies):,} sequential requests in {args.get_rounds} rounds"
                     f"{', keep-alive' if what.startswith('HTTP') else ''} | {summary(latencies)} | p99 < 5 ms |"

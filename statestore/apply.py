@@ -21,8 +21,8 @@ Cassandra partition) is one batch statement, so a replay sees it wholly written 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
 
 from statestore import faults
 from statestore.codecs import decode_long, encode_long
@@ -41,12 +41,18 @@ class Delta:
     time_ms: int | None
 
 
+# The key under which a batch's deltas count what it cannot count (statestore.wordcount's
+# batch_deltas with_uncountable): a word never holds a space, so no word is this key.
+UNCOUNTABLE = " "
+
+
 @dataclass(frozen=True)
 class ApplyStats:
     keys: int = 0
     written: int = 0
     skipped: int = 0
     max_time_ms: int | None = None
+    uncountable: int = 0  # messages and words the batch sends to the dead-letter table instead
 
     def __add__(self, other: ApplyStats) -> ApplyStats:
         times = [t for t in (self.max_time_ms, other.max_time_ms) if t is not None]
@@ -55,6 +61,7 @@ class ApplyStats:
             self.written + other.written,
             self.skipped + other.skipped,
             max(times) if times else None,
+            self.uncountable + other.uncountable,
         )
 
 
@@ -123,7 +130,7 @@ _SLICE = 20_000
 def partition_applier(
     config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, version_ms: int | None = None
 ):
-    """A function for RDD.mapPartitions over rows of (word, delta, last_ms): it applies them
+    """A function over one task's rows of (word, delta, last_ms) (run by run_applier): it applies them
     on the executor and yields one ApplyStats per task. Transient Cassandra errors are retried
     within the retry budget: repeating a slice is safe (see the module doc). `version_ms`:
     where versioned stores' new versions start (computed once per batch on the driver)."""
@@ -151,3 +158,38 @@ def partition_applier(
         yield total
 
     return apply_partition
+
+
+def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
+    """Run `applier` (partition_applier's function, or a drop-in with its contract) on the
+    executors over a DataFrame of (word, delta, last_ms); the stats of every task, summed.
+    A row under UNCOUNTABLE is not applied: its delta comes back as `uncountable`.
+
+    The rows cross from the JVM as Arrow column batches (mapInArrow), not as pickled Rows
+    through `DataFrame.rdd`, which also cost the driver a quarter of a second per batch to
+    build (BENCHMARKS.md, streaming profile).
+    """
+    names = [f.name for f in fields(ApplyStats)]
+
+    def over_arrow(batches):
+        import pyarrow as pa
+
+        schema = pa.schema([(name, pa.int64()) for name in names])
+        uncountable = 0
+
+        def rows():
+            nonlocal uncountable
+            for batch in batches:
+                for row in zip(*(column.to_pylist() for column in batch.columns), strict=True):
+                    if row[0] == UNCOUNTABLE:
+                        uncountable += row[1]
+                    else:
+                        yield row
+
+        for stats in applier(rows()):
+            yield pa.RecordBatch.from_pylist([asdict(stats)], schema=schema)
+        if uncountable:
+            yield pa.RecordBatch.from_pylist([asdict(ApplyStats(uncountable=uncountable))], schema=schema)
+
+    tasks = deltas_df.mapInArrow(over_arrow, ", ".join(f"{name} long" for name in names)).collect()
+    return sum((ApplyStats(**task.asDict()) for task in tasks), ApplyStats())

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from statestore import checkpoint, deadletters, registry
-from statestore.apply import ApplyStats, partition_applier
+from statestore.apply import ApplyStats, partition_applier, run_applier
 from statestore.cassandra import session_for
 from statestore.config import CassandraConfig
 from statestore.errors import CheckpointMismatchError, StateStoreError
@@ -79,19 +79,15 @@ class BatchResult:
 def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int) -> int:
     """Write the batch's dead letters from the driver; returns how many.
 
-    They are rare, so the driver streams them (one partition at a time, bounded memory)
-    rather than starting Python workers on every executor for an almost always empty set.
-    One counting job comes first: streaming runs a job per partition, which the usual, empty
-    case need not pay (BENCHMARKS.md, recommendation 2: 7.0 s -> 4.2 s per million words).
+    Called only for a batch whose apply counted something it could not count (ApplyStats.
+    uncountable), which is rare: the driver streams them (one partition at a time, bounded
+    memory) rather than starting Python workers on every executor for them.
     """
     from statestore.wordcount import dead_letter_rows
 
-    letters = dead_letter_rows(batch_df)
-    if letters.count() == 0:
-        return 0
     written = 0
     chunk: list[deadletters.DeadLetter] = []
-    for r in letters.toLocalIterator():
+    for r in dead_letter_rows(batch_df).toLocalIterator():
         raw = None if r.raw is None else bytes(r.raw)
         chunk.append(deadletters.DeadLetter(r.topic, r.partition, r.offset, r.ts_ms, r.reason, r.detail, raw, batch_id))
         if len(chunk) >= _DEAD_LETTER_CHUNK:
@@ -137,20 +133,29 @@ def apply_batch(
             session, spec, logical, write_ts, start_offsets, end_offsets, query_id, batch_base
         ),
     )
-    batch_df.persist()
+    # One Spark job per batch: the apply job also counts what the batch cannot count, and only
+    # then (rarely) does the batch go to the dead-letter table, read from Kafka again (the same
+    # offsets give the same records). Versioned stores read the batch twice anyway (its largest
+    # record time first), so they keep it in memory in between.
+    versioned = spec.store_type.versioned
+    if versioned:
+        batch_df.persist()
     try:
-        letters = with_retries(
-            config, "writing dead letters", lambda: write_dead_letters(session, batch_df, spec, logical)
-        )
-        if spec.store_type.versioned:
+        if versioned:
             # Every word's new version starts at the batch's largest record time, computed
             # once here so all executors (and any replay) agree on it.
             applier = partition_applier(config, spec, logical, write_ts, version_ms=batch_version_ms(batch_df))
         else:  # the four-argument call the benchmarks' drop-in appliers take
             applier = partition_applier(config, spec, logical, write_ts)
-        stats = sum(batch_deltas(batch_df).rdd.mapPartitions(applier).collect(), ApplyStats())
+        stats = run_applier(batch_deltas(batch_df, with_uncountable=True), applier)
+        letters = 0
+        if stats.uncountable:
+            letters = with_retries(
+                config, "writing dead letters", lambda: write_dead_letters(session, batch_df, spec, logical)
+            )
     finally:
-        batch_df.unpersist()
+        if versioned:
+            batch_df.unpersist()
     with_retries(
         config,
         f"recording batch {logical} of store {spec.name}",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from statestore import batches, checkpoint, deadletters, registry
 from statestore import config as cfg
+from statestore.apply import UNCOUNTABLE
 from statestore.batches import BatchApplier
 from statestore.cassandra import require_keyspace, session_for
 from statestore.config import CassandraConfig, KafkaConfig, StreamConfig
@@ -142,15 +143,27 @@ def _readable(batch_df):
     return batch_df.filter(F.col("value").isNotNull() & F.is_valid_utf8("value"))
 
 
-def batch_deltas(batch_df):
-    """(word, delta, last_ms) for every countable word of the batch."""
+def batch_deltas(batch_df, with_uncountable: bool = False):
+    """(word, delta, last_ms) for every countable word of the batch.
+
+    `with_uncountable`: plus one row under statestore.apply.UNCOUNTABLE, when the batch has
+    any, whose delta counts the messages without UTF-8 text and the words over the key limit
+    (what dead_letter_rows finds). The apply job then tells whether the batch has dead letters
+    at all, so the usual batch, which has none, runs no job of its own to find out.
+    """
     from pyspark.sql import functions as F
 
-    words = _readable(batch_df).select(
-        F.explode(words_column(F.col("value").cast("string"))).alias("word"), "timestamp"
+    value, word = F.col("value"), F.col("word")
+    readable = value.isNotNull() & F.is_valid_utf8(value)
+    tokens = F.when(readable, words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
+    words = batch_df.select(F.explode(tokens).alias("word"), "timestamp").select(
+        F.when(F.octet_length(word) > MAX_KEY_BYTES, F.lit(UNCOUNTABLE)).otherwise(word).alias("word"), "timestamp"
     )
+    keep = F.length(word) > 0
+    if not with_uncountable:
+        keep = keep & (word != F.lit(UNCOUNTABLE))
     return (
-        words.filter((F.length("word") > 0) & (F.octet_length("word") <= MAX_KEY_BYTES))
+        words.filter(keep)
         .groupBy("word")
         .agg(F.count("*").alias("delta"), F.max(F.unix_millis("timestamp")).alias("last_ms"))
     )

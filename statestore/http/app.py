@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 
-from cassandra import OperationTimedOut, RequestExecutionException
-from cassandra.cluster import NoHostAvailable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -22,9 +20,11 @@ from starlette.exceptions import HTTPException
 
 from statestore import __version__
 from statestore.cache import CacheOptions
-from statestore.errors import CassandraUnavailableError, KeyspaceMissingError, StateStoreError, StoreNotFoundError
+from statestore.errors import StateStoreError
+from statestore.http.answers import DRIVER_ERRORS, answer, error
 from statestore.http.catalog import ConfigSource, StoreCatalog
-from statestore.http.routes import KeyNotFoundError, router
+from statestore.http.fast_get import PointGetFastPath
+from statestore.http.routes import router
 
 _log = logging.getLogger(__name__)
 
@@ -38,25 +38,8 @@ global stores in Cassandra's token (hash) order, which is stable but not sorted.
 """
 
 
-def _error(status: int, detail: str) -> JSONResponse:
-    words = {400: "bad request", 404: "not found", 503: "unavailable", 500: "internal error"}
-    return JSONResponse({"status": status, "error": words.get(status, "error"), "detail": detail}, status)
-
-
-def _status_of(exc: StateStoreError) -> int:
-    if isinstance(exc, StoreNotFoundError | KeyNotFoundError | KeyspaceMissingError):
-        return 404
-    if isinstance(exc, CassandraUnavailableError):
-        return 503
-    return 400
-
-
-async def _library_error(request: Request, exc: StateStoreError) -> JSONResponse:
-    return _error(_status_of(exc), str(exc))
-
-
-async def _cassandra_error(request: Request, exc: Exception) -> JSONResponse:
-    return _error(503, f"Cassandra did not answer ({type(exc).__name__}: {exc}); retry once it is reachable")
+async def _known_error(request: Request, exc: Exception) -> JSONResponse:
+    return answer(exc)
 
 
 async def _bad_parameters(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -64,16 +47,16 @@ async def _bad_parameters(request: Request, exc: RequestValidationError) -> JSON
         f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg', 'invalid')}"
         for e in exc.errors()
     )
-    return _error(400, problems or "invalid request")
+    return error(400, problems or "invalid request")
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    return _error(exc.status_code, str(exc.detail))
+    return error(exc.status_code, str(exc.detail))
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     _log.exception("unexpected error serving %s", request.url.path)
-    return _error(500, f"unexpected error: {type(exc).__name__}")
+    return error(500, f"unexpected error: {type(exc).__name__}")
 
 
 def create_app(cassandra: ConfigSource = None, *, cache: CacheOptions | None = None) -> FastAPI:
@@ -89,9 +72,9 @@ def create_app(cassandra: ConfigSource = None, *, cache: CacheOptions | None = N
     )
     app.state.catalog = StoreCatalog(cassandra, cache)
     app.include_router(router)
-    app.add_exception_handler(StateStoreError, _library_error)
-    for driver_error in (NoHostAvailable, OperationTimedOut, RequestExecutionException):
-        app.add_exception_handler(driver_error, _cassandra_error)
+    app.add_middleware(PointGetFastPath)
+    for known in (StateStoreError, *DRIVER_ERRORS):
+        app.add_exception_handler(known, _known_error)
     app.add_exception_handler(RequestValidationError, _bad_parameters)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

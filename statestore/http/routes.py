@@ -1,6 +1,7 @@
 """The endpoints. Handlers are plain functions, which FastAPI runs in its thread pool: the library's
-reads block, and the driver's session is shared safely between threads. The one exception is a
-point get answered from the read cache, which needs no I/O and is served on the event loop."""
+reads block, and the driver's session is shared safely between threads. The most frequent
+request, a point get on a warm key-value store, is answered before it reaches these routes, on
+the event loop (statestore.http.fast_get); `get_key` serves every other point get."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ from itertools import islice
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from starlette.concurrency import run_in_threadpool
 
 from statestore import registry
 from statestore.errors import KeyspaceMissingError, StateStoreError
 from statestore.http import models
+from statestore.http.answers import KeyNotFoundError
 from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import read_page, resume, token_ordered
 from statestore.query import key_syntax, parse_key, require_versioned, to_json, versioned
-from statestore.stores.base import EVERYTHING, KeyRange, check_key
+from statestore.stores.base import EVERYTHING, KeyRange
 from statestore.stores.versioned_base import OPEN_END
 
 MAX_LIMIT = 10_000
@@ -31,10 +32,6 @@ router = APIRouter(tags=["stores"], responses=_ERRORS)
 
 StoreName = Annotated[str, Path(description="the store's name (see GET /stores)")]
 KeyText = Annotated[str, Path(description="the key as text, read with the store's key codec (see GET /stores/{store})")]
-
-
-class KeyNotFoundError(StateStoreError, LookupError):
-    """The key is not in the store (at the requested time)."""
 
 
 async def catalog(request: Request) -> StoreCatalog:
@@ -96,36 +93,22 @@ def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescriptio
 
 
 @router.get("/stores/{store}/keys/{key:path}", summary="Get one key (versioned stores: as of a time)")
-async def get_key(
+def get_key(
     store: StoreName,
     key: KeyText,
     catalog: Catalog,
     as_of: Annotated[int | None, Query(ge=0, le=MAX_MS, description="epoch ms: the version valid then")] = None,
 ) -> models.Record:
-    # A read-cache hit needs no I/O: answer it on the event loop, without a hop to a worker thread.
-    handle = catalog.warm(store)
-    if handle is not None and as_of is None and handle.cache is not None:
-        parsed = parse_key(key, handle.key_codec)
-        hit, found = handle.cache.lookup(check_key(handle.key_codec.encode(parsed)))
-        if hit:
-            return _record(handle, key, parsed, found)
-    # A warm key-value store reads with the driver's asynchronous call, awaited on the loop.
-    if handle is not None and as_of is None and not versioned(handle):
-        parsed = parse_key(key, handle.key_codec)
-        return _record(handle, key, parsed, await handle.get_async(parsed))
-    return await run_in_threadpool(_get_key, catalog, store, key, as_of)
-
-
-def _get_key(catalog: StoreCatalog, store: str, key: str, as_of: int | None) -> models.Record:
+    # fast_get answered this already unless the store's handle is cold, the store versioned, or as_of set.
     handle = catalog.store(store)
     parsed = parse_key(key, handle.key_codec)
     if as_of is None:
-        return _record(handle, key, parsed, handle.get(parsed))
+        return record_for(handle, key, parsed, handle.get(parsed))
     require_versioned(handle, "as-of reads")
-    return _record(handle, key, parsed, handle.get(parsed, as_of=as_of), as_of)
+    return record_for(handle, key, parsed, handle.get(parsed, as_of=as_of), as_of)
 
 
-def _record(handle, key: str, parsed, found, as_of: int | None = None) -> models.Record:
+def record_for(handle, key: str, parsed, found, as_of: int | None = None) -> models.Record:
     """The answer for `found`: a value (key-value stores), a VersionedRecord, or None (404)."""
     if found is None:
         when = "" if as_of is None else f" as of {as_of} ms"

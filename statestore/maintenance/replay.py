@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from statestore import checkpoint
-from statestore.apply import ApplyStats, partition_applier
+from statestore.apply import ApplyStats, partition_applier, run_applier
 from statestore.batches import now_micros
 from statestore.cassandra import DDL_PROFILE
 from statestore.config import CassandraConfig, KafkaConfig
@@ -191,7 +191,7 @@ def _replay_batch(
         .load()
     )
     applier = partition_applier(config, shadow, logical, now_micros())
-    stats = sum(batch_deltas(records).rdd.mapPartitions(applier).collect(), ApplyStats())
+    stats = run_applier(batch_deltas(records), applier)
     _log.info(
         "replayed batch %d (spark %d) on the shadow: %d keys, %d rewritten",
         logical,

@@ -90,3 +90,31 @@ def test_the_app_works_mounted_under_a_prefix():
         response = client.get("/statestore/stores/Bad-Name")
         assert response.status_code == 400 and "invalid store name" in response.json()["detail"]
         assert client.get("/statestore/stores").status_code == 503
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "root", "method", "expected"),
+    [
+        ("/stores/words/keys/a", b"", "", "GET", ("words", "a")),
+        ("/stores/words/keys/x/y", b"", "", "GET", ("words", "x/y")),  # keys may hold slashes
+        ("/api/stores/words/keys/é", b"", "/api", "GET", ("words", "é")),  # mounted under /api
+        ("/stores/words/keys/a", b"as_of=5", "", "GET", None),  # a query string: FastAPI validates it
+        ("/stores/words/keys/a", b"", "", "POST", None),
+        ("/stores/words/keys/", b"", "", "GET", None),
+        ("/stores//keys/a", b"", "", "GET", None),
+        ("/stores/words/entries", b"", "", "GET", None),
+        ("/stores/words/history/a", b"", "", "GET", None),
+        ("/other/words/keys/a", b"", "", "GET", None),
+    ],
+)
+def test_which_requests_the_point_get_fast_path_may_answer(path, query, root, method, expected):
+    from statestore.http.fast_get import point_get_target
+
+    scope = {"type": "http", "method": method, "path": path, "query_string": query, "root_path": root}
+    assert point_get_target(scope) == expected
+
+
+def test_the_fast_path_wraps_the_routes():
+    from statestore.http.fast_get import PointGetFastPath
+
+    assert [m.cls for m in create_app().user_middleware] == [PointGetFastPath]

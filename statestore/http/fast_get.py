@@ -1,0 +1,57 @@
+"""The API's hot route, a point get on a warm key-value store, answered before FastAPI's routing.
+
+FastAPI resolves and validates every parameter through pydantic and serializes the response
+model on each request: for a point get that is as much event-loop CPU as the Cassandra read
+itself, and with the client, the server and Cassandra sharing two cores it decided the p99
+(BENCHMARKS.md, interactive queries). This ASGI middleware answers exactly one shape of
+request, `GET /stores/{store}/keys/{key}` with no query string, when the catalog already
+holds the store's handle warm and the store keeps latest values only (key-value types). It
+reads with the driver's asynchronous call awaited on the event loop (`get_async`, read cache
+included) and answers with the route's own body (`record_for`) and error answers
+(statestore.http.answers). Everything else, including every request with a query string,
+goes on to FastAPI unchanged, so parameter validation and the OpenAPI document keep one home.
+"""
+
+from __future__ import annotations
+
+from fastapi import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from statestore.errors import StateStoreError
+from statestore.http.answers import DRIVER_ERRORS, answer
+from statestore.http.routes import record_for
+from statestore.query import parse_key, versioned
+
+
+def point_get_target(scope: Scope) -> tuple[str, str] | None:
+    """(store, key) when `scope` is a plain point get this path may answer, else None."""
+    if scope["type"] != "http" or scope["method"] != "GET" or scope["query_string"]:
+        return None
+    path: str = scope["path"]  # already percent-decoded, as FastAPI's {key:path} sees it
+    root = scope.get("root_path", "")
+    if root and path.startswith(root + "/"):  # mounted under a prefix (the Airflow plugin)
+        path = path[len(root) :]
+    parts = path.split("/", 4)  # "", "stores", store, "keys", key (which may hold slashes)
+    if len(parts) != 5 or parts[0] or parts[1] != "stores" or parts[3] != "keys" or not parts[2] or not parts[4]:
+        return None
+    return parts[2], parts[4]
+
+
+class PointGetFastPath:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        target = point_get_target(scope)
+        handle = None if target is None else scope["app"].state.catalog.warm(target[0])
+        if handle is None or versioned(handle):
+            await self.app(scope, receive, send)
+            return
+        key = target[1]
+        try:
+            parsed = parse_key(key, handle.key_codec)
+            record = record_for(handle, key, parsed, await handle.get_async(parsed))
+            response = Response(record.model_dump_json(), media_type="application/json")
+        except (StateStoreError, *DRIVER_ERRORS) as exc:
+            response = answer(exc)
+        await response(scope, receive, send)

@@ -1,0 +1,132 @@
+"""The point-get fast path (statestore.http.fast_get) on the real Cassandra: it answers warm
+key-value gets without FastAPI's route, with exactly the route's answers, and hands everything
+else to the route."""
+
+from __future__ import annotations
+
+import warnings
+from urllib.parse import quote
+
+import pytest
+from cassandra import OperationTimedOut
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+with warnings.catch_warnings():  # starlette 1.x asks for `httpx2`; the pinned set has httpx, which works
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+    from fastapi.testclient import TestClient
+
+from statestore import codecs
+from statestore.builder import StoreBuilder
+from statestore.http import create_app
+from statestore.http.fast_get import PointGetFastPath
+
+WORDS = ["a", "x/y", "é", "日本語", "with space", "100%"]
+
+
+@pytest.fixture(scope="module")
+def stores(session, keyspace):
+    words = StoreBuilder(session, "fast_words").with_keyspace(keyspace).partitioned_key_value_store(5).create()
+    words.put_all([(w, i) for i, w in enumerate(WORDS)])
+    ids = (
+        StoreBuilder(session, "fast_ids")
+        .with_keyspace(keyspace)
+        .with_key_codec(codecs.LONG)
+        .with_value_codec(codecs.JSON)
+        .global_key_value_store()
+        .create()
+    )
+    ids.put_all([(n, {"n": n}) for n in range(-3, 4)])
+    prices = StoreBuilder(session, "fast_prices").with_keyspace(keyspace).global_versioned_store().create()
+    prices.put("apple", 10, 1000)
+    prices.put("apple", 12, 2000)
+    return words, ids, prices
+
+
+def _counting_routes(app) -> list[str]:
+    """The stores FastAPI's routes opened (catalog.store); the fast path only looks up warm handles."""
+    catalog, opened = app.state.catalog, []
+    original = catalog.store
+
+    def store(name):
+        opened.append(name)
+        return original(name)
+
+    catalog.store = store
+    return opened
+
+
+def _route_only(cassandra_config):
+    app = create_app(cassandra_config)
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not PointGetFastPath]
+    return app
+
+
+PATHS = (
+    [f"/stores/fast_words/keys/{quote(w, safe='/')}" for w in WORDS]
+    + ["/stores/fast_words/keys/absent", "/stores/fast_ids/keys/-3", "/stores/fast_ids/keys/3"]
+    + ["/stores/fast_ids/keys/seven", "/stores/fast_ids/keys/99999999999999999999", "/stores/fast_ids/keys/9"]
+    + ["/stores/fast_prices/keys/apple", "/stores/fast_prices/keys/apple?as_of=1500"]
+    + ["/stores/fast_words/keys/a?as_of=5", "/stores/nosuch/keys/a", "/stores/No-Such/keys/a"]
+)
+
+
+def test_warm_gets_skip_the_route_and_answer_exactly_as_it_does(stores, cassandra_config):
+    app = create_app(cassandra_config)
+    opened = _counting_routes(app)
+    with TestClient(app) as fast, TestClient(_route_only(cassandra_config)) as route:
+        for path in PATHS:  # the first get of each store opens it through the route
+            fast.get(path)
+        opened.clear()
+        for path in PATHS:
+            want, got = route.get(path), fast.get(path)
+            assert (got.status_code, got.json()) == (want.status_code, want.json()), path
+            assert got.headers["content-type"] == "application/json", path
+        # Key-value gets without a query string never reached the route; the rest all did.
+        assert sorted(set(opened)) == ["No-Such", "fast_prices", "fast_words", "nosuch"]
+        assert opened.count("fast_words") == 1  # the as_of request only
+
+
+def test_values_and_errors_through_the_fast_path(stores, cassandra_config):
+    app = create_app(cassandra_config)
+    with TestClient(app) as client:
+        client.get("/stores/fast_words/keys/a")
+        client.get("/stores/fast_ids/keys/0")
+        opened = _counting_routes(app)
+        assert client.get("/stores/fast_words/keys/x/y").json() == {
+            "key": "x/y",
+            "value": 1,
+            "valid_from": None,
+            "valid_to": None,
+        }
+        assert client.get("/stores/fast_ids/keys/-3").json()["value"] == {"n": -3}
+        absent = client.get("/stores/fast_words/keys/zzz")
+        assert absent.status_code == 404 and absent.json() == {
+            "status": 404,
+            "error": "not found",
+            "detail": "key 'zzz' is not in store 'fast_words'",
+        }
+        bad = client.get("/stores/fast_ids/keys/seven")
+        assert bad.status_code == 400 and "'seven' is not a long key" in bad.json()["detail"]
+        assert opened == []
+
+        # A read that times out answers 503 with the app's own message, not a 500.
+        handle = app.state.catalog.warm("fast_words")
+
+        async def timed_out(key):
+            raise OperationTimedOut(errors={"127.0.0.1": "timed out"}, last_host="127.0.0.1")
+
+        handle.get_async = timed_out
+        answer = client.get("/stores/fast_words/keys/a")
+        assert answer.status_code == 503 and answer.json()["detail"].startswith("Cassandra did not answer")
+
+
+def test_the_fast_path_works_under_a_mount_prefix(stores, cassandra_config):
+    api = create_app(cassandra_config)
+    parent = Starlette(routes=[Mount("/statestore/api", app=api)])
+    with TestClient(parent) as client:
+        assert client.get("/statestore/api/stores/fast_words/keys/a").json()["value"] == 0
+        opened = _counting_routes(api)
+        assert client.get("/statestore/api/stores/fast_words/keys/%E6%97%A5%E6%9C%AC%E8%AA%9E").json()["value"] == 3
+        assert client.get("/statestore/api/stores/fast_words/keys/absent").status_code == 404
+        assert opened == []
