@@ -2,8 +2,10 @@
 (`streaming_compare.py --experiment NAME`, our systems only). Each patches the driver's
 module attributes for the worker's whole session; none is the job as shipped.
 
-  dead-letters-off          no dead-letter step at all: the most any change to it can gain
-                            (a measurement, not a correct job: dead letters are lost)
+  dead-letters-off          no dead-letter step at all (a measurement, not a correct job:
+                            dead letters are lost). Since the apply job counts what a batch
+                            cannot count, a batch without dead letters runs no dead-letter
+                            job anyway, so on a clean corpus this equals the job as shipped.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ def _off() -> None:
     batches.write_dead_letters = lambda session, batch_df, spec, batch_id: 0
 
 
-# dead-letters-count-first, tried here first, is now the job's own behaviour (statestore.batches).
+# dead-letters-count-first, tried here first, was the job's behaviour until the apply job
+# itself counted what it cannot count (statestore.batches.apply_batch).
 EXPERIMENTS = {"dead-letters-off": _off}
 
 

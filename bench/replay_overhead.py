@@ -192,8 +192,9 @@ def make_counter_applier(timers=None):
 
 
 def count_first(write_dead_letters):
-    """An experiment (--dead-letters count-first), since made the job's own behaviour (so it now
-    only adds a second count): skip the streaming
+    """An experiment (--dead-letters count-first), for a while the job's own behaviour, since
+    superseded (the apply job counts what it cannot count, and a clean batch runs no
+    dead-letter job at all; with this wrapper it runs one count): skip the streaming
     of dead letters when one counting job finds none. statestore.batches.write_dead_letters
     streams them with toLocalIterator(), which runs one Spark job per partition of
     dead_letter_rows (a union of two branches over every Kafka partition) for every batch,
