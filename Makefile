@@ -52,7 +52,7 @@ test-unit: venv
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 # Our job side by side with Spark's RocksDB and HDFS state stores and a stateless ceiling
-# (BENCHMARKS.md): the full run (5M words; about an hour on 2 cores) and a run under 5 minutes.
+# (BENCHMARKS.md): the full run (5M words; about 35 minutes on 2 cores) and a run under 5 minutes.
 bench: stack-up
 	$(BIN)/python bench/streaming_compare.py
 bench-quick: stack-up
