@@ -77,3 +77,14 @@ def test_a_second_kafka_starts_answers_and_stops_by_pid(tmp_path):
     assert "kafka: stopped" in down.stdout
     assert not _alive(pid)
     assert _stack("status", "--only", "kafka", env=env).returncode == 1
+
+
+def test_kafka_keeps_records_whatever_their_event_time(stack, kafka_config):
+    """Tests produce records timestamped days back; time-based retention would delete their
+    segments (the active one included) between producing and reading them."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers})
+    broker = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([broker])[broker].result(timeout=30)
+    assert configs["log.retention.ms"].value == "-1"
