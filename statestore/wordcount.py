@@ -137,10 +137,15 @@ def dead_letter_rows(batch_df):
     return unreadable.unionByName(long_words)
 
 
-def _readable(batch_df):
+def _is_readable():
+    """True for a message whose value is UTF-8 text (the one rule of what can be counted)."""
     from pyspark.sql import functions as F
 
-    return batch_df.filter(F.col("value").isNotNull() & F.is_valid_utf8("value"))
+    return F.col("value").isNotNull() & F.is_valid_utf8("value")
+
+
+def _readable(batch_df):
+    return batch_df.filter(_is_readable())
 
 
 def batch_deltas(batch_df, with_uncountable: bool = False):
@@ -154,8 +159,7 @@ def batch_deltas(batch_df, with_uncountable: bool = False):
     from pyspark.sql import functions as F
 
     value, word = F.col("value"), F.col("word")
-    readable = value.isNotNull() & F.is_valid_utf8(value)
-    tokens = F.when(readable, words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
+    tokens = F.when(_is_readable(), words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
     words = batch_df.select(F.explode(tokens).alias("word"), "timestamp").select(
         F.when(F.octet_length(word) > MAX_KEY_BYTES, F.lit(UNCOUNTABLE)).otherwise(word).alias("word"), "timestamp"
     )
