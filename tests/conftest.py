@@ -3,7 +3,15 @@ per process), built with the Kafka connector so unit and integration tests can s
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# HYPOTHESIS_PROFILE=ci (set by .ci/run) selects Hypothesis' own "ci" profile: the same examples
+# every run, so a CI failure reproduces; local runs keep exploring new examples.
+if os.environ.get("HYPOTHESIS_PROFILE"):
+    settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
 
 
 @pytest.fixture(scope="session")

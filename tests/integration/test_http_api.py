@@ -314,13 +314,14 @@ def test_unreachable_cassandra_is_503(keyspace):
 
 
 def test_the_read_cache_serves_reads_up_to_its_ttl_behind_the_store(stores, keyspace):
-    server = Server("--keyspace", keyspace, "--cache-entries", "100", "--cache-ttl", "2")
+    # A TTL long enough that a stalled machine cannot expire the entry before the second read.
+    server = Server("--keyspace", keyspace, "--cache-entries", "100", "--cache-ttl", "8")
     try:
         url = f"{server.url}/stores/http_words/keys/zz"
         before = httpx.get(url).json()["value"]
         stores["words"].put("zz", before + 1000)  # written by another process, as the stream would
         assert httpx.get(url).json()["value"] == before  # cached: stale by design
-        time.sleep(2.5)
+        time.sleep(8.5)
         assert httpx.get(url).json()["value"] == before + 1000
     finally:
         stores["words"].put("zz", before)

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from statestore import config as cfg
 from statestore.codecs import encode_long
 from statestore.maintenance import history
+from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
 from statestore.maintenance.units import MIB
 from statestore.provision import provision_store
 from statestore.stores import StoreSpec, StoreType, table_for
@@ -43,6 +45,11 @@ def audited(spark, session, keyspace, tmp_path_factory):
         "normal": seed(session, keyspace, "audit_normal", StoreType.PARTITIONED_KV, 4, 2_000),
         "global": seed(session, keyspace, "audit_global", StoreType.GLOBAL_KV, 1, 500),
     }
+    # Cassandra may flush the big memtable midway through seeding under memory pressure, which
+    # splits the partition across SSTables and halves nodetool's per-SSTable maximum: one SSTable.
+    nodetool = Nodetool.locate(cfg.resolve(NodetoolConfig))
+    nodetool.flush(keyspace, stores["big"].table)
+    nodetool.compact(keyspace, stores["big"].table)
     report_dir = tmp_path_factory.mktemp("audit")
     argv = ["--keyspace", keyspace, "--report-dir", str(report_dir), "--warn-size", "1MiB", "--fail-size", "2MiB"]
     for spec in stores.values():
