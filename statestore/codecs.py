@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from statestore.errors import CodecError
+from statestore.errors import CodecError, StoredDataError
 
 _LONG = struct.Struct(">q")
 LONG_MIN = -(2**63)
@@ -131,6 +131,18 @@ JSON: Codec = _JsonCodec()
 BUILT_IN: dict[str, Codec] = {c.name: c for c in (STRING, LONG, INT, BYTES, JSON)}
 # Names the first registry rows used for the word count's formats.
 _ALIASES = {"utf8": "string", "long-be64": "long"}
+
+
+def decode_stored(codec: Codec, data: bytes, store: str, part: str = "value") -> Any:
+    """`codec.decode(data)` for a key or value (`part`) read from `store`: a failure there is
+    the stored data's (written past this codec), so it is a StoredDataError, not a CodecError."""
+    try:
+        return codec.decode(data)
+    except ValueError as exc:  # CodecError, and what a custom codec's parser raises
+        raise StoredDataError(
+            f"store '{store}' holds a {part} that its {codec.name} codec cannot decode ({exc}): something "
+            f"wrote it without this codec; rewrite or delete that entry, or read with the codec it was written with"
+        ) from exc
 
 
 def canonical_name(name: str) -> str:

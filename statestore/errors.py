@@ -41,6 +41,11 @@ class CodecError(StateStoreError, ValueError):
     """Bytes that do not decode with the store's codec."""
 
 
+class StoredDataError(StateStoreError):
+    """Bytes read from a store that its codec cannot decode: the stored data is wrong, not the
+    request (the HTTP API answers 500, not 400)."""
+
+
 class UnsupportedOperationError(StateStoreError):
     """The operation does not fit the store type's layout; the message names what to use."""
 

@@ -16,7 +16,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
 from statestore.cache import CacheOptions, ReadCache
 from statestore.cassandra import DDL_PROFILE
-from statestore.codecs import Codec
+from statestore.codecs import Codec, decode_stored
 from statestore.errors import UnsupportedOperationError, ValueTooLargeError
 from statestore.options import TableOptions
 from statestore.stores import table_for
@@ -95,8 +95,12 @@ class KeyValueStore:
             )
         return data
 
-    def _pair(self, entry: Entry) -> tuple[Any, Any]:
-        return self.key_codec.decode(entry.key), self.value_codec.decode(entry.value)
+    def decode_entry(self, entry: Entry) -> tuple[Any, Any]:
+        """The (key, value) a stored entry holds, decoded with the store's codecs."""
+        return decode_stored(self.key_codec, entry.key, self.name, "key"), self._decode_value(entry.value)
+
+    def _decode_value(self, data: bytes) -> Any:
+        return decode_stored(self.value_codec, data, self.name)
 
     # -- point operations ------------------------------------------------------------------------
 
@@ -126,7 +130,7 @@ class KeyValueStore:
 
     def _remember(self, raw: bytes, entry: Entry | None) -> Any | None:
         """The decoded value of a read `entry` (None: absent), kept in the read cache if there is one."""
-        value = None if entry is None else self.value_codec.decode(entry.value)
+        value = None if entry is None else self._decode_value(entry.value)
         if self.cache is not None:
             self.cache.store(raw, value)
         return value
@@ -164,7 +168,7 @@ class KeyValueStore:
         existing = self.table.put_if_absent(self.session, Entry(raw, self._value(value), None, int(time.time() * 1000)))
         if self.cache is not None:
             self.cache.evict(raw)
-        return None if existing is None else self.value_codec.decode(existing.value)
+        return None if existing is None else self._decode_value(existing.value)
 
     def delete(self, key: Any) -> Any | None:
         """Delete `key`; returns the value it had (None if absent)."""
@@ -174,7 +178,7 @@ class KeyValueStore:
             self.table.delete(self.session, raw)
         if self.cache is not None:
             self.cache.evict(raw)
-        return None if old is None else self.value_codec.decode(old.value)
+        return None if old is None else self._decode_value(old.value)
 
     # -- scans ------------------------------------------------------------------------------------
 
@@ -182,7 +186,7 @@ class KeyValueStore:
         self, key_range: KeyRange = EVERYTHING, reverse: bool = False, page_size: int = 5000
     ) -> Iterator[tuple[Any, Any]]:
         """Decoded (key, value) pairs within a raw-key range, in key byte order."""
-        return map(self._pair, self.table.scan(self.session, key_range, reverse, page_size))
+        return map(self.decode_entry, self.table.scan(self.session, key_range, reverse, page_size))
 
     def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
         """Entries from `from_key` to `to_key`, both inclusive, ascending. As in Kafka Streams,

@@ -22,7 +22,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
 from statestore.cache import CacheOptions, ReadCache
 from statestore.cassandra import DDL_PROFILE
-from statestore.codecs import Codec
+from statestore.codecs import Codec, decode_stored
 from statestore.errors import UnsupportedOperationError, ValueTooLargeError
 from statestore.kv_store import MAX_VALUE_BYTES
 from statestore.options import TableOptions
@@ -128,14 +128,18 @@ class VersionedStore:
         return data
 
     def _record(self, version: Version) -> VersionedRecord:
-        value = None if version.value is None else self.value_codec.decode(version.value)
+        value = None if version.value is None else self._decode_value(version.value)
         return VersionedRecord(value, version.valid_from, None if version.current else version.valid_to)
 
     def _live(self, version: Version | None) -> VersionedRecord | None:
         return None if version is None or version.tombstone else self._record(version)
 
-    def _pair(self, entry: Entry) -> tuple[Any, Any]:
-        return self.key_codec.decode(entry.key), self.value_codec.decode(entry.value)
+    def decode_entry(self, entry: Entry) -> tuple[Any, Any]:
+        """The (key, value) a stored entry holds, decoded with the store's codecs."""
+        return decode_stored(self.key_codec, entry.key, self.name, "key"), self._decode_value(entry.value)
+
+    def _decode_value(self, data: bytes) -> Any:
+        return decode_stored(self.value_codec, data, self.name)
 
     # -- versioned operations ------------------------------------------------------------------
 
@@ -203,7 +207,7 @@ class VersionedStore:
     ) -> Iterator[tuple[Any, Any]]:
         """Decoded (key, current value) pairs within a raw-key range, in key byte order;
         deleted keys are left out."""
-        return map(self._pair, self.table.scan(self.session, key_range, reverse, page_size))
+        return map(self.decode_entry, self.table.scan(self.session, key_range, reverse, page_size))
 
     def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
         """Current values of keys from `from_key` to `to_key`, both inclusive, ascending;

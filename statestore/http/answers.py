@@ -1,7 +1,7 @@
 """The API's error answers, shared by FastAPI's exception handlers and the point-get fast path.
 
 Every error is JSON (models.ErrorBody): 400 for bad parameters, 404 for an unknown store or
-key, 503 when Cassandra does not answer.
+key, 500 for stored data its codec cannot decode, 503 when Cassandra does not answer.
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from cassandra import OperationTimedOut, RequestExecutionException
 from cassandra.cluster import NoHostAvailable
 from fastapi.responses import JSONResponse
 
-from statestore.errors import CassandraUnavailableError, KeyspaceMissingError, StateStoreError, StoreNotFoundError
+from statestore.errors import (
+    CassandraUnavailableError,
+    KeyspaceMissingError,
+    StateStoreError,
+    StoredDataError,
+    StoreNotFoundError,
+)
 
 DRIVER_ERRORS = (NoHostAvailable, OperationTimedOut, RequestExecutionException)
 _WORDS = {400: "bad request", 404: "not found", 503: "unavailable", 500: "internal error"}
@@ -29,6 +35,8 @@ def status_of(exc: StateStoreError) -> int:
         return 404
     if isinstance(exc, CassandraUnavailableError):
         return 503
+    if isinstance(exc, StoredDataError):
+        return 500
     return 400
 
 

@@ -4,8 +4,8 @@
 the first request, so the app can be built at import time (an Airflow plugin mounts it) and
 served by `statestore serve`. Errors are JSON (ErrorBody): 400 for bad parameters (a key that
 does not parse with the store's codec, a bad page token, a limit out of range, an operation
-the store type does not support), 404 for an unknown store or key, 503 when Cassandra does
-not answer.
+the store type does not support), 404 for an unknown store or key, 500 for stored data its
+codec cannot decode, 503 when Cassandra does not answer.
 """
 
 from __future__ import annotations

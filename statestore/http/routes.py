@@ -25,6 +25,7 @@ MAX_MS = OPEN_END - 1  # version times are 0 <= t < 2**63 - 1 epoch ms
 _ERRORS = {
     400: {"model": models.ErrorBody, "description": "bad parameters, or an operation the store type does not support"},
     404: {"model": models.ErrorBody, "description": "no such store (or key)"},
+    500: {"model": models.ErrorBody, "description": "a stored key or value does not decode with the store's codec"},
     503: {"model": models.ErrorBody, "description": "Cassandra is unreachable or timed out"},
 }
 
@@ -135,11 +136,8 @@ def list_entries(
     key_range = _key_range(handle, from_, to, prefix)
     cursor = resume(store, key_range, reverse, page_token)
     entries, next_token = read_page(handle, cursor, limit)
-    decode_key, decode_value = handle.key_codec.decode, handle.value_codec.decode
     return models.EntriesPage(
-        entries=[
-            models.KeyValue(key=to_json(decode_key(e.key)), value=to_json(decode_value(e.value))) for e in entries
-        ],
+        entries=[models.KeyValue(key=to_json(k), value=to_json(v)) for k, v in map(handle.decode_entry, entries)],
         order="token" if token_ordered(handle) else "key",
         next_page_token=next_token,
     )

@@ -20,8 +20,10 @@ from statestore import codecs
 from statestore.builder import StoreBuilder
 from statestore.http import create_app
 from statestore.http.fast_get import PointGetFastPath
+from statestore.stores.base import Entry
 
 WORDS = ["a", "x/y", "é", "日本語", "with space", "100%"]
+BROKEN_ID = 5
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +39,12 @@ def stores(session, keyspace):
         .create()
     )
     ids.put_all([(n, {"n": n}) for n in range(-3, 4)])
+    # Written past the codecs, as a tool writing raw CQL could: bytes the store cannot decode.
+    ids.table.write_entries(session, [Entry(codecs.LONG.encode(BROKEN_ID), b"\xffnot json", None, 0)], 1, None)
     prices = StoreBuilder(session, "fast_prices").with_keyspace(keyspace).global_versioned_store().create()
     prices.put("apple", 10, 1000)
     prices.put("apple", 12, 2000)
+    prices.table.put_version(session, b"pear", b"\x01\x02\x03", 1000, None, 1000, None)
     return words, ids, prices
 
 
@@ -66,6 +71,7 @@ PATHS = (
     [f"/stores/fast_words/keys/{quote(w, safe='/')}" for w in WORDS]
     + ["/stores/fast_words/keys/absent", "/stores/fast_ids/keys/-3", "/stores/fast_ids/keys/3"]
     + ["/stores/fast_ids/keys/seven", "/stores/fast_ids/keys/99999999999999999999", "/stores/fast_ids/keys/9"]
+    + [f"/stores/fast_ids/keys/{BROKEN_ID}", "/stores/fast_prices/keys/pear"]
     + ["/stores/fast_prices/keys/apple", "/stores/fast_prices/keys/apple?as_of=1500"]
     + ["/stores/fast_words/keys/a?as_of=5", "/stores/nosuch/keys/a", "/stores/No-Such/keys/a"]
 )
@@ -130,3 +136,18 @@ def test_the_fast_path_works_under_a_mount_prefix(stores, cassandra_config):
         assert client.get("/statestore/api/stores/fast_words/keys/%E6%97%A5%E6%9C%AC%E8%AA%9E").json()["value"] == 3
         assert client.get("/statestore/api/stores/fast_words/keys/absent").status_code == 404
         assert opened == []
+
+
+def test_stored_bytes_the_codec_cannot_decode_answer_500_naming_the_store(stores, cassandra_config):
+    with TestClient(create_app(cassandra_config)) as client:
+        client.get("/stores/fast_ids/keys/0")  # warm: the next get takes the fast path
+        for store, rest, codec in [
+            ("fast_ids", f"keys/{BROKEN_ID}", "json"),
+            ("fast_ids", "entries?limit=100", "json"),
+            ("fast_prices", "keys/pear", "long"),
+            ("fast_prices", "history/pear", "long"),
+        ]:
+            answer = client.get(f"/stores/{store}/{rest}")
+            assert answer.status_code == 500, rest
+            assert f"store '{store}' holds a value that its {codec} codec cannot decode" in answer.json()["detail"]
+        assert client.get("/stores/fast_ids/keys/1").json()["value"] == {"n": 1}  # the rest still answers

@@ -1,7 +1,7 @@
 import pytest
 
-from statestore.codecs import decode_long, decode_text, encode_long, encode_text
-from statestore.errors import CodecError
+from statestore.codecs import JSON, LONG, decode_long, decode_stored, decode_text, encode_long, encode_text
+from statestore.errors import CodecError, StoredDataError
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,12 @@ def test_text_round_trip_and_invalid_utf8():
     assert decode_text(encode_text("école 河")) == "école 河"
     with pytest.raises(CodecError, match="not valid UTF-8"):
         decode_text(b"\xff\xfe")
+
+
+def test_stored_bytes_that_do_not_decode_are_the_datas_fault_not_the_callers():
+    with pytest.raises(StoredDataError, match="store 'words' holds a value that its long codec cannot decode") as info:
+        decode_stored(LONG, b"\x01\x02\x03", "words")
+    assert "8 bytes, got 3" in str(info.value) and not isinstance(info.value, CodecError)
+    with pytest.raises(StoredDataError, match="holds a key that its json codec"):
+        decode_stored(JSON, b"{", "events", "key")
+    assert decode_stored(LONG, LONG.encode(-7), "words") == -7
