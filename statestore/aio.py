@@ -27,3 +27,9 @@ def awaitable(response_future) -> asyncio.Future:
         errback=lambda exc: loop.call_soon_threadsafe(_settle, done, None, exc),
     )
     return done
+
+
+async def first_row(session, query: tuple, profile):
+    """The first row `query` (statement, parameters) reads, or None, awaited without a thread."""
+    rows = await awaitable(session.execute_async(*query, execution_profile=profile))
+    return rows[0] if rows else None

@@ -113,16 +113,15 @@ class KeyValueStore:
 
     async def get_async(self, key: Any) -> Any | None:
         """`get` for an asyncio caller: the same single query, awaited without a thread."""
-        from statestore.aio import awaitable
+        from statestore.aio import first_row
         from statestore.stores.base import entry_from_row
 
         raw = self._key(key)
         hit, value = self._cached(raw)
         if hit:
             return value
-        statement, params = self.table.get_query(self.session, raw)
-        rows = await awaitable(self.session.execute_async(statement, params, execution_profile=self.table.profile))
-        return self._remember(raw, entry_from_row(rows[0]) if rows else None)
+        row = await first_row(self.session, self.table.get_query(self.session, raw), self.table.profile)
+        return self._remember(raw, None if row is None else entry_from_row(row))
 
     def _cached(self, raw: bytes) -> tuple[bool, Any]:
         """(True, value) when the read cache holds `raw` (absent keys included), else (False, None)."""

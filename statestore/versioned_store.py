@@ -149,11 +149,32 @@ class VersionedStore:
         raw = self._key(key)
         if as_of is not None:
             return self._live(self.table.get_as_of(self.session, raw, check_timestamp(as_of, "as_of")))
-        if self.cache is not None:
-            hit, record = self.cache.lookup(raw)
-            if hit:
-                return record
-        record = self._live(self.table.get_latest(self.session, raw))
+        hit, record = self._cached(raw)
+        if hit:
+            return record
+        return self._remember(raw, self.table.get_latest(self.session, raw))
+
+    async def get_async(self, key: Any) -> VersionedRecord | None:
+        """`get(key)` (the current record) for an asyncio caller: the same single query, awaited
+        without a thread."""
+        from statestore.aio import first_row
+        from statestore.stores.versioned_base import version_from_row
+
+        raw = self._key(key)
+        hit, record = self._cached(raw)
+        if hit:
+            return record
+        row = await first_row(self.session, self.table.latest_query(self.session, raw), self.table.profile)
+        return self._remember(raw, None if row is None else version_from_row(row))
+
+    def _cached(self, raw: bytes) -> tuple[bool, VersionedRecord | None]:
+        """(True, record) when the read cache holds `raw` (absent keys included), else (False, None)."""
+        return (False, None) if self.cache is None else self.cache.lookup(raw)
+
+    def _remember(self, raw: bytes, version: Version | None) -> VersionedRecord | None:
+        """The live record of a read current `version` (None: absent or deleted), kept in the
+        read cache if there is one."""
+        record = self._live(version)
         if self.cache is not None:
             self.cache.store(raw, record)
         return record

@@ -1,12 +1,12 @@
-"""The API's hot route, a point get on a warm key-value store, answered before FastAPI's routing.
+"""The API's hot route, a point get on a warm store, answered before FastAPI's routing.
 
 FastAPI resolves and validates every parameter through pydantic and serializes the response
 model on each request: for a point get that is as much event-loop CPU as the Cassandra read
 itself, and with the client, the server and Cassandra sharing two cores it decided the p99
 (BENCHMARKS.md, interactive queries). This ASGI middleware answers exactly one shape of
-request, `GET /stores/{store}/keys/{key}` with no query string, when the catalog already
-holds the store's handle warm and the store keeps latest values only (key-value types). It
-reads with the driver's asynchronous call awaited on the event loop (`get_async`, read cache
+request, `GET /stores/{store}/keys/{key}` with no query string (so no `as_of`: the current
+value, of any store type), when the catalog already holds the store's handle warm. It reads
+with the driver's asynchronous call awaited on the event loop (`get_async`, read cache
 included) and answers with the route's own body (`record_for`) and error answers
 (statestore.http.answers). Everything else, including every request with a query string,
 goes on to FastAPI unchanged, so parameter validation and the OpenAPI document keep one home.
@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from statestore.errors import StateStoreError
 from statestore.http.answers import DRIVER_ERRORS, answer
 from statestore.http.routes import record_for
-from statestore.query import parse_key, versioned
+from statestore.query import parse_key
 
 
 def point_get_target(scope: Scope) -> tuple[str, str] | None:
@@ -44,7 +44,7 @@ class PointGetFastPath:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         target = point_get_target(scope)
         handle = None if target is None else scope["app"].state.catalog.warm(target[0])
-        if handle is None or versioned(handle):
+        if handle is None:
             await self.app(scope, receive, send)
             return
         key = target[1]

@@ -100,7 +100,7 @@ def get_key(
     catalog: Catalog,
     as_of: Annotated[int | None, Query(ge=0, le=MAX_MS, description="epoch ms: the version valid then")] = None,
 ) -> models.Record:
-    # fast_get answered this already unless the store's handle is cold, the store versioned, or as_of set.
+    # fast_get answered this already unless the store's handle is cold or as_of is set.
     handle = catalog.store(store)
     parsed = parse_key(key, handle.key_codec)
     if as_of is None:

@@ -148,12 +148,16 @@ class VersionedTable(KeyValueTable):
 
     # -- versioned operations (raw bytes) ----------------------------------------------------
 
-    def get_latest(self, session, key: bytes) -> Version | None:
-        """The current version (a tombstone too), or None."""
+    def latest_query(self, session, key: bytes):
+        """(statement, parameters) reading `key`'s current version: one row at most."""
         select = self._statement(
             session, f"SELECT {COLUMNS} FROM {self.qualified} WHERE {self._key_where()} AND valid_to = ?"
         )
-        row = session.execute(select, (*self._key_params(key), OPEN_END), execution_profile=self.profile).one()
+        return select, (*self._key_params(key), OPEN_END)
+
+    def get_latest(self, session, key: bytes) -> Version | None:
+        """The current version (a tombstone too), or None."""
+        row = session.execute(*self.latest_query(session, key), execution_profile=self.profile).one()
         return None if row is None else version_from_row(row)
 
     def _first_ending_after(self, session, key: bytes, timestamp: int) -> Version | None:

@@ -45,6 +45,8 @@ def stores(session, keyspace):
     prices.put("apple", 10, 1000)
     prices.put("apple", 12, 2000)
     prices.table.put_version(session, b"pear", b"\x01\x02\x03", 1000, None, 1000, None)
+    prices.put("plum", 7, 1000)
+    prices.delete("plum", 2000)  # deleted now: a 404, though it had a value as of 1500
     return words, ids, prices
 
 
@@ -72,7 +74,8 @@ PATHS = (
     + ["/stores/fast_words/keys/absent", "/stores/fast_ids/keys/-3", "/stores/fast_ids/keys/3"]
     + ["/stores/fast_ids/keys/seven", "/stores/fast_ids/keys/99999999999999999999", "/stores/fast_ids/keys/9"]
     + [f"/stores/fast_ids/keys/{BROKEN_ID}", "/stores/fast_prices/keys/pear"]
-    + ["/stores/fast_prices/keys/apple", "/stores/fast_prices/keys/apple?as_of=1500"]
+    + ["/stores/fast_prices/keys/apple", "/stores/fast_prices/keys/apple?as_of=1500", "/stores/fast_prices/keys/fig"]
+    + ["/stores/fast_prices/keys/plum", "/stores/fast_prices/keys/plum?as_of=1500"]
     + ["/stores/fast_words/keys/a?as_of=5", "/stores/nosuch/keys/a", "/stores/No-Such/keys/a"]
 )
 
@@ -88,9 +91,9 @@ def test_warm_gets_skip_the_route_and_answer_exactly_as_it_does(stores, cassandr
             want, got = route.get(path), fast.get(path)
             assert (got.status_code, got.json()) == (want.status_code, want.json()), path
             assert got.headers["content-type"] == "application/json", path
-        # Key-value gets without a query string never reached the route; the rest all did.
+        # Gets without a query string never reached the route; the rest all did.
         assert sorted(set(opened)) == ["No-Such", "fast_prices", "fast_words", "nosuch"]
-        assert opened.count("fast_words") == 1  # the as_of request only
+        assert opened.count("fast_words") == 1 and opened.count("fast_prices") == 2  # the as_of requests only
 
 
 def test_values_and_errors_through_the_fast_path(stores, cassandra_config):
@@ -98,6 +101,7 @@ def test_values_and_errors_through_the_fast_path(stores, cassandra_config):
     with TestClient(app) as client:
         client.get("/stores/fast_words/keys/a")
         client.get("/stores/fast_ids/keys/0")
+        client.get("/stores/fast_prices/keys/apple")
         opened = _counting_routes(app)
         assert client.get("/stores/fast_words/keys/x/y").json() == {
             "key": "x/y",
@@ -114,6 +118,13 @@ def test_values_and_errors_through_the_fast_path(stores, cassandra_config):
         }
         bad = client.get("/stores/fast_ids/keys/seven")
         assert bad.status_code == 400 and "'seven' is not a long key" in bad.json()["detail"]
+        assert client.get("/stores/fast_prices/keys/apple").json() == {
+            "key": "apple",
+            "value": 12,
+            "valid_from": 2000,
+            "valid_to": None,
+        }
+        assert client.get("/stores/fast_prices/keys/plum").status_code == 404  # its current version: deleted
         assert opened == []
 
         # A read that times out answers 503 with the app's own message, not a 500.

@@ -278,8 +278,9 @@ def test_versioned_operation_table(session, keyspace, store_type, case):
         (value_of(3), 1_500, 2_000),
         (value_of(2), 2_000, None),
     ]
+    assert asyncio.run(store.get_async(key)).value == value_of(2)  # the HTTP API's asynchronous get
     assert store.delete(key, 3_000).value == value_of(2)
-    assert store.get(key) is None
+    assert store.get(key) is None and asyncio.run(store.get_async(key)) is None
     assert store.get(key, as_of=2_999).value == value_of(2)
     for i, other in enumerate(keys[1:], start=1):
         store.put(other, value_of(i), 10)

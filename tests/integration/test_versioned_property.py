@@ -14,6 +14,7 @@ each works under its own key prefix, and whole-store scans are filtered to that 
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import itertools
 
@@ -126,6 +127,7 @@ def test_versioned_store_behaves_like_a_map_of_version_lists(store, ops):
             model.put(key, None, args[1])
         elif op == "get":
             assert store.get(key) == model.latest(key)
+            assert asyncio.run(store.get_async(key)) == model.latest(key)  # the HTTP API's fast path
         elif op == "get_as_of":
             assert store.get(key, as_of=args[1]) == model.at(key, args[1])
         elif op == "history":
