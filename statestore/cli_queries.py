@@ -88,7 +88,11 @@ def cmd_all(args) -> int:
 def cmd_count(args) -> int:
     store = open_from_args(args, count_all=args.exact)
     # With --exact the library logs its own warning: SELECT COUNT(*) reads every entry.
-    print(store.approximate_num_entries())
+    entries = store.approximate_num_entries()
+    if args.format == "value":
+        print(entries)
+    else:
+        emit([(args.store, entries, args.exact)], ("store", "entries", "exact"), args.format, sys.stdout)
     if not args.exact:
         print(
             "approximate: Cassandra's size estimate of flushed data, refreshed every few minutes (0 before the "
@@ -170,6 +174,12 @@ def add_commands(command) -> None:
     p = command("count", cmd_count, "the number of entries: Cassandra's estimate, or exact with --exact")
     p.add_argument("store")
     p.add_argument("--exact", action="store_true", help="SELECT COUNT(*): reads every entry, slow on big stores")
+    p.add_argument(
+        "--format",
+        choices=("value", *FORMATS),
+        default="value",
+        help="value: the number alone (default); or a table, csv or jsonl row of store, entries, exact",
+    )
 
     p = command("history", cmd_history, "every version of a key, oldest first (versioned stores)", fmt="table")
     p.add_argument("store")

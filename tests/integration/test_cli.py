@@ -215,3 +215,12 @@ def test_count_estimate_and_exact(capsys, caplog, keyspace, query_stores):
     assert (code, out) == (0, f"{len(WORDS)}\n")
     assert "SELECT COUNT(*), which reads the whole table" in caplog.text
     assert _run(capsys, "count", "cli_ids", "--exact", *ks)[1] == "5\n"
+    csv_out = _run(capsys, "count", "cli_ids", "--exact", "--format", "csv", *ks)[1]
+    assert csv_out == "store,entries,exact\ncli_ids,5,true\n"
+    code, out, _ = _run(capsys, "count", "cli_ids", "--exact", "--format", "jsonl", *ks)
+    assert json.loads(out) == {"store": "cli_ids", "entries": 5, "exact": True}
+    assert _run(capsys, "count", "cli_ids", "--format", "table", *ks)[1].splitlines()[0].split() == [
+        "store",
+        "entries",
+        "exact",
+    ]
