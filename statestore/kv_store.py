@@ -104,6 +104,11 @@ class KeyValueStore:
 
     # -- point operations ------------------------------------------------------------------------
 
+    def prepare_point_get(self) -> None:
+        """Prepare the point get's statement now (a blocking round trip), so that `get_async`,
+        awaited on an event loop, never has to."""
+        self.table.get_query(self.session, b"")
+
     def get(self, key: Any) -> Any | None:
         raw = self._key(key)
         hit, value = self._cached(raw)

@@ -143,6 +143,11 @@ class VersionedStore:
 
     # -- versioned operations ------------------------------------------------------------------
 
+    def prepare_point_get(self) -> None:
+        """Prepare the current-version get's statement now (a blocking round trip), so that
+        `get_async`, awaited on an event loop, never has to."""
+        self.table.latest_query(self.session, b"")
+
     def get(self, key: Any, as_of: int | None = None) -> VersionedRecord | None:
         """The current record of `key`, or with `as_of` (epoch ms) the record valid then;
         None if the key had no value (never written, or deleted) at that time."""

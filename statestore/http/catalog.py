@@ -69,6 +69,9 @@ class StoreCatalog:
             raise
         if cached is not None and cached[0].spec == store.spec:
             store = cached[0]  # unchanged: keep the warm handle and its read cache
+        # Here, in a route's worker thread: the point-get fast path awaits reads on the event
+        # loop, where preparing a statement would block every other request.
+        store.prepare_point_get()
         with self._lock:
             self._stores[name] = (store, now)
         return store

@@ -16,7 +16,7 @@ with warnings.catch_warnings():  # starlette 1.x asks for `httpx2`; the pinned s
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
 
-from statestore import codecs
+from statestore import cassandra, codecs
 from statestore.builder import StoreBuilder
 from statestore.http import create_app
 from statestore.http.fast_get import PointGetFastPath
@@ -162,3 +162,19 @@ def test_stored_bytes_the_codec_cannot_decode_answer_500_naming_the_store(stores
             assert answer.status_code == 500, rest
             assert f"store '{store}' holds a value that its {codec} codec cannot decode" in answer.json()["detail"]
         assert client.get("/stores/fast_ids/keys/1").json()["value"] == {"n": 1}  # the rest still answers
+
+
+def test_opening_a_store_prepares_its_point_get_so_the_event_loop_never_does(stores, cassandra_config, monkeypatch):
+    app = create_app(cassandra_config)
+    with TestClient(app) as client:
+        monkeypatch.setattr(cassandra, "_prepared", {})  # as in a fresh server process
+        for name in ("fast_words", "fast_prices"):
+            assert client.get(f"/stores/{name}").status_code == 200  # opened by a route, in a worker thread
+        session = app.state.catalog.session()
+
+        def blocking_prepare(cql, *args, **kwargs):
+            raise AssertionError(f"a statement was prepared on the event loop: {cql}")
+
+        monkeypatch.setattr(session, "prepare", blocking_prepare)
+        assert client.get("/stores/fast_words/keys/a").json()["value"] == 0
+        assert client.get("/stores/fast_prices/keys/apple").json()["value"] == 12
