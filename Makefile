@@ -90,9 +90,12 @@ airflow: stack-up
 airflow-down:
 	scripts/airflow down
 
+# Style, and the import rules between the package's wings (pyproject.toml [tool.importlinter]:
+# layers, forbidden imports, no cycles); the plugin's package is found on plugins/.
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=plugins $(BIN)/lint-imports --no-cache
 
 clean:
 	scripts/stack down || true

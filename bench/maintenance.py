@@ -32,21 +32,18 @@ import sys
 import time
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(PROJECT))
-
-from statestore import config as cfg  # noqa: E402
-from statestore import registry  # noqa: E402
-from statestore.batches import now_micros  # noqa: E402
-from statestore.cassandra import DDL_PROFILE, create_keyspace, session_for  # noqa: E402
-from statestore.config import CassandraConfig  # noqa: E402
-from statestore.maintenance.audit import AuditOptions, audit  # noqa: E402
-from statestore.maintenance.expire import ExpireOptions, expire  # noqa: E402
-from statestore.maintenance.nodetool import Nodetool, NodetoolConfig  # noqa: E402
-from statestore.maintenance.selection import Thresholds, TimeBasis  # noqa: E402
-from statestore.provision import provision_store  # noqa: E402
-from statestore.spark import build_session  # noqa: E402
-from statestore.stores import StoreSpec, StoreType  # noqa: E402
+from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
+from statestore.conn.spark import build_session
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig
+from statestore.core.model import StoreSpec, StoreType
+from statestore.maintenance.audit import AuditOptions, audit
+from statestore.maintenance.expire import ExpireOptions, expire
+from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
+from statestore.maintenance.selection import Thresholds, TimeBasis
+from statestore.store import registry
+from statestore.store.provision import provision_store
+from statestore.stream.batches import now_micros
 
 KEYSPACE = "bench_maintenance"
 STREAM_TIME_MS = 1_750_000_000_000
@@ -57,10 +54,10 @@ def load_task(config: CassandraConfig, spec: StoreSpec, write_ts: int):
     """Spark task: write entries [low, high) of the store: even ids old, odd ids recent."""
 
     def run(bounds):
-        from statestore.cassandra import session_for
-        from statestore.codecs import encode_long
-        from statestore.stores import table_for
-        from statestore.stores.base import Entry
+        from statestore.conn.cassandra import session_for
+        from statestore.core.codecs import encode_long
+        from statestore.core.model import Entry
+        from statestore.store.tables import table_for
 
         session = session_for(config)
         table = table_for(spec)

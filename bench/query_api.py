@@ -40,18 +40,14 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 
-PROJECT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(PROJECT))
-
-from statestore.builder import StoreBuilder, open_store  # noqa: E402
-from statestore.cassandra import DDL_PROFILE, create_keyspace, session_for  # noqa: E402
-from statestore.codecs import encode_long  # noqa: E402
-from statestore.config import CassandraConfig, resolve  # noqa: E402
-from statestore.stores.base import Entry  # noqa: E402
+from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
+from statestore.core.codecs import encode_long
+from statestore.core.config import CassandraConfig, resolve
+from statestore.core.model import Entry
+from statestore.store.builder import StoreBuilder, open_store
 
 KEYSPACE = "bench_query"
 

@@ -4,7 +4,7 @@ One run of this script generates one input (a fixed seed, a Zipf-like vocabulary
 it to one Kafka topic, and streams it several times, each into a fresh store with a fresh
 checkpoint, in ONE SparkSession (so Spark's start-up is paid once, outside every timing):
 
-  replay-safe   the real job (statestore.wordcount.start): read the current rows, skip the
+  replay-safe   the real job (statestore.stream.job.start): read the current rows, skip the
                 ones this batch already wrote, write absolute values USING TIMESTAMP;
                 partitioned-kv store.
   counter       the same job without replay safety: same Kafka read, same tokenization and
@@ -13,7 +13,7 @@ checkpoint, in ONE SparkSession (so Spark's start-up is paid once, outside every
                 counter increments (UPDATE ... SET value = value + ?) on a counter table of the
                 same layout (PRIMARY KEY ((partition), key)), grouped per partition into
                 batches exactly as the store groups its writes, with the same concurrency.
-                Done by replacing statestore.batches.partition_applier for the run.
+                Done through the job's seam for it (BatchSeams.make_applier; replay/counter.py).
   global        (optional) the real job on a global-kv store.
 
 The variants run in alternating order (AB, BA, ...) for --rounds rounds after an untimed
@@ -27,7 +27,8 @@ workers, plus this driver) and of Cassandra is sampled around every run.
 
 After the timed rounds, one profiled run of each apply (not part of the medians) times the
 driver's steps of each batch and the phases of the executor-side apply (read-before-write,
-planning, writes; with accumulators).
+planning, writes; with accumulators), through the job's seams (BatchSeams.driver_timer and
+task_timer, replay/seams.py).
 
 The stack may be shared: the script waits for Cassandra and Kafka to answer before each run,
 recreates its keyspace or topic if someone reset them, and repeats a run that failed (a
@@ -46,537 +47,24 @@ import argparse
 import json
 import logging
 import math
-import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent.parent
-if str(PROJECT) not in sys.path:
-    sys.path.insert(0, str(PROJECT))
+from bench_common import delete_topics, drop_keyspace, generate, machine_description, wait_for_stack, zipf_rank_of
+from replay import VARIANTS, counter
+from replay.report import markdown, summarize
+from replay.runs import Bench, RunResult
 
-from bench.common import (  # noqa: E402
-    cassandra_pid,
-    cpu_ticks_of,
-    delete_topics,
-    drop_keyspace,
-    generate,
-    machine_description,
-    machine_ticks,
-    process_tree_ticks,
-    profiled_partition_applier,
-    wait_for_stack,
-    zipf_rank_of,
-)
-from statestore import batches, kafka_io  # noqa: E402
-from statestore import config as cfg  # noqa: E402
-from statestore.cassandra import DDL_PROFILE, close_all, create_keyspace, session_for  # noqa: E402
-from statestore.config import CassandraConfig, KafkaConfig, StreamConfig  # noqa: E402
-from statestore.provision import provision_store  # noqa: E402
-from statestore.stores import StoreSpec, StoreType  # noqa: E402
-from statestore.wordcount import JobConfig, start  # noqa: E402
+from statestore.conn.cassandra import close_all, session_for
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig, KafkaConfig
 
 _log = logging.getLogger("bench.replay_overhead")
-
-VARIANTS = ("replay-safe", "counter", "global", "counter-global")
-# (replay-safe variant, its baseline): the same store layout with and without replay safety.
-PAIRS = (("replay-safe", "counter"), ("global", "counter-global"))
-_GLOBAL_LAYOUT = ("global", "counter-global")
-_SHORT = {"replay-safe": "r", "counter": "c", "global": "g", "counter-global": "cg"}
-
-
-# --------------------------------------------------------------------------- the baseline
-
-
-def counter_table(store: str) -> str:
-    return f"{store}_counts"
-
-
-def counter_table_cql(keyspace: str, store: str, global_layout: bool) -> str:
-    """A counter table with the store's layout, ((partition), key) or key alone (global-kv),
-    and the store's compaction strategy."""
-    from statestore.options import DEFAULT_COMPACTION
-
-    if global_layout:
-        columns = "key blob PRIMARY KEY, value counter"
-    else:
-        columns = "partition int, key blob, value counter, PRIMARY KEY ((partition), key)"
-    return (
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.{counter_table(store)} ({columns})"
-        f" WITH compaction = {{'class': '{DEFAULT_COMPACTION}'}}"
-    )
-
-
-def make_counter_applier(timers=None):
-    """A drop-in for statestore.apply.partition_applier (same signature, same output: one
-    ApplyStats per task) that applies the deltas as blind counter increments: no read, no batch
-    tag, no write timestamp. Rows are decoded, sliced and grouped per partition exactly as the
-    real apply does, and sent with the same concurrency in COUNTER batches of the store's size
-    (for a global-kv store, whose writes are one statement per key: one update per key).
-    With `timers` (a dict of Spark accumulators) it also times its phases."""
-
-    def counter_partition_applier(config, spec, batch_id, write_ts):
-        table = f"{spec.keyspace}.{counter_table(spec.name)}"
-        partitions = spec.partitions
-        concurrency = config.write_concurrency
-        global_layout = spec.store_type.value == "global-kv"
-
-        def apply_slice(session, update, deltas):
-            from collections import defaultdict
-
-            from cassandra.concurrent import execute_concurrent
-            from cassandra.query import BatchStatement, BatchType
-
-            from statestore.apply import ApplyStats
-            from statestore.partitioner import partition_for
-            from statestore.stores.partitioned_kv import _BATCH_BYTES, _BATCH_ROWS
-
-            if not deltas:
-                return ApplyStats()
-            began = time.perf_counter()
-            groups: dict[int, list] = defaultdict(list)
-            statements = []
-            if global_layout:  # every key is its own partition: one statement per key
-                statements = [(update, (d.amount, d.key)) for d in deltas]
-            else:
-                for d in deltas:
-                    groups[partition_for(d.key, partitions)].append(d)
-            for partition, group in groups.items():
-                batch, rows, size = None, 0, 0
-                for d in group:
-                    if batch is None or size >= _BATCH_BYTES or rows >= _BATCH_ROWS:
-                        batch = BatchStatement(batch_type=BatchType.COUNTER)
-                        statements.append((batch, ()))
-                        rows, size = 0, 0
-                    batch.add(update, (d.amount, partition, d.key))
-                    rows += 1
-                    size += len(d.key) + 8 + 24
-            built = time.perf_counter()
-            execute_concurrent(session, statements, concurrency=concurrency, raise_on_first_error=True)
-            if timers is not None:
-                timers["group"].add(built - began)
-                timers["write"].add(time.perf_counter() - built)
-                timers["slices"].add(1)
-            times = [d.time_ms for d in deltas if d.time_ms is not None]
-            return ApplyStats(len(deltas), len(deltas), 0, max(times) if times else None)
-
-        def apply_partition(rows):
-            from statestore.apply import _SLICE, ApplyStats, Delta
-            from statestore.cassandra import prepare, session_for
-
-            task_began = time.perf_counter()
-            session = session_for(config)
-            where = "key = ?" if global_layout else "partition = ? AND key = ?"
-            update = prepare(session, f"UPDATE {table} SET value = value + ? WHERE {where}")
-            total = ApplyStats()
-            deltas = []
-            for row in rows:
-                deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2]))
-                if len(deltas) >= _SLICE:
-                    total += apply_slice(session, update, deltas)
-                    deltas = []
-            total += apply_slice(session, update, deltas)
-            if timers is not None:
-                timers["task"].add(time.perf_counter() - task_began)
-            yield total
-
-        return apply_partition
-
-    return counter_partition_applier
-
-
-def count_first(write_dead_letters):
-    """An experiment (--dead-letters count-first), for a while the job's own behaviour, since
-    superseded (the apply job counts what it cannot count, and a clean batch runs no
-    dead-letter job at all; with this wrapper it runs one count): skip the streaming
-    of dead letters when one counting job finds none. statestore.batches.write_dead_letters
-    streams them with toLocalIterator(), which runs one Spark job per partition of
-    dead_letter_rows (a union of two branches over every Kafka partition) for every batch,
-    even though the set is almost always empty."""
-
-    def write_if_any(session, batch_df, spec, batch_id):
-        from statestore.wordcount import dead_letter_rows
-
-        if dead_letter_rows(batch_df).count() == 0:
-            return 0
-        return write_dead_letters(session, batch_df, spec, batch_id)
-
-    return write_if_any
-
-
-# --------------------------------------------------------------------------- measuring
-
-
-@dataclass
-class RunResult:
-    variant: str
-    round: int
-    store: str
-    wall_s: float
-    trigger_s: float
-    batches: int
-    input_rows: int
-    words: int
-    keys_per_batch: list[int]
-    cassandra_cpu_s: float
-    machine_busy_s: float
-    spark_cpu_s: float
-    load_before: float
-    verified: bool
-    timers: dict[str, float] = field(default_factory=dict)
-    spark_durations: dict[str, float] = field(default_factory=dict)
-    driver: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def words_per_s(self) -> float:
-        return self.words / self.wall_s
-
-    @property
-    def words_per_trigger_s(self) -> float:
-        return self.words / self.trigger_s
-
-
-class CountMismatchError(AssertionError):
-    """A run's final counts differ from the ground truth."""
-
-
-class Bench:
-    def __init__(self, args, spark, cassandra: CassandraConfig, kafka: KafkaConfig, workdir: Path) -> None:
-        self.args = args
-        self.spark = spark
-        self.cassandra = cassandra
-        self.kafka = kafka
-        self.session = session_for(cassandra)
-        self.workdir = workdir
-        self.cassandra_pid = cassandra_pid()
-        try:
-            self.spark_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-        except Exception:  # noqa: BLE001 - the CPU sample is optional
-            self.spark_pid = None
-        self.hz = os.sysconf("SC_CLK_TCK")
-        self._batch_keys: list[int] = []
-        self.failed_attempts: list[str] = []
-        self.inputs: dict[str, list[bytes]] = {}
-        self.produced: set[str] = set()
-        self._real_apply_batch = batches.apply_batch
-        self._real_partition_applier = batches.partition_applier
-
-    def ready(self, topic: str) -> None:
-        """The stack answers, and the keyspace and the topic are still there (another user of
-        the shared stack may have restarted or reset it): recreate them if not."""
-        wait_for_stack(self.cassandra, self.kafka, self.args.stack_wait)
-        create_keyspace(self.session, self.cassandra.keyspace)
-        if kafka_io.partition_count(self.kafka, topic) is None:
-            if topic in self.produced:
-                _log.warning("topic %s is gone: producing it again", topic)
-            began = time.perf_counter()
-            kafka_io.ensure_topic(self.kafka, topic, self.args.partitions)
-            kafka_io.produce(self.kafka, topic, self.inputs[topic])
-            self.produced.add(topic)
-            _log.info("produced %d lines to %s (%.1fs)", len(self.inputs[topic]), topic, time.perf_counter() - began)
-
-    def _timed(self, name: str, function):
-        def timed(*args, **kwargs):
-            began = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                self._driver[name] += time.perf_counter() - began
-
-        return timed
-
-    def _patch_driver_timers(self) -> list:
-        """Time the driver's steps of each batch (restored after the run)."""
-        from statestore import checkpoint, lease, registry
-
-        targets = [
-            (batches, "write_dead_letters", "dead letters (driver job)"),
-            (batches, "first_batch_start", "first batch start offsets (driver job)"),
-            (registry, "begin_batch", "registry begin_batch"),
-            (registry, "record_batch", "registry record_batch"),
-            (checkpoint, "batch_end_offsets", "checkpoint offsets"),
-            (lease.StoreLease, "check", "lease check"),
-        ]
-        undo = []
-        for owner, attribute, label in targets:
-            original = getattr(owner, attribute)
-            undo.append((owner, attribute, original))
-            setattr(owner, attribute, self._timed(label, original))
-        return undo
-
-    def _recording_apply_batch(self, *args, **kwargs):
-        result = self._real_apply_batch(*args, **kwargs)
-        self._batch_keys.append(result.stats.keys)
-        return result
-
-    def run(self, variant: str, round_no: int, topic: str, truth: Counter, max_offsets: int, profile=False):
-        """One run in a fresh store and checkpoint. A run that fails (the counter baseline
-        cannot retry a timed-out write: increments are not idempotent) is repeated from
-        scratch, up to --attempts times; a wrong count is never retried."""
-        for attempt in range(1, self.args.attempts + 1):
-            try:
-                self.ready(topic)
-                return self._run(variant, round_no, topic, truth, max_offsets, profile)
-            except CountMismatchError:
-                raise
-            except Exception as exc:
-                first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-                if attempt == self.args.attempts:
-                    raise
-                _log.warning(
-                    "%s round %d failed (attempt %d): %s; running it again", variant, round_no, attempt, first_line
-                )
-                self.failed_attempts.append(f"{variant} round {round_no}: {first_line}")
-        raise AssertionError("unreachable")
-
-    def _run(self, variant: str, round_no: int, topic: str, truth: Counter, max_offsets: int, profile: bool):
-        store = f"b{_SHORT[variant]}{round_no}_{uuid.uuid4().hex[:8]}"
-        global_layout = variant in _GLOBAL_LAYOUT
-        store_type = StoreType.GLOBAL_KV if global_layout else StoreType.PARTITIONED_KV
-        spec = provision_store(
-            self.session, StoreSpec(self.cassandra.keyspace, store, store_type, self.args.partitions), topic
-        )
-        timers = None
-        if profile:
-            sc = self.spark.sparkContext
-            names = ("read", "plan", "write", "group", "task", "slices")
-            timers = {n: sc.accumulator(0.0) for n in names}
-        if variant.startswith("counter"):
-            self.session.execute(counter_table_cql(spec.keyspace, store, global_layout), execution_profile=DDL_PROFILE)
-            batches.partition_applier = make_counter_applier(timers)
-        elif profile:
-            batches.partition_applier = profiled_partition_applier(timers)
-        stream = StreamConfig(
-            topic=topic,
-            store=store,
-            checkpoint=str(self.workdir / store),
-            max_offsets_per_trigger=max_offsets,
-        )
-        self._batch_keys = []
-        self._driver = Counter()
-        batches.apply_batch = self._timed("apply_batch", self._recording_apply_batch)
-        undo = []
-        if self.args.dead_letters == "count-first":
-            undo.append((batches, "write_dead_letters", batches.write_dead_letters))
-            batches.write_dead_letters = count_first(batches.write_dead_letters)
-        if profile:
-            undo += self._patch_driver_timers()
-        cassandra_before = cpu_ticks_of(self.cassandra_pid)
-        spark_before = process_tree_ticks(self.spark_pid)
-        driver_before = sum(os.times()[:2])
-        busy_before, _ = machine_ticks()
-        load = os.getloadavg()[0]
-        began = time.perf_counter()
-        try:
-            running = start(self.spark, JobConfig(stream, self.cassandra, self.kafka))
-            try:
-                finished = running.query.awaitTermination(timeout=self.args.run_timeout)
-                wall = time.perf_counter() - began
-                if not finished:
-                    raise RuntimeError(f"{variant} run did not finish within {self.args.run_timeout} s")
-                progress = running.query.recentProgress
-            finally:
-                running.stop()
-        finally:
-            batches.apply_batch = self._real_apply_batch
-            batches.partition_applier = self._real_partition_applier
-            for owner, name, original in reversed(undo):
-                setattr(owner, name, original)
-        cassandra_cpu = (cpu_ticks_of(self.cassandra_pid) - cassandra_before) / self.hz
-        machine_busy = (machine_ticks()[0] - busy_before) / self.hz
-        spark_cpu = (process_tree_ticks(self.spark_pid) - spark_before) / self.hz
-        spark_cpu += sum(os.times()[:2]) - driver_before
-        data_batches = [p for p in progress if p["numInputRows"] > 0]
-        trigger = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
-        spark_parts = Counter()
-        for p in progress:
-            spark_parts.update({k: v / 1000 for k, v in p["durationMs"].items()})
-        counts = self.read_counts(spec, variant)
-        verified = counts == dict(truth)
-        if not verified:
-            missing = len(set(truth) - set(counts))
-            wrong = sum(1 for k, v in counts.items() if truth.get(k) != v)
-            raise CountMismatchError(
-                f"{variant} round {round_no} (store {store}): counts differ from the ground truth "
-                f"({missing} words missing, {wrong} with a wrong count, {len(counts)} stored vs {len(truth)})"
-            )
-        result = RunResult(
-            variant=variant,
-            round=round_no,
-            store=store,
-            wall_s=wall,
-            trigger_s=trigger,
-            batches=len(data_batches),
-            input_rows=sum(p["numInputRows"] for p in progress),
-            words=sum(truth.values()),
-            keys_per_batch=list(self._batch_keys),
-            cassandra_cpu_s=cassandra_cpu,
-            machine_busy_s=machine_busy,
-            spark_cpu_s=spark_cpu,
-            load_before=load,
-            verified=verified,
-            timers={n: a.value for n, a in timers.items()} if timers else {},
-            spark_durations=dict(spark_parts),
-            driver=dict(self._driver),
-        )
-        _log.info(
-            "%-11s round %d: %6.1fs wall, %6.1fs in batches, %d batches, %7.0f words/s, cpu: spark %.1fs, "
-            "cassandra %.1fs, machine %.1fs; load before %.1f; counts verified",
-            variant,
-            round_no,
-            wall,
-            trigger,
-            result.batches,
-            result.words_per_s,
-            spark_cpu,
-            cassandra_cpu,
-            machine_busy,
-            load,
-        )
-        return result
-
-    def read_counts(self, spec: StoreSpec, variant: str) -> dict[str, int]:
-        from statestore.codecs import decode_long
-
-        if variant.startswith("counter"):
-            select = f"SELECT key, value FROM {spec.keyspace}.{counter_table(spec.name)}"
-            decode = int
-        else:
-            select = f"SELECT key, value FROM {spec.keyspace}.{spec.table}"
-            decode = decode_long
-        from cassandra.query import SimpleStatement
-
-        statement = SimpleStatement(select, fetch_size=5000)
-        return {bytes(r.key).decode("utf-8"): decode(r.value) for r in self.session.execute(statement)}
-
-
-# --------------------------------------------------------------------------- report
-
-
-def summarize(results: list[RunResult], variants: list[str]) -> dict[str, dict]:
-    summary = {}
-    for v in variants:
-        runs = [r for r in results if r.variant == v]
-        summary[v] = {
-            "runs": len(runs),
-            "words_per_s": [round(r.words_per_s) for r in runs],
-            "median_words_per_s": statistics.median(r.words_per_s for r in runs),
-            "median_wall_s": statistics.median(r.wall_s for r in runs),
-            "median_trigger_s": statistics.median(r.trigger_s for r in runs),
-            "median_words_per_trigger_s": statistics.median(r.words_per_trigger_s for r in runs),
-            "median_spark_cpu_s": statistics.median(r.spark_cpu_s for r in runs),
-            "median_cassandra_cpu_s": statistics.median(r.cassandra_cpu_s for r in runs),
-            "median_machine_busy_s": statistics.median(r.machine_busy_s for r in runs),
-            "load_before": [round(r.load_before, 1) for r in runs],
-        }
-    ratios = {}
-    for safe, base in PAIRS:
-        if safe not in summary or base not in summary:
-            continue
-        # The runs of a round are neighbours in time: their ratio sees the same background.
-        rounds: dict[int, dict[str, RunResult]] = {}
-        for r in results:
-            rounds.setdefault(r.round, {})[r.variant] = r
-        per_round = [p[safe].words_per_s / p[base].words_per_s for p in rounds.values() if safe in p and base in p]
-        a, b = summary[safe], summary[base]
-        ratios[f"{safe}/{base}"] = {
-            "of_medians": a["median_words_per_s"] / b["median_words_per_s"],
-            "of_medians_trigger": a["median_words_per_trigger_s"] / b["median_words_per_trigger_s"],
-            "per_round": per_round,
-            "median_per_round": statistics.median(per_round),
-            "cpu_per_word": (a["median_spark_cpu_s"] + a["median_cassandra_cpu_s"])
-            / (b["median_spark_cpu_s"] + b["median_cassandra_cpu_s"]),
-        }
-    if ratios:
-        summary["ratios"] = ratios
-    return summary
-
-
-def markdown(summary: dict, profiles: dict, budget: float) -> str:
-    out = [
-        "| variant | words/s (median) | each run, words/s | wall s | in batches s | CPU s: Spark | CPU s: Cassandra "
-        "| machine busy s | load avg before each run |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for v, s in summary.items():
-        if v == "ratios":
-            continue
-        out.append(
-            f"| {v} | {s['median_words_per_s']:,.0f} | {', '.join(f'{x:,}' for x in s['words_per_s'])} "
-            f"| {s['median_wall_s']:.1f} | {s['median_trigger_s']:.1f} | {s['median_spark_cpu_s']:.1f} "
-            f"| {s['median_cassandra_cpu_s']:.1f} | {s['median_machine_busy_s']:.1f} "
-            f"| {', '.join(str(x) for x in s['load_before'])} |"
-        )
-    for pair, ratio in summary.get("ratios", {}).items():
-        overhead = 1 - ratio["of_medians"]
-        worst = max(overhead, 1 - ratio["median_per_round"])
-        verdict = "MET" if worst <= budget else f"MISSED by {worst - budget:.1%} points"
-        out.append("")
-        out.append(
-            f"{pair} throughput: **{ratio['of_medians']:.3f}** (medians of wall-time throughput); "
-            f"per round {', '.join(f'{x:.3f}' for x in ratio['per_round'])} (median {ratio['median_per_round']:.3f}); "
-            f"{ratio['of_medians_trigger']:.3f} by the sum of triggerExecution; CPU (Spark + Cassandra) per word "
-            f"{ratio['cpu_per_word']:.3f}x the baseline's."
-        )
-        out.append(
-            f"overhead {overhead:+.1%} (ratio of medians), {1 - ratio['median_per_round']:+.1%} (median of the "
-            f"rounds' ratios), against a budget of {budget:.0%}: **{verdict}**"
-        )
-    for variant, prof in profiles.items():
-        out.append("")
-        out.extend(profile_lines(variant, prof))
-    return "\n".join(out)
-
-
-def profile_lines(variant: str, prof: RunResult) -> list[str]:
-    """Where the wall time of one profiled run went: Spark's trigger phases, the driver's
-    steps inside foreachBatch, and the executor-side apply's phases."""
-    d, t, sp = prof.driver, prof.timers, prof.spark_durations
-    out = [
-        f"profile of one {variant} run: {prof.wall_s:.1f}s wall, {prof.words_per_s:,.0f} words/s, "
-        f"{prof.batches} batches, Cassandra CPU {prof.cassandra_cpu_s:.1f}s, machine busy {prof.machine_busy_s:.1f}s "
-        f"(of {2 * prof.wall_s:.1f} core-seconds on 2 cores)"
-    ]
-    out.append(f"  - Spark triggerExecution, summed over batches: {sp.get('triggerExecution', 0):.1f}s")
-    for part in ("latestOffset", "queryPlanning", "getBatch", "walCommit", "commitOffsets"):
-        if sp.get(part):
-            out.append(f"    - {part}: {sp[part]:.2f}s")
-    out.append(f"    - addBatch (our foreachBatch): {sp.get('addBatch', 0):.1f}s")
-    named = ("lease check", "checkpoint offsets", "first batch start offsets (driver job)")
-    for label in named:
-        if label in d:
-            out.append(f"      - {label}: {d[label]:.2f}s")
-    apply = d.get("apply_batch", 0.0)
-    out.append(f"      - apply_batch: {apply:.1f}s")
-    inner = ("registry begin_batch", "dead letters (driver job)", "registry record_batch")
-    for label in inner:
-        if label in d:
-            out.append(f"        - {label}: {d[label]:.2f}s")
-    job = apply - sum(d.get(label, 0.0) for label in inner)
-    out.append(f"        - the apply job (Kafka read, tokenize, aggregate, shuffle, apply): {job:.1f}s")
-    task = t.get("task", 0.0)
-    out.append(f"          - executor apply, summed over tasks: {task:.1f}s ({int(t.get('slices', 0))} slices)")
-    phases = [(n, t[n]) for n in ("read", "plan", "group", "write") if t.get(n)]
-    labels = {
-        "read": "read-before-write (read_entries)",
-        "plan": "plan_writes",
-        "group": "partition + build batches",
-        "write": "counter writes" if variant.startswith("counter") else "write_entries",
-    }
-    for name, value in phases:
-        out.append(f"            - {labels[name]}: {value:.2f}s")
-    rest = task - sum(v for _, v in phases)
-    out.append(f"            - rows in from the shuffle + Delta decode: {rest:.2f}s")
-    return out
-
-
-# --------------------------------------------------------------------------- main
 
 
 def parse_args(argv=None):
@@ -632,12 +120,12 @@ def main(argv=None) -> int:
 
     from pyspark import cloudpickle
 
-    from statestore.spark import build_session
+    from statestore.conn.spark import build_session
 
-    # The baseline's functions are shipped to the Python workers by value, whatever the
-    # module is called (run as a script or with -m).
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    cloudpickle.register_pickle_by_value(sys.modules["bench.common"])
+    # The counter baseline's apply runs on the executors, whose Python workers do not have
+    # bench/ on their path: ship its module by value. (The real apply and its timer are
+    # statestore's own, which the workers import.)
+    cloudpickle.register_pickle_by_value(counter)
 
     tag = uuid.uuid4().hex[:8]
     keyspace = f"bench_{tag}"

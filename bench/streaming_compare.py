@@ -2,7 +2,7 @@
 
 One run generates a Zipf corpus, produces it once to one Kafka topic (recording partition,
 offset, word count and timestamp of every message), then runs each system in its own
-process (bench/compare_worker.py; systems in bench/compare_systems.py): throughput on the
+process (compare/worker.py; systems in compare/systems.py): throughput on the
 corpus, latency at a fixed input rate, restart time by state size, and (our job) a profile.
 It writes a Markdown report, the raw figures (JSON) and PNG plots to --out.
 
@@ -28,15 +28,14 @@ import time
 import uuid
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent.parent
-if str(PROJECT) not in sys.path:
-    sys.path.insert(0, str(PROJECT))
+import bench_common as common
+from compare.experiments import EXPERIMENTS
+from compare.feed import produce_all
+from compare.report import aggregate, render
+from compare.systems import OURS, STATEFUL, SYSTEMS
 
-from bench import common  # noqa: E402
-from bench.compare_experiments import EXPERIMENTS  # noqa: E402
-from bench.compare_report import aggregate, render  # noqa: E402
-from bench.compare_systems import OURS, STATEFUL, SYSTEMS  # noqa: E402
-from bench.feed import produce_all  # noqa: E402
+BENCH = Path(__file__).resolve().parent
+PROJECT = BENCH.parent
 
 _log = logging.getLogger("bench.streaming_compare")
 FULL = {
@@ -87,7 +86,7 @@ def parse_args(argv=None):
         action="append",
         default=[],
         choices=sorted(EXPERIMENTS),
-        help="a change to our job to try out (bench/compare_experiments.py); repeatable",
+        help="a change to our job to try out (bench/compare/experiments.py); repeatable",
     )
     p.add_argument("--partitions", type=int, default=4, help="Kafka topic partitions (4)")
     p.add_argument("--master", default="local[2]", help="Spark master (local[2])")
@@ -131,11 +130,15 @@ def run_worker(plan: dict, workdir: Path) -> dict:
     stem = f"{plan['system']}-{plan['round']}"
     plan_file, out_file = workdir / f"{stem}.plan.json", workdir / f"{stem}.out.json"
     plan_file.write_text(json.dumps(plan))
-    kafka_pid = _stack_pid("kafka")
+    kafka_pid = common.stack_pid("kafka")
     before = _load_sample(kafka_pid)
     began = time.perf_counter()
+    # The worker imports its parts as this script does (compare, bench_common): bench/ on its
+    # PYTHONPATH, the working directory as it is.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(BENCH), os.environ.get("PYTHONPATH"))))}
     completed = subprocess.run(
-        [sys.executable, str(PROJECT / "bench" / "compare_worker.py"), str(plan_file), str(out_file)],
+        [sys.executable, "-m", "compare.worker", str(plan_file), str(out_file)],
+        env=env,
         timeout=plan["run_timeout_s"] * 4,
         check=False,
     )
@@ -145,16 +148,6 @@ def run_worker(plan: dict, workdir: Path) -> dict:
         result["error"] = f"worker exited with {completed.returncode} (its log is above)"
     result["load"] = load
     return result
-
-
-def _stack_pid(name: str) -> int | None:
-    sys.path.insert(0, str(PROJECT / "stack"))
-    try:
-        import stack as local_stack
-
-        return local_stack.running_pid(name)
-    except Exception:  # noqa: BLE001 - the load figures are optional
-        return None
 
 
 def _load_sample(kafka_pid) -> dict:
@@ -191,10 +184,10 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("cassandra", "statestore", "bench.kafka"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from statestore import config as cfg
-    from statestore import kafka_io
-    from statestore.cassandra import close_all, create_keyspace, session_for
-    from statestore.config import CassandraConfig, KafkaConfig
+    from statestore.conn import kafka as kafka_io
+    from statestore.conn.cassandra import close_all, create_keyspace, session_for
+    from statestore.core import config as cfg
+    from statestore.core.config import CassandraConfig, KafkaConfig
 
     tag = uuid.uuid4().hex[:8]
     keyspace, topic = f"bench_cmp_{tag}", f"bench-cmp-{tag}"
@@ -293,7 +286,7 @@ def main(argv=None) -> int:
 
 
 def write_report(out: Path, machine: dict, corpus: dict, settings: dict, summary: dict, results: list[dict]) -> None:
-    from bench.plots import plot_all
+    from compare.plots import plot_all
 
     out.mkdir(parents=True, exist_ok=True)
     pngs = plot_all(summary, out)

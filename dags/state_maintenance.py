@@ -95,9 +95,9 @@ with DAG(
 
         from statestore_airflow.hook import CassandraStateStoreHook
 
+        from statestore.core.names import validate_store_name
         from statestore.maintenance.plan import StoreFacts, plan_maintenance
         from statestore.maintenance.selection import TimeBasis
-        from statestore.names import validate_store_name
 
         with dag_support.fail_without_retry():
             requested = [validate_store_name(s) for s in params["stores"]]

@@ -12,7 +12,7 @@ DOC = """
 
 Trigger with parameters: **action** and **store**, plus what the action needs. Every rule
 (names, option values, codecs, the lease, the confirmation) is the library's
-(`statestore.admin`); this DAG only routes the request to `CassandraStateStoreHook`
+(`statestore.store.admin`); this DAG only routes the request to `CassandraStateStoreHook`
 (connection `statestore_cassandra`, keyspace in its *schema*). The result is the task's
 return value (XCom) and is logged.
 
@@ -82,7 +82,7 @@ with DAG(
         """Route the chosen action to the hook; return its result as plain JSON."""
         from statestore_airflow.hook import CassandraStateStoreHook
 
-        from statestore.errors import ConfigError
+        from statestore.core.errors import ConfigError
 
         hook = CassandraStateStoreHook(dag_support.CASSANDRA_CONN_ID)
         action, store = params["action"], params["store"]

@@ -98,7 +98,7 @@ with DAG(
         from airflow.sdk import BaseHook
         from statestore_airflow.hook import CassandraStateStoreHook
 
-        from statestore.config import StreamConfig
+        from statestore.core.config import StreamConfig
 
         with dag_support.fail_without_retry():
             checkpoint = params["checkpoint"] or str(dag_support.checkpoint_root() / params["store"])

@@ -3,12 +3,12 @@
     spark-submit --jars <kafka connector jars> jobs/wordcount_stream.py \
         --topic lines --store wordcount --checkpoint /path/to/checkpoint [--trigger 10s]
 
-All logic lives in statestore.wordcount; `--help` lists every setting.
+All logic lives in statestore.stream.job; `--help` lists every setting.
 """
 
 import sys
 
-from statestore.wordcount import main
+from statestore.stream.job import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -2,6 +2,6 @@
 
 import sys
 
-from statestore.cli import main
+from statestore.cli.main import main
 
 sys.exit(main())

@@ -16,7 +16,7 @@ if os.environ.get("HYPOTHESIS_PROFILE"):
 
 @pytest.fixture(scope="session")
 def spark():
-    from statestore.spark import build_session
+    from statestore.conn.spark import build_session
 
     session = build_session("statestore-tests", master="local[2]", conf={"spark.ui.enabled": "false"})
     session.sparkContext.setLogLevel("WARN")

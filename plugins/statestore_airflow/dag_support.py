@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import statestore
-from statestore.config import CassandraConfig
-from statestore.errors import CassandraUnavailableError, StateStoreError
-from statestore.lease import LeaseHeldError
+from statestore.conn.spark import connector_jars
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import CassandraUnavailableError, StateStoreError
 from statestore.maintenance.plan import JOB_ORDER
-from statestore.spark import connector_jars
+from statestore.store.lease import LeaseHeldError
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS = PROJECT / "jobs"

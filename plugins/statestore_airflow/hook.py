@@ -2,10 +2,10 @@
 
 Named for the stream state stores this project keeps in Cassandra, not to be confused with
 Airflow's own task state store. The hook maps an Airflow connection of the `cassandra` type
-to a statestore.config.CassandraConfig and hands the library a session from
-statestore.cassandra.session_for: its own driver Cluster with execution profiles (DML and
+to a statestore.core.config.CassandraConfig and hands the library a session from
+statestore.conn.cassandra.session_for: its own driver Cluster with execution profiles (DML and
 DDL) and token-aware routing, not the provider's CassandraHook, whose legacy load-balancing
-setting turns execution profiles off. Every store rule lives in statestore.admin.
+setting turns execution profiles off. Every store rule lives in statestore.store.admin.
 
 Connection fields:
   host      contact points, comma-separated            port      CQL port (default 9042)
@@ -26,14 +26,14 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from statestore import admin, lease
-from statestore import config as cfg
-from statestore.builder import open_store
-from statestore.cassandra import session_for
-from statestore.config import CassandraConfig
-from statestore.errors import ConfigError
-from statestore.names import validate_keyspace
-from statestore.stores import KeyRange
+from statestore.conn.cassandra import session_for
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import ConfigError
+from statestore.core.model import KeyRange
+from statestore.core.names import validate_keyspace
+from statestore.store import admin, lease
+from statestore.store.builder import open_store
 
 # Connection extra -> CassandraConfig field.
 EXTRA_FIELDS = {
@@ -115,7 +115,7 @@ class CassandraStateStoreHook(BaseHook):
         """The driver session (process-wide, connected on first use)."""
         return session_for(self.config)
 
-    # -- management: statestore.admin ------------------------------------------------------------
+    # -- management: statestore.store.admin ------------------------------------------------------------
 
     def list_stores(self) -> list[admin.StoreListing]:
         return admin.list_stores(self.get_conn(), self.keyspace)

@@ -23,12 +23,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from statestore import admin
-from statestore.cassandra import session_for
-from statestore.config import CassandraConfig
-from statestore.errors import StateStoreError, UnsupportedOperationError
+from statestore.conn.cassandra import session_for
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import StateStoreError, UnsupportedOperationError
 from statestore.http import create_app
 from statestore.maintenance.units import human_bytes
+from statestore.store import admin
 
 _log = logging.getLogger(__name__)
 _TEMPLATES = Environment(

@@ -10,7 +10,7 @@ from cassandra import OperationTimedOut, RequestExecutionException
 from cassandra.cluster import NoHostAvailable
 from fastapi.responses import JSONResponse
 
-from statestore.errors import (
+from statestore.core.errors import (
     CassandraUnavailableError,
     KeyspaceMissingError,
     StateStoreError,

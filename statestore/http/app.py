@@ -19,12 +19,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from statestore import __version__
-from statestore.cache import CacheOptions
-from statestore.errors import StateStoreError
+from statestore.core.errors import StateStoreError
 from statestore.http.answers import DRIVER_ERRORS, answer, error
 from statestore.http.catalog import ConfigSource, StoreCatalog
 from statestore.http.fast_get import PointGetFastPath
 from statestore.http.routes import router
+from statestore.store.cache import CacheOptions
 
 _log = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from statestore.builder import open_store
-from statestore.cache import CacheOptions
-from statestore.cassandra import session_for
-from statestore.config import CassandraConfig, resolve
-from statestore.errors import StoreNotFoundError
-from statestore.names import validate_store_name
+from statestore.conn.cassandra import session_for
+from statestore.core.config import CassandraConfig, resolve
+from statestore.core.errors import StoreNotFoundError
+from statestore.core.names import validate_store_name
+from statestore.store.builder import open_store
+from statestore.store.cache import CacheOptions
 
 ConfigSource = CassandraConfig | Callable[[], CassandraConfig] | None
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 from fastapi import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from statestore.errors import StateStoreError
+from statestore.core.errors import StateStoreError
+from statestore.core.text import parse_key
 from statestore.http.answers import DRIVER_ERRORS, answer
 from statestore.http.routes import record_for
-from statestore.query import parse_key
 
 
 def point_get_target(scope: Scope) -> tuple[str, str] | None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from statestore.errors import StateStoreError, UnsupportedOperationError
-from statestore.stores.base import EVERYTHING, KeyRange
+from statestore.core.errors import StateStoreError, UnsupportedOperationError
+from statestore.core.model import EVERYTHING, KeyRange
 
 # Rows asked of each store partition per round trip: enough for most pages in one, and a
 # bounded read-ahead when a page spans many partitions.

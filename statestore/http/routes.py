@@ -10,15 +10,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from statestore import registry
-from statestore.errors import KeyspaceMissingError, StateStoreError
+from statestore.core.errors import StateStoreError
+from statestore.core.model import EVERYTHING, KeyRange
+from statestore.core.text import key_syntax, parse_key, require_versioned, to_json, versioned
 from statestore.http import models
 from statestore.http.answers import KeyNotFoundError
 from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import read_page, resume, token_ordered
-from statestore.query import key_syntax, parse_key, require_versioned, to_json, versioned
-from statestore.stores.base import EVERYTHING, KeyRange
-from statestore.stores.versioned_base import OPEN_END
+from statestore.store import admin, registry
+from statestore.store.tables.versioned_base import OPEN_END
 
 MAX_LIMIT = 10_000
 MAX_MS = OPEN_END - 1  # version times are 0 <= t < 2**63 - 1 epoch ms
@@ -56,14 +56,9 @@ def _summary(spec) -> models.StoreSummary:
 
 @router.get("/stores", summary="List the stores of the keyspace")
 def list_stores(catalog: Catalog) -> models.StoreList:
-    session, keyspace = catalog.session(), catalog.keyspace
-    meta = session.cluster.metadata.keyspaces.get(keyspace)
-    if meta is None:
-        raise KeyspaceMissingError(f"keyspace '{keyspace}' does not exist: check STATESTORE_KEYSPACE / --keyspace")
-    if registry.REGISTRY_TABLE not in meta.tables:
-        return models.StoreList(keyspace=keyspace, stores=[])
-    specs = [spec for spec, _ in registry.list_stores(session, keyspace)]
-    return models.StoreList(keyspace=keyspace, stores=[_summary(s) for s in specs])
+    keyspace = catalog.keyspace
+    listings = admin.list_stores(catalog.session(), keyspace)
+    return models.StoreList(keyspace=keyspace, stores=[_summary(listing.spec) for listing in listings])
 
 
 @router.get("/stores/{store}", summary="Describe a store: layout, codecs, what it supports, progress")

@@ -3,7 +3,7 @@
 The scan runs in Spark tasks over token ranges (statestore.maintenance.scan); each task
 sizes its rows with the SSTable model of statestore.maintenance.sizing and returns a small
 summary (counts, a size histogram, its largest partitions, its breaches), merged on the
-driver. The result is cross-checked with Cassandra's own figures (statestore.table_stats,
+driver. The result is cross-checked with Cassandra's own figures (statestore.store.table_stats,
 nodetool), judged against the thresholds (statestore.maintenance.selection) and turned
 into a recommendation when a store outgrows its layout.
 """
@@ -15,21 +15,16 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from statestore import registry
-from statestore.config import CassandraConfig
-from statestore.errors import NodetoolError
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import NodetoolError
+from statestore.core.model import StoreSpec
 from statestore.maintenance import history, selection
 from statestore.maintenance.audit_scan import AuditSummary, audit_task
 from statestore.maintenance.crosscheck import CassandraFigures, figures_of
 from statestore.maintenance.nodetool import Nodetool
-from statestore.maintenance.scan import (
-    default_ranges,
-    run_over_ranges,
-    shape_of,
-    token_splits,
-)
+from statestore.maintenance.scan import default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.selection import Level, PartitionStat, Policy, Thresholds
-from statestore.stores import StoreSpec
+from statestore.store import admin, registry
 
 _log = logging.getLogger("statestore.maintenance.audit")
 
@@ -140,7 +135,7 @@ def audit(
     if stores:
         specs = [registry.lookup(session, config.keyspace, name) for name in stores]
     else:
-        specs = [spec for spec, _ in registry.list_stores(session, config.keyspace)]
+        specs = [listing.spec for listing in admin.list_stores(session, config.keyspace)]
     targets = [(spec, shape_of(session, spec)) for spec in specs]
     if options.flush and nodetool is not None:
         flush(nodetool, specs)

@@ -11,13 +11,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from statestore.codecs import canonical_name
-from statestore.config import CassandraConfig
+from statestore.conn.cassandra import session_for
+from statestore.core.codecs import canonical_name
+from statestore.core.config import CassandraConfig
+from statestore.core.model import StoreSpec
 from statestore.maintenance import selection
 from statestore.maintenance.scan import TableShape, scan_range
 from statestore.maintenance.selection import Level, PartitionStat
 from statestore.maintenance.sizing import partition_overhead, row_bytes
-from statestore.stores import StoreSpec
 
 # Breaching partitions kept per task and in the report (the counts are always complete).
 MAX_LISTED_BREACHES = 100
@@ -115,7 +116,6 @@ def audit_task(config: CassandraConfig, targets: list[tuple[StoreSpec, TableShap
     (store index, AuditSummary) per item."""
 
     def run(items: Iterator[tuple[int, tuple[int, int]]]) -> Iterator[tuple[int, AuditSummary]]:
-        from statestore.cassandra import session_for
 
         session = session_for(config)
         for index, token_range in items:

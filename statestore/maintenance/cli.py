@@ -13,12 +13,20 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from statestore import config as cfg
-from statestore.config import CassandraConfig, KafkaConfig
-from statestore.errors import ConfigError, MaintenanceCheckError, StateStoreError
+from statestore.conn.cassandra import require_keyspace, session_for
+from statestore.conn.spark import build_session
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.errors import ConfigError, MaintenanceCheckError, StateStoreError
+from statestore.maintenance import audit_report, compact_report, expire_report, validate_report
+from statestore.maintenance.audit import AuditOptions, audit
+from statestore.maintenance.compact import CompactOptions, compact
+from statestore.maintenance.expire import ExpireOptions, expire
 from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
 from statestore.maintenance.selection import Policy, Thresholds, TimeBasis
 from statestore.maintenance.units import parse_duration_ms, parse_size
+from statestore.maintenance.validate import ValidateOptions, validate
+from statestore.store import admin
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_CHECK_FAILED = 0, 1, 2, 3
 _log = logging.getLogger("statestore.maintenance")
@@ -77,8 +85,6 @@ def audit_parser() -> argparse.ArgumentParser:
 
 
 def run_audit(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
-    from statestore.maintenance import audit_report
-    from statestore.maintenance.audit import AuditOptions, audit
 
     options = AuditOptions(
         thresholds=Thresholds(args.warn_size, args.fail_size, args.warn_entries, args.fail_entries),
@@ -124,9 +130,6 @@ def expire_parser() -> argparse.ArgumentParser:
 
 
 def run_expire(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
-    from statestore import admin
-    from statestore.maintenance import expire_report
-    from statestore.maintenance.expire import ExpireOptions, expire
 
     if args.table_ttl is not None:
         for store in args.store:
@@ -158,8 +161,6 @@ def validate_parser() -> argparse.ArgumentParser:
 
 
 def run_validate(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
-    from statestore.maintenance import validate_report
-    from statestore.maintenance.validate import ValidateOptions, validate
 
     options = ValidateOptions(
         starting_offsets=args.starting_offsets,
@@ -214,8 +215,6 @@ def compact_parser() -> argparse.ArgumentParser:
 
 
 def run_compact(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
-    from statestore.maintenance import compact_report
-    from statestore.maintenance.compact import CompactOptions, compact
 
     options = CompactOptions(
         history_retention_ms=args.history_retention,
@@ -247,9 +246,6 @@ def run(job: str, argv: Sequence[str] | None) -> int:
     make_parser, body = JOBS[job]
     args = make_parser().parse_args(argv)
     try:
-        from statestore.cassandra import require_keyspace, session_for
-        from statestore.spark import build_session
-
         config = cfg.from_args(CassandraConfig, args)
         args.kafka = cfg.from_args(KafkaConfig, args) if hasattr(args, "bootstrap_servers") else None
         nodetool = Nodetool.locate(cfg.from_args(NodetoolConfig, args))

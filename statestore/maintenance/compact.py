@@ -17,16 +17,16 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from statestore import registry
-from statestore.codecs import millis_of
-from statestore.config import CassandraConfig
-from statestore.errors import ConfigError, NodetoolError
+from statestore.core.codecs import millis_of
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import ConfigError, NodetoolError
+from statestore.core.model import StoreSpec
 from statestore.maintenance import history
 from statestore.maintenance.crosscheck import CassandraFigures, figures_of
 from statestore.maintenance.prune import PruneSummary, prune_task
 from statestore.maintenance.scan import default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.selection import TimeBasis, expiry_cutoff, tombstone_action
-from statestore.stores import StoreSpec
+from statestore.store import admin, registry
 
 _log = logging.getLogger("statestore.maintenance.compact")
 # compact: a major compaction merges every SSTable and purges droppable tombstones (with
@@ -126,7 +126,7 @@ def compact(
     if stores:
         specs = [registry.lookup(session, config.keyspace, name) for name in stores]
     else:
-        specs = [spec for spec, _ in registry.list_stores(session, config.keyspace)]
+        specs = [listing.spec for listing in admin.list_stores(session, config.keyspace)]
     began, now_ms = time.monotonic(), int(time.time() * 1000)
     cutoffs = [_cutoff(session, spec, options, now_ms) for spec in specs]
     before = figures_of(session, specs, nodetool, percentiles=False, flush=True)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from statestore.errors import NodetoolError
+from statestore.core.errors import NodetoolError
 from statestore.maintenance.units import MIB
-from statestore.table_stats import max_partition_mib, size_estimate
+from statestore.store.table_stats import max_partition_mib, size_estimate
 
 _log = logging.getLogger("statestore.maintenance")
 

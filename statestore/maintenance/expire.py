@@ -4,7 +4,7 @@ Spark tasks scan the store by token range, reading each entry's event time and t
 time of its value, pick what `selection.is_expired` says, and delete each pick `USING
 TIMESTAMP` of the write time they read. Cassandra's last-write-wins then settles any race:
 an update that lands between the read and the delete carries a later timestamp (the stream
-writes every batch above the previous ones, statestore.batches.write_ts_for), so it wins
+writes every batch above the previous ones, statestore.stream.batches.write_ts_for), so it wins
 over the delete and the entry survives with its new value. Nothing is locked and no
 lightweight transaction is needed.
 
@@ -24,16 +24,16 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
 from cassandra.query import BatchStatement, BatchType
 
-from statestore import registry
-from statestore.cassandra import prepare
-from statestore.codecs import millis_of
-from statestore.config import CassandraConfig
-from statestore.errors import UnsupportedOperationError
+from statestore.conn.cassandra import prepare, session_for
+from statestore.core.codecs import millis_of
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import UnsupportedOperationError
+from statestore.core.model import StoreSpec
 from statestore.maintenance import history
 from statestore.maintenance.scan import TableShape, default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.selection import Cutoff, TimeBasis, expiry_cutoff, is_expired
-from statestore.stores import StoreSpec
-from statestore.stores.paging import paged
+from statestore.store import registry
+from statestore.store.tables.paging import paged
 
 _log = logging.getLogger("statestore.maintenance.expire")
 _SAMPLE = 20
@@ -151,7 +151,6 @@ def _describe_key(key) -> str:
 
 def expire_task(config: CassandraConfig, targets: list[tuple[TableShape, Cutoff]], options: ExpireOptions):
     def run(items: Iterator[tuple[int, tuple[int, int]]]) -> Iterator[tuple[int, ExpirySummary]]:
-        from statestore.cassandra import session_for
 
         session = session_for(config)
         for index, token_range in items:

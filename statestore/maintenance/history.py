@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from statestore.cassandra import DDL_PROFILE, prepare
-from statestore.codecs import millis_of
-from statestore.names import validate_keyspace, validate_store_name
+from statestore.conn.cassandra import DDL_PROFILE, prepare
+from statestore.core.codecs import millis_of
+from statestore.core.names import validate_keyspace, validate_store_name
 
 TABLE = "statestore_maintenance"
 EXPIRE, COMPACT, AUDIT, VALIDATE = "expire", "compact", "audit", "validate"

@@ -20,8 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from statestore.config import _port, _positive_float, _setting
-from statestore.errors import NodetoolError
+from statestore.core.config import parse_port, parse_positive_float, setting
+from statestore.core.errors import NodetoolError
 
 PROJECT = Path(__file__).resolve().parents[2]
 _MAIN_CLASS = "org.apache.cassandra.tools.NodeTool"
@@ -38,24 +38,24 @@ _QUIET_LOGBACK = (
 class NodetoolConfig:
     """nodetool: how maintenance jobs reach Cassandra's JMX."""
 
-    command: str = _setting(
+    command: str = setting(
         "auto",
         "STATESTORE_NODETOOL",
         "--nodetool",
         "'auto' (nodetool on PATH, else the local stack's jars), 'off', or the command line to run",
     )
-    jmx_host: str = _setting(
+    jmx_host: str = setting(
         "127.0.0.1", "STATESTORE_CASSANDRA_JMX_HOST", "--jmx-host", "Cassandra JMX host (default 127.0.0.1)"
     )
-    jmx_port: int = _setting(
-        7199, "STATESTORE_CASSANDRA_JMX_PORT", "--jmx-port", "Cassandra JMX port (default 7199)", _port
+    jmx_port: int = setting(
+        7199, "STATESTORE_CASSANDRA_JMX_PORT", "--jmx-port", "Cassandra JMX port (default 7199)", parse_port
     )
-    timeout_s: float = _setting(
+    timeout_s: float = setting(
         1800.0,
         "STATESTORE_NODETOOL_TIMEOUT",
         "--nodetool-timeout",
         "seconds one nodetool command may take (default 1800: compactions are slow)",
-        _positive_float,
+        parse_positive_float,
     )
 
 

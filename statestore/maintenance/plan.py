@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from statestore.errors import StoreNotFoundError
+from statestore.core.errors import StoreNotFoundError
+from statestore.core.model import StoreSpec, StoreType
 from statestore.maintenance.selection import TimeBasis
-from statestore.registry import StoreProgress
-from statestore.stores import StoreSpec, StoreType
+from statestore.store.registry import StoreProgress
 
 EXPIRE, COMPACT, AUDIT, VALIDATE = "expire_state", "compact_state", "audit_partitions", "validate_idempotency"
 JOB_ORDER = (EXPIRE, COMPACT, AUDIT, VALIDATE)

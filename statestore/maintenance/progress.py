@@ -30,7 +30,7 @@ class Progress:
         self._last_log = self.started
         self._bar = None
         if sys.stderr.isatty() if tty is None else tty:
-            from tqdm import tqdm
+            from tqdm import tqdm  # only for a terminal: tqdm is a tool, not a library dependency
 
             self._bar = tqdm(total=total, desc=what, unit=unit, file=sys.stderr, leave=False)
 

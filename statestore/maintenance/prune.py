@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
-from statestore.cassandra import prepare
-from statestore.config import CassandraConfig
+from statestore.conn.cassandra import prepare, session_for
+from statestore.core.config import CassandraConfig
+from statestore.core.model import StoreSpec
 from statestore.maintenance.scan import TableShape
 from statestore.maintenance.selection import VersionRow, versions_to_drop
-from statestore.stores import StoreSpec, table_for
-from statestore.stores.paging import paged
+from statestore.store.tables import table_for
+from statestore.store.tables.paging import paged
 
 _SAMPLE = 20
 _PENDING = 500
@@ -108,7 +109,6 @@ def prune_range(session, spec: StoreSpec, shape: TableShape, token_range, cutoff
 
 def prune_task(config: CassandraConfig, targets: list[tuple[StoreSpec, TableShape, int]], options):
     def run(items) -> Iterator[tuple[int, PruneSummary]]:
-        from statestore.cassandra import session_for
 
         session = session_for(config)
         for index, token_range in items:

@@ -29,6 +29,7 @@ def expectations(columns: list[str], words_at_least: int, input_words: int, last
     """The suite: the expected columns; keys present, non-empty and unique; counts at least 1
     and summing to the recounted number of words (a range once expiry removed entries); every
     entry written by a batch the registry knows."""
+    # Great Expectations is the optional `maintenance` extra: imported only by the validate job.
     import great_expectations as gx
 
     e = gx.expectations

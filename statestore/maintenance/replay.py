@@ -4,7 +4,7 @@ The shadow is a new table of the same layout (`<store>_shadow`), filled by Spark
 the store over token ranges. Each replayed batch reads exactly its Kafka records (its start
 and end offsets from Spark's offset log in the checkpoint: `offsets/<b-1>` and `offsets/<b>`,
 or `sources/0/0` for the first batch) and goes through the stream's own apply
-(statestore.apply.partition_applier) under its logical batch id. A store that is replay-safe
+(statestore.stream.apply.partition_applier) under its logical batch id. A store that is replay-safe
 skips every row (each was written by that batch or a later one); any write, or any
 difference between the shadow before and after, fails the check and names the keys.
 """
@@ -16,16 +16,20 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from statestore import checkpoint
-from statestore.apply import ApplyStats, partition_applier, run_applier
-from statestore.batches import now_micros
-from statestore.cassandra import DDL_PROFILE
-from statestore.config import CassandraConfig, KafkaConfig
-from statestore.errors import CheckpointMismatchError
+from pyspark.sql import functions as F
+
+from statestore.conn.cassandra import DDL_PROFILE, session_for
+from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.errors import CheckpointMismatchError
+from statestore.core.model import StoreSpec
 from statestore.maintenance.scan import TableShape, default_ranges, scan_range, shape_of, store_frame, token_splits
-from statestore.registry import StoreProgress
-from statestore.stores import StoreSpec, table_for
-from statestore.stores.base import entry_from_row
+from statestore.store.registry import StoreProgress
+from statestore.store.tables import table_for
+from statestore.store.tables.base import entry_from_row
+from statestore.stream import checkpoint
+from statestore.stream.apply import ApplyStats, partition_applier, run_applier
+from statestore.stream.batches import now_micros
+from statestore.stream.transforms import batch_deltas
 
 _log = logging.getLogger("statestore.maintenance.replay")
 
@@ -78,7 +82,6 @@ def _copy_task(config: CassandraConfig, shape: TableShape, shadow: StoreSpec, pa
     each row's value, batch id and event time (entry_from_row reads them by column name)."""
 
     def run(ranges):
-        from statestore.cassandra import session_for
 
         session = session_for(config)
         table = table_for(shadow)
@@ -174,7 +177,6 @@ def replay_check(
 def _replay_batch(
     spark, config, kafka: KafkaConfig, shadow: StoreSpec, location: str, spark_id: int, logical: int
 ) -> ApplyStats:
-    from statestore.wordcount import batch_deltas
 
     start = (
         _initial_offsets(spark, location)
@@ -206,7 +208,6 @@ def _changed_keys(before, after, expired_before_ms: int | None = None):
     """Keys whose row differs between two frames of the same table (added, removed or changed),
     each with `recreated`: the key was absent before and the replay wrote it from input older
     than the expiry cutoff (an expired key coming back, not a double count)."""
-    from pyspark.sql import functions as F
 
     columns = [c for c in before.columns if c != "key"]
     joined = before.alias("b").join(after.alias("a"), "key", "full_outer")

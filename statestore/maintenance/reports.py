@@ -67,6 +67,7 @@ code {{ background: #f6f6f6; padding: 0 0.2em; }}
 
 def write_markdown_and_html(report_dir: Path, name: str, title: str, markdown: str) -> tuple[Path, Path]:
     """`<name>.md` and the same rendered as a standalone `<name>.html`."""
+    # markdown-it-py and matplotlib are the optional `maintenance` extra: imported when a report is written.
     from markdown_it import MarkdownIt
 
     report_dir.mkdir(parents=True, exist_ok=True)

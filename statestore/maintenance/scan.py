@@ -1,7 +1,7 @@
 """Full-table scans split by token range, run in parallel as Spark tasks.
 
 The ring is cut into contiguous token ranges; each Spark task reads its ranges with paged
-queries straight from Cassandra (statestore.cassandra.session_for on the executor, as the
+queries straight from Cassandra (statestore.conn.cassandra.session_for on the executor, as the
 stream's apply does) and returns only a small summary, so no table ever reaches the driver.
 Rows come back in token order, so each partition's rows are contiguous within a range.
 
@@ -16,12 +16,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from pyspark.sql import types as T
 
-from statestore.cassandra import prepare
-from statestore.errors import StoreNotFoundError
-from statestore.stores import StoreSpec
-from statestore.stores.global_kv import token_splits
-from statestore.stores.paging import paged
+from statestore.conn.cassandra import prepare, session_for
+from statestore.core.codecs import decode_long, millis_of
+from statestore.core.errors import StoreNotFoundError
+from statestore.core.model import StoreSpec
+from statestore.maintenance.progress import spark_progress
+from statestore.store.tables.global_kv import token_splits
+from statestore.store.tables.paging import paged
 
 __all__ = ["TableShape", "default_ranges", "run_over_ranges", "scan_range", "shape_of", "token_splits"]
 
@@ -99,7 +102,6 @@ def default_ranges(spark) -> int:
 def run_over_ranges(spark, work: list[tuple[int, tuple[int, int]]], task: Callable[[Iterator], Iterator], what: str):
     """Run `task` in one Spark task per item of `work`, (store index, token range), and collect
     what the tasks yield: one small summary each."""
-    from statestore.maintenance.progress import spark_progress
 
     rdd = spark.sparkContext.parallelize(work, len(work))
     with spark_progress(spark, len(work), what):
@@ -107,7 +109,6 @@ def run_over_ranges(spark, work: list[tuple[int, tuple[int, int]]], task: Callab
 
 
 def _spark_type(cql_type: str, column: str):
-    from pyspark.sql import types as T
 
     if column in ("key",):
         return T.StringType()
@@ -121,7 +122,6 @@ def _spark_type(cql_type: str, column: str):
 def row_converter(shape: TableShape):
     """A function from a driver row (token first) to a Spark row of word-count values: key as
     UTF-8 text, value as a long, timestamps as epoch milliseconds (no time zone involved)."""
-    from statestore.codecs import decode_long, millis_of
 
     columns = (*shape.key_columns, *shape.cells)
     kinds = [_spark_type(shape.type_of(c), c).typeName() for c in columns]
@@ -149,13 +149,11 @@ def row_converter(shape: TableShape):
 def store_frame(spark, config, shape: TableShape, ranges: int, page_size: int = 5000):
     """The store's rows as a Spark DataFrame, read by executors over token ranges (the driver
     holds none of them): the table's columns, key as text and value as a long."""
-    from pyspark.sql import types as T
 
     columns = (*shape.key_columns, *shape.cells)
     schema = T.StructType([T.StructField(c, _spark_type(shape.type_of(c), c), True) for c in columns])
 
     def read(items: Iterator[tuple[int, int]]) -> Iterator[tuple]:
-        from statestore.cassandra import session_for
 
         session = session_for(config)
         convert = row_converter(shape)

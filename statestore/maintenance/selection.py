@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from statestore.errors import ConfigError
+from statestore.core.errors import ConfigError
 from statestore.maintenance.units import MIB, human_bytes
 
 

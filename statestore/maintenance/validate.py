@@ -2,7 +2,7 @@
 
 - Recompute: read the input topic in batch up to the offsets the stream has committed (the
   registry's position), tokenize and count with the stream's own functions
-  (statestore.wordcount.batch_deltas over statestore.tokenize.words_column), and compare with
+  (statestore.stream.job.batch_deltas over statestore.stream.tokenize.words_column), and compare with
   the store key by key (selection.judge_count; expiry's recorded cutoff loosens the check only
   for keys with input older than it).
 - Replay: statestore.maintenance.replay re-applies the last N batches to a shadow copy.
@@ -21,12 +21,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from statestore import registry
-from statestore.config import CassandraConfig, KafkaConfig
-from statestore.errors import StoreChangedError, UnsupportedOperationError
-from statestore.maintenance import history, selection
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.errors import StoreChangedError, UnsupportedOperationError
+from statestore.maintenance import history, quality, replay, selection
 from statestore.maintenance.scan import default_ranges, shape_of, store_frame
-from statestore.registry import StoreProgress
+from statestore.store import registry
+from statestore.store.registry import StoreProgress
+from statestore.stream.transforms import batch_deltas
 
 _log = logging.getLogger("statestore.maintenance.validate")
 DIFFERENCES_FILE = "validate_idempotency_differences.jsonl"
@@ -105,9 +109,6 @@ def snapshot(spark, session, config: CassandraConfig, spec, shape, options: Vali
 
 def expected_counts(spark, kafka: KafkaConfig, progress: StoreProgress, starting: str, expired_before_ms):
     """(key, total, last_ms, recent) recounted from the topic up to the store's position."""
-    from pyspark.sql import functions as F
-
-    from statestore.wordcount import batch_deltas
 
     if progress.offsets is None:
         return None
@@ -144,8 +145,6 @@ def differences_of(joined, expiry_applies: bool):
 def recompute(
     spark, kafka: KafkaConfig, frame, progress: StoreProgress, expired_before_ms, options, report_dir: Path
 ) -> RecomputeResult:
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     began = time.monotonic()
     expected = expected_counts(spark, kafka, progress, options.starting_offsets, expired_before_ms)
@@ -219,7 +218,6 @@ def _show(d: Difference) -> str:
 def validate(
     spark, session, config: CassandraConfig, kafka: KafkaConfig, store: str, options: ValidateOptions, report_dir: Path
 ) -> ValidationReport:
-    from statestore.maintenance import quality, replay
 
     spec = registry.lookup(session, config.keyspace, store)
     if spec.store_type.versioned or (spec.key_codec, spec.value_codec) != ("string", "long"):

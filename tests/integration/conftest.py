@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from statestore import config as cfg
-from statestore import kafka_io
-from statestore.cassandra import DDL_PROFILE, close_all, create_keyspace, session_for
-from statestore.config import CassandraConfig, KafkaConfig, StreamConfig
-from statestore.retry import with_retries
-from statestore.spark import connector_jars
-from statestore.wordcount import JobConfig, start
+from statestore.conn import kafka as kafka_io
+from statestore.conn.cassandra import DDL_PROFILE, close_all, create_keyspace, session_for
+from statestore.conn.retry import with_retries
+from statestore.conn.spark import connector_jars
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
+from statestore.stream.job import JobConfig, start
 
 PROJECT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT / "stack"))
@@ -124,9 +124,9 @@ def run_stream(spark, cassandra_config, kafka_config, topic, store, checkpoint, 
 
 
 def dump(session, keyspace, store) -> dict[str, int]:
-    from statestore import registry
-    from statestore.codecs import decode_long, decode_text
-    from statestore.stores import table_for
+    from statestore.core.codecs import decode_long, decode_text
+    from statestore.store import registry
+    from statestore.store.tables import table_for
 
     table = table_for(registry.lookup(session, keyspace, store))
     return {decode_text(e.key): decode_long(e.value) for e in table.scan_sorted(session)}

@@ -1,0 +1,144 @@
+"""The five systems of the side-by-side benchmark, each started the same way on a topic.
+
+  partitioned  our job (statestore.stream.job.start) on a partitioned-kv store
+  global       our job on a global-kv store
+  rocksdb      Spark's own stateful word count, groupBy(word).count() in update mode to a
+               no-op sink, with the RocksDB state store provider
+  hdfs         the same with Spark's default, HDFS-backed (in-memory map) provider
+  stateless    the same Kafka read and tokenization to a no-op sink: no state, no shuffle,
+               the ceiling of what the machine can do
+
+All read the topic from the earliest offset with the same maxOffsetsPerTrigger and use the
+session's shuffle partitions (the job's default, 4; for Spark's stores that is also the
+number of state store partitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+OURS = {"partitioned": "partitioned-kv", "global": "global-kv"}
+PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER}
+SYSTEMS = ("partitioned", "global", "rocksdb", "hdfs", "stateless")
+STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
+LABELS = {
+    "partitioned": "statestore, partitioned-kv",
+    "global": "statestore, global-kv",
+    "rocksdb": "Spark, RocksDB provider",
+    "hdfs": "Spark, HDFS-backed provider",
+    "stateless": "stateless ceiling",
+}
+
+
+def session_conf(system: str, shuffle_partitions: int, driver_memory: str) -> dict[str, str]:
+    """Spark settings of a system's session: the same for all but the state store provider."""
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.driver.memory": driver_memory,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        # The latency runs trigger every second for a minute or more: keep every event.
+        "spark.sql.streaming.numRecentProgressUpdates": "5000",
+    }
+    if system in PROVIDERS:
+        conf["spark.sql.streaming.stateStore.providerClass"] = PROVIDERS[system]
+    return conf
+
+
+@dataclass
+class Running:
+    """A started query of any system; `stop()` ends it (and releases our job's lease)."""
+
+    query: object
+    stop: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a run reads and keeps its progress."""
+
+    topic: str
+    name: str  # our store's name; the query name for Spark's systems
+    checkpoint: str
+    trigger: str  # "available-now" or an interval such as "1s"
+
+
+def start_system(spark, system: str, target: Target, cassandra, kafka, max_offsets: int | None, seams=None) -> Running:
+    """Start `system` on the target. `seams` (our systems only): the statestore BatchSeams to
+    run our job with (None: the job as shipped)."""
+    if system in OURS:
+        return _start_ours(spark, system, target, cassandra, kafka, max_offsets, seams)
+    return _start_native(spark, system, target, kafka, max_offsets)
+
+
+def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, seams) -> Running:
+    from statestore.core.config import StreamConfig
+    from statestore.stream.batches import SHIPPED
+    from statestore.stream.job import JobConfig, start
+
+    stream = StreamConfig(
+        topic=target.topic,
+        store=target.name,
+        checkpoint=target.checkpoint,
+        store_type=OURS[system],
+        trigger=target.trigger,
+        max_offsets_per_trigger=max_offsets,
+    )
+    running = start(spark, JobConfig(stream, cassandra, kafka), seams or SHIPPED)
+    return Running(running.query, running.stop)
+
+
+def native_words(spark, topic: str, bootstrap: str, max_offsets: int | None):
+    """The words of the topic as a streaming DataFrame: our job's tokenization."""
+    from pyspark.sql import functions as F
+
+    from statestore.stream.tokenize import words_column
+
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    words = reader.load().select(F.explode(words_column(F.col("value").cast("string"))).alias("word"))
+    return words.filter(F.length("word") > 0)
+
+
+def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
+    words = native_words(spark, target.topic, kafka.bootstrap_servers, max_offsets)
+    if system == "stateless":
+        output, mode = words, "append"
+    else:
+        output, mode = words.groupBy("word").count(), "update"
+    writer = (
+        output.writeStream.format("noop")
+        .outputMode(mode)
+        .queryName(target.name)
+        .option("checkpointLocation", target.checkpoint)
+    )
+    if target.trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        from statestore.core.config import trigger_seconds
+
+        writer = writer.trigger(processingTime=f"{trigger_seconds(target.trigger)} seconds")
+    query = writer.start()
+
+    def stop() -> None:
+        if query.isActive:
+            query.stop()
+
+    return Running(query, stop)
+
+
+def state_rows(events: list[dict]) -> int | None:
+    """The number of keys in Spark's state after the last batch (its progress event says)."""
+    for event in reversed(events):
+        operators = event.get("stateOperators") or []
+        if operators and event.get("numInputRows", 0) > 0:
+            return sum(op.get("numRowsTotal", 0) for op in operators)
+    return None

@@ -1,0 +1,165 @@
+"""The `statestore` command line: query stores directly in Cassandra, feed Kafka.
+
+Each command resolves its settings through statestore.core.config (flags > STATESTORE_*
+environment > defaults) and delegates to the library; only `main` catches errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from statestore import __version__
+from statestore.cli import queries
+from statestore.conn import kafka as kafka_io
+from statestore.conn.cassandra import create_keyspace, session_for
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.errors import StateStoreError
+from statestore.core.names import validate_store_name
+from statestore.core.text import emit
+from statestore.store import admin, deadletters, registry
+from statestore.store.tables import table_for
+
+
+def _store(args):
+    config = cfg.from_args(CassandraConfig, args)
+    session = session_for(config)
+    spec = registry.lookup(session, config.keyspace, validate_store_name(args.store))
+    return session, table_for(spec)
+
+
+def cmd_create_keyspace(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    keyspace = args.name or config.keyspace
+    create_keyspace(session_for(config), keyspace, args.replication_factor)
+    print(f"keyspace {keyspace} ready")
+    return 0
+
+
+def cmd_create_topic(args) -> int:
+    count = kafka_io.ensure_topic(cfg.from_args(KafkaConfig, args), args.topic, args.partitions)
+    print(f"topic {args.topic} ready with {count} partition(s)")
+    return 0
+
+
+def cmd_produce(args) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        raise StateStoreError(f"{path}: no such file")
+    kafka = cfg.from_args(KafkaConfig, args)
+    kafka_io.ensure_topic(kafka, args.topic, args.partitions)
+    sent = kafka_io.produce(kafka, args.topic, kafka_io.lines_of(path))
+    print(f"produced {sent} message(s) to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def cmd_stores(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    # A read command: it lists what is registered and creates nothing (no CREATE permission needed).
+    rows = [
+        (
+            s.spec.name,
+            s.spec.store_type.value,
+            s.spec.table,
+            s.spec.partitions,
+            "" if s.progress.last_batch_id is None else s.progress.last_batch_id,
+            s.progress.source_topic or "",
+        )
+        for s in admin.list_stores(session_for(config), config.keyspace)
+    ]
+    emit(rows, ("store", "type", "table", "partitions", "last_batch", "topic"), args.format, sys.stdout)
+    return 0
+
+
+def cmd_deadletters(args) -> int:
+    session, table = _store(args)
+    rows = (
+        (
+            d.topic,
+            d.kafka_partition,
+            d.kafka_offset,
+            d.kafka_timestamp_ms,
+            d.reason,
+            d.detail,
+            "" if d.raw is None else d.raw[: args.raw_bytes].hex(),
+        )
+        for d in deadletters.read_all(session, table.spec.keyspace, table.spec.name)
+    )
+    header = ("topic", "partition", "offset", "timestamp_ms", "reason", "detail", "raw_hex")
+    emit(rows, header, args.format, sys.stdout)
+    return 0
+
+
+def cmd_reset(args) -> int:
+    if not args.yes:
+        raise StateStoreError(
+            f"`statestore reset {args.store}` deletes every count and dead letter of the store and its "
+            "recorded position; add --yes to confirm"
+        )
+    config = cfg.from_args(CassandraConfig, args)
+    admin.truncate_store(session_for(config), config.keyspace, validate_store_name(args.store), verb="resetting")
+    print(f"store {args.store} reset: empty, no recorded position; start it with a new --checkpoint")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="statestore", description="Query and feed Cassandra-backed stream state stores."
+    )
+    parser.add_argument("--version", action="version", version=f"statestore {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name, func, help, cassandra=True, kafka=False, fmt=None):
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=func)
+        if fmt:
+            p.add_argument(
+                "--format",
+                choices=("table", "csv", "jsonl"),
+                default=fmt,
+                help=f"output format (default {fmt})",
+            )
+        if cassandra:
+            cfg.add_arguments(p, CassandraConfig)
+        if kafka:
+            cfg.add_arguments(p, KafkaConfig)
+        return p
+
+    p = command("create-keyspace", cmd_create_keyspace, "create the keyspace (SimpleStrategy) if missing")
+    p.add_argument("name", nargs="?", help="keyspace (default: --keyspace / STATESTORE_KEYSPACE)")
+    p.add_argument("--replication-factor", type=int, default=1, help="default 1")
+
+    p = command("create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=True)
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, default=4, help="default 4")
+
+    p = command("produce", cmd_produce, "send each line of FILE as one Kafka message", cassandra=False, kafka=True)
+    p.add_argument("topic")
+    p.add_argument("file")
+    p.add_argument("--partitions", type=int, default=4, help="partitions if the topic must be created (default 4)")
+
+    queries.add_commands(command)
+
+    command("stores", cmd_stores, "the stores registered in the keyspace", fmt="table")
+
+    p = command("deadletters", cmd_deadletters, "input the store's stream could not count", fmt="table")
+    p.add_argument("store")
+    p.add_argument("--raw-bytes", type=int, default=32, help="raw bytes shown, as hex (default 32)")
+    p = command("reset", cmd_reset, "delete a store's counts, dead letters and position (keeps its layout)")
+    p.add_argument("store")
+    p.add_argument("--yes", action="store_true", help="confirm: the counts are deleted")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except StateStoreError as exc:
+        print(f"statestore: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `statestore dump | head`
+        return 0

@@ -1,0 +1,207 @@
+"""The CLI's query commands: get, range, prefix, all, count, history, and `serve` (the HTTP API).
+
+Each opens the store as registered (statestore.store.builder.open_store), reads keys given as text
+with the store's key codec (statestore.core.text) and prints decoded values. What a store type
+cannot do ends in the library's UnsupportedOperationError, which `main` prints (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from itertools import islice
+
+import uvicorn
+
+from statestore.conn.cassandra import session_for
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig
+from statestore.core.model import KeyRange
+from statestore.core.names import validate_store_name
+from statestore.core.text import emit, parse_key, require_versioned, to_text, versioned
+from statestore.http import create_app
+from statestore.store import admin
+from statestore.store.builder import open_store
+from statestore.store.cache import CacheOptions
+
+FORMATS = ("table", "csv", "jsonl")
+
+
+def open_from_args(args, count_all: bool = False):
+    config = cfg.from_args(CassandraConfig, args)
+    return open_store(session_for(config), config.keyspace, validate_store_name(args.store), count_all=count_all)
+
+
+def _print_pairs(pairs: Iterable[tuple], fmt: str) -> int:
+    return emit(pairs, ("key", "value"), fmt, sys.stdout)
+
+
+def cmd_get(args) -> int:
+    store = open_from_args(args)
+    key = parse_key(args.key, store.key_codec)
+    if args.as_of is not None:
+        require_versioned(store, "as-of reads")
+        found = store.get(key, as_of=args.as_of)
+    else:
+        found = store.get(key)
+    if found is None:
+        when = "" if args.as_of is None else f" as of {args.as_of} ms"
+        print(f"{args.key!r} is not in store {args.store}{when}", file=sys.stderr)
+        return 1
+    if not versioned(store):
+        row, header = (key, found), ("key", "value")
+    else:
+        row, header = (key, found.value, found.valid_from, found.valid_to), ("key", "value", "valid_from", "valid_to")
+    if args.format == "value":
+        print(to_text(row[1]))  # the word count's `statestore get STORE WORD` prints just the count
+    else:
+        emit([row], header, args.format, sys.stdout)
+    return 0
+
+
+def cmd_range(args) -> int:
+    store = open_from_args(args)
+    low = None if args.from_key is None else parse_key(args.from_key, store.key_codec)
+    high = None if args.to_key is None else parse_key(args.to_key, store.key_codec)
+    if low is not None and high is not None:  # the library's range: from above to is empty, as in Kafka Streams
+        entries = store.reverse_range(low, high) if args.reverse else store.range(low, high)
+    else:
+        encode = store.key_codec.encode
+        bounds = KeyRange(None if low is None else encode(low), None if high is None else encode(high))
+        entries = store.entries(bounds, args.reverse)
+    _print_pairs(entries, args.format)
+    return 0
+
+
+def cmd_prefix(args) -> int:
+    store = open_from_args(args)
+    _print_pairs(store.prefix_scan(parse_key(args.prefix, store.key_codec)), args.format)
+    return 0
+
+
+def cmd_all(args) -> int:
+    store = open_from_args(args)
+    entries = store.reverse_all() if args.reverse else store.all()
+    _print_pairs(entries if args.limit is None else islice(entries, args.limit), args.format)
+    return 0
+
+
+def cmd_count(args) -> int:
+    store = open_from_args(args, count_all=args.exact)
+    # With --exact the library logs its own warning: SELECT COUNT(*) reads every entry.
+    entries = store.approximate_num_entries()
+    if args.format == "value":
+        print(entries)
+    else:
+        emit([(args.store, entries, args.exact)], ("store", "entries", "exact"), args.format, sys.stdout)
+    if not args.exact:
+        print(
+            "approximate: Cassandra's size estimate of flushed data, refreshed every few minutes (0 before the "
+            "first flush); --exact counts every entry with SELECT COUNT(*), which reads the whole store",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_history(args) -> int:
+    store = open_from_args(args)
+    key = parse_key(args.key, store.key_codec)
+    require_versioned(store, "history")
+    rows = ((v.valid_from, v.valid_to, v.value) for v in store.history(key, args.from_ms, args.to_ms))
+    emit(rows, ("valid_from", "valid_to", "value"), args.format, sys.stdout)
+    return 0
+
+
+def cmd_dump(args) -> int:
+    _print_pairs(open_from_args(args).all(), args.format)
+    return 0
+
+
+def cmd_top(args) -> int:
+    _print_pairs(admin.top_of(open_from_args(args), args.limit), args.format)
+    return 0
+
+
+def cmd_serve(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    cache = CacheOptions(args.cache_entries, args.cache_ttl) if args.cache_entries else None
+    app = create_app(config, cache=cache)
+    uvicorn.run(
+        app, host=args.http_host, port=args.http_port, access_log=not args.no_access_log, log_level=args.log_level
+    )
+    return 0
+
+
+def add_commands(command) -> None:
+    """Register the query commands with `command(name, func, help, fmt=...)` of the main parser."""
+    p = command("get", cmd_get, "print the value of one key (the count, for the word count)")
+    p.add_argument("store")
+    p.add_argument("key", help="the key as text: string as is, long/int decimal, json as JSON, bytes as hex")
+    p.add_argument("--as-of", type=_epoch_ms, metavar="MS", help="versioned stores: the value valid at this epoch ms")
+    p.add_argument(
+        "--format",
+        choices=("value", *FORMATS),
+        default="value",
+        help="value: the value alone (default); or a table, csv or jsonl row",
+    )
+
+    p = command("range", cmd_range, "entries with keys from --from to --to (both inclusive), in key order", fmt="table")
+    p.add_argument("store")
+    p.add_argument("--from", dest="from_key", metavar="KEY", help="lowest key (default: the first)")
+    p.add_argument("--to", dest="to_key", metavar="KEY", help="highest key (default: the last)")
+    p.add_argument("--reverse", action="store_true", help="descending key order")
+
+    p = command("prefix", cmd_prefix, "entries whose key starts with PREFIX, in key order", fmt="table")
+    p.add_argument("store")
+    p.add_argument("prefix")
+
+    p = command("all", cmd_all, "every entry in key order (global stores: sorted on the way)", fmt="table")
+    p.add_argument("store")
+    p.add_argument("--reverse", action="store_true", help="descending key order")
+    p.add_argument("--limit", type=_at_least_1, metavar="N", help="stop after N entries")
+
+    p = command("count", cmd_count, "the number of entries: Cassandra's estimate, or exact with --exact")
+    p.add_argument("store")
+    p.add_argument("--exact", action="store_true", help="SELECT COUNT(*): reads every entry, slow on big stores")
+    p.add_argument(
+        "--format",
+        choices=("value", *FORMATS),
+        default="value",
+        help="value: the number alone (default); or a table, csv or jsonl row of store, entries, exact",
+    )
+
+    p = command("history", cmd_history, "every version of a key, oldest first (versioned stores)", fmt="table")
+    p.add_argument("store")
+    p.add_argument("key")
+    p.add_argument(
+        "--from", dest="from_ms", type=_epoch_ms, metavar="MS", help="versions valid at or after this epoch ms"
+    )
+    p.add_argument("--to", dest="to_ms", type=_epoch_ms, metavar="MS", help="versions valid before this epoch ms")
+
+    p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
+    p.add_argument("store")
+
+    p = command("top", cmd_top, "the entries with the highest values", fmt="table")
+    p.add_argument("store")
+    p.add_argument("-n", "--limit", type=int, default=20, help="how many (default 20)")
+
+    p = command("serve", cmd_serve, "serve the read-only HTTP API (OpenAPI document at /docs)")
+    p.add_argument("--host", dest="http_host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", dest="http_port", type=int, default=8080, help="default 8080")
+    p.add_argument("--cache-entries", type=int, default=0, metavar="N", help="read cache size (default 0: off)")
+    p.add_argument("--cache-ttl", type=float, default=1.0, metavar="S", help="how stale a cached read may be (1 s)")
+    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+
+
+def _at_least_1(raw: str) -> int:
+    if not raw.isdigit() or int(raw) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, got {raw!r}")
+    return int(raw)
+
+
+def _epoch_ms(raw: str) -> int:
+    if not raw.isdigit() or int(raw) >= 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"epoch milliseconds from 0 to {2**63 - 2}, got {raw!r}")
+    return int(raw)

@@ -1,0 +1,190 @@
+"""Cassandra connections: one driver Cluster per process and config, with execution profiles.
+
+Two profiles: the default one for reads and writes of entries (DML) and `ddl` for schema and
+registry changes. DML never runs with the DDL profile (the seed library's flaw). The policy
+is token-aware, so a point read or a single-partition write goes straight to a replica.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+
+from cassandra import AuthenticationFailed, ConsistencyLevel
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
+from cassandra.connection import ConnectionShutdown
+from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
+
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import CassandraUnavailableError, ConfigError, KeyspaceMissingError
+from statestore.core.names import validate_keyspace
+
+DDL_PROFILE = "ddl"
+
+_log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_sessions: dict[CassandraConfig, tuple[Cluster, Session]] = {}
+
+
+def _profile(config: CassandraConfig, consistency: str) -> ExecutionProfile:
+    return ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
+        consistency_level=ConsistencyLevel.name_to_value[consistency],
+        request_timeout=config.request_timeout_s,
+    )
+
+
+def ssl_context(config: CassandraConfig) -> ssl.SSLContext | None:
+    """The TLS context `config` asks for, or None for plain connections."""
+    if not config.ssl:
+        return None
+    try:
+        context = ssl.create_default_context(cafile=config.ssl_ca_file)
+        context.check_hostname = config.ssl_check_hostname
+        if not config.ssl_check_hostname:
+            context.verify_mode = ssl.CERT_REQUIRED  # still verify the chain
+        if config.ssl_cert_file:
+            context.load_cert_chain(config.ssl_cert_file, config.ssl_key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot set up TLS for Cassandra: {exc}") from None
+    return context
+
+
+def build_cluster(config: CassandraConfig) -> Cluster:
+    """A driver Cluster for `config` (no I/O until `connect`)."""
+    auth = None
+    if config.username is not None:
+        auth = PlainTextAuthProvider(config.username, config.password or "")
+    return Cluster(
+        ssl_context=ssl_context(config),
+        contact_points=list(config.hosts),
+        port=config.port,
+        protocol_version=config.protocol_version,
+        auth_provider=auth,
+        execution_profiles={
+            EXEC_PROFILE_DEFAULT: _profile(config, config.dml_consistency),
+            DDL_PROFILE: _profile(config, config.ddl_consistency),
+        },
+        # Retry a lost node every 0.5 s doubling to 10 s (the driver's default goes up to
+        # 10 minutes, far too long for a stream waiting out a short outage).
+        reconnection_policy=ExponentialReconnectionPolicy(0.5, 10.0),
+        connect_timeout=config.request_timeout_s,
+        control_connection_timeout=config.request_timeout_s,
+    )
+
+
+def connection_error(config: CassandraConfig, exc: NoHostAvailable) -> CassandraUnavailableError:
+    """A clear error for a failed connect: authentication, TLS, plaintext to a TLS port, or down.
+
+    Never contains the password.
+    """
+
+    where = ", ".join(f"{h}:{config.port}" for h in config.hosts)
+    failures, summary = dict(exc.errors or {}), str(exc)
+    errors = list(failures.values())
+
+    def reasons(kind: type = BaseException) -> str:
+        text = "; ".join(f"{host}: {err}" for host, err in failures.items() if isinstance(err, kind)) or summary
+        # The driver never quotes the password, but a server or a later driver might.
+        return text.replace(config.password, "<hidden>") if config.password else text
+
+    def tls_failed(err: BaseException) -> bool:
+        # The driver re-raises a failed handshake as a plain OSError quoting the SSL error.
+        return isinstance(err, ssl.SSLError) or (isinstance(err, OSError) and "[SSL" in str(err))
+
+    if any(isinstance(err, AuthenticationFailed) for err in errors):
+        who = f"user '{config.username}'" if config.username is not None else "no user (none was given)"
+        message = (
+            f"authentication failed for {who} at {where} ({reasons(AuthenticationFailed)}): check "
+            "STATESTORE_CASSANDRA_USERNAME / STATESTORE_CASSANDRA_PASSWORD "
+            "(--cassandra-username / --cassandra-password)"
+        )
+    elif config.ssl and any(tls_failed(err) for err in errors):
+        ca = config.ssl_ca_file or "the system CAs (no --cassandra-ssl-ca given)"
+        message = (
+            f"TLS with Cassandra at {where} failed ({reasons(OSError)}). The server's certificate was "
+            f"checked against {ca}: point --cassandra-ssl-ca / STATESTORE_CASSANDRA_SSL_CA at the PEM of "
+            "the CA that signed it (the local stack's is .stack/tls/ca.pem). A certificate for another "
+            "host name needs that name in STATESTORE_CASSANDRA_HOSTS (or --cassandra-ssl-check-hostname "
+            "false); WRONG_VERSION_NUMBER means the server does not speak TLS: drop --cassandra-ssl."
+        )
+    elif not config.ssl and errors and all(isinstance(e, ConnectionResetError | ConnectionShutdown) for e in errors):
+        message = (
+            f"Cassandra at {where} closed the connection during the handshake ({reasons()}). A server "
+            "that requires TLS does this to plaintext clients: set STATESTORE_CASSANDRA_SSL=true "
+            "(--cassandra-ssl) and point STATESTORE_CASSANDRA_SSL_CA (--cassandra-ssl-ca) at the PEM of "
+            "its CA (the local stack's is .stack/tls/ca.pem)."
+        )
+    else:
+        message = (
+            f"cannot reach Cassandra at {where} ({reasons()}). Is it running? "
+            "For the local stack run `scripts/stack up`; otherwise set "
+            "STATESTORE_CASSANDRA_HOSTS / STATESTORE_CASSANDRA_PORT."
+        )
+    return CassandraUnavailableError(message)
+
+
+def session_for(config: CassandraConfig) -> Session:
+    """The process-wide session for `config`, connected on first use.
+
+    Spark reuses its Python workers, so an executor pays for the connection once, not per
+    task or batch.
+    """
+    with _lock:
+        cached = _sessions.get(config)
+        if cached is not None and not cached[0].is_shutdown:
+            return cached[1]
+        cluster = build_cluster(config)
+        try:
+            session = cluster.connect()
+        except NoHostAvailable as exc:
+            cluster.shutdown()
+            raise connection_error(config, exc) from None
+        _sessions[config] = (cluster, session)
+        return session
+
+
+def close_all() -> None:
+    with _lock:
+        for cluster, _ in _sessions.values():
+            cluster.shutdown()
+        _sessions.clear()
+
+
+def require_keyspace(session: Session, keyspace: str) -> None:
+    validate_keyspace(keyspace)
+    row = session.execute(
+        "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,)
+    ).one()
+    if row is None:
+        raise KeyspaceMissingError(
+            f"keyspace '{keyspace}' does not exist. Create it with "
+            f"`statestore create-keyspace {keyspace}` (or with your own replication settings)."
+        )
+
+
+def create_keyspace(session: Session, keyspace: str, replication_factor: int = 1) -> None:
+    validate_keyspace(keyspace)
+    if replication_factor < 1:
+        raise ValueError("replication factor must be at least 1")
+    session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
+        f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}",
+        execution_profile=DDL_PROFILE,
+    )
+
+
+_prepared: dict[tuple[int, str], object] = {}
+
+
+def prepare(session: Session, cql: str):
+    """Prepare `cql` once per session and process; prepared statements are idempotent-marked
+    by their callers, never here."""
+    key = (id(session), cql)
+    statement = _prepared.get(key)
+    if statement is None:
+        statement = session.prepare(cql)
+        _prepared[key] = statement
+    return statement

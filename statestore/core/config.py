@@ -1,0 +1,358 @@
+"""Configuration: one precedence chain, defaults < STATESTORE_* environment < flags.
+
+Every setting is a field of a frozen dataclass whose metadata names its environment
+variable, its command-line flag and its help text, so the CLI, the jobs and the Airflow
+hook all resolve settings the same way (`resolve`) and document them from one place
+(`add_arguments`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from statestore.core.errors import ConfigError
+from statestore.core.model import StoreType
+from statestore.core.names import validate_keyspace, validate_store_name, validate_topic
+
+CONSISTENCY_LEVELS = (
+    "ONE",
+    "TWO",
+    "THREE",
+    "QUORUM",
+    "ALL",
+    "LOCAL_QUORUM",
+    "EACH_QUORUM",
+    "LOCAL_ONE",
+)
+
+
+def setting(default: Any, env: str, flag: str, help: str, parse=str, secret: bool = False, switch: bool = False):
+    return field(
+        default=default,
+        repr=not secret,
+        metadata={"env": env, "flag": flag, "help": help, "parse": parse, "secret": secret, "switch": switch},
+    )
+
+
+def _bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("use true or false")
+
+
+def _hosts(raw: str) -> tuple[str, ...]:
+    hosts = tuple(h.strip() for h in raw.split(",") if h.strip())
+    if not hosts:
+        raise ValueError("give at least one host")
+    return hosts
+
+
+def parse_port(raw: str) -> int:
+    port = int(raw)
+    if not 0 < port < 65536:
+        raise ValueError("a TCP port is 1-65535")
+    return port
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def parse_positive_float(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError("must be greater than 0")
+    return value
+
+
+def _consistency(raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in CONSISTENCY_LEVELS:
+        raise ValueError(f"use one of {', '.join(CONSISTENCY_LEVELS)}")
+    return level
+
+
+@dataclass(frozen=True)
+class CassandraConfig:
+    """How to reach Cassandra and how to talk to it."""
+
+    hosts: tuple[str, ...] = setting(
+        ("127.0.0.1",),
+        "STATESTORE_CASSANDRA_HOSTS",
+        "--cassandra-hosts",
+        "comma-separated contact points (default 127.0.0.1)",
+        _hosts,
+    )
+    port: int = setting(9042, "STATESTORE_CASSANDRA_PORT", "--cassandra-port", "CQL port (default 9042)", parse_port)
+    keyspace: str = setting(
+        "wordcount",
+        "STATESTORE_KEYSPACE",
+        "--keyspace",
+        "keyspace holding the stores (default wordcount)",
+        validate_keyspace,
+    )
+    username: str | None = setting(
+        None,
+        "STATESTORE_CASSANDRA_USERNAME",
+        "--cassandra-username",
+        "user for PasswordAuthenticator (default: no authentication)",
+    )
+    password: str | None = setting(
+        None,
+        "STATESTORE_CASSANDRA_PASSWORD",
+        "--cassandra-password",
+        "password for PasswordAuthenticator; prefer the environment variable",
+        secret=True,
+    )
+    local_dc: str = setting(
+        "datacenter1",
+        "STATESTORE_CASSANDRA_LOCAL_DC",
+        "--cassandra-local-dc",
+        "data center the driver routes to (default datacenter1)",
+    )
+    dml_consistency: str = setting(
+        "LOCAL_QUORUM",
+        "STATESTORE_DML_CONSISTENCY",
+        "--dml-consistency",
+        "consistency of reads and writes of entries (default LOCAL_QUORUM)",
+        _consistency,
+    )
+    ddl_consistency: str = setting(
+        "ALL",
+        "STATESTORE_DDL_CONSISTENCY",
+        "--ddl-consistency",
+        "consistency of schema and registry changes (default ALL)",
+        _consistency,
+    )
+    protocol_version: int = setting(
+        5,
+        "STATESTORE_CASSANDRA_PROTOCOL_VERSION",
+        "--cassandra-protocol-version",
+        "native protocol version (default 5: Cassandra 4.0 and later)",
+        _positive_int,
+    )
+    request_timeout_s: float = setting(
+        12.0,
+        "STATESTORE_REQUEST_TIMEOUT",
+        "--request-timeout",
+        "seconds before one request times out (default 12)",
+        parse_positive_float,
+    )
+    write_concurrency: int = setting(
+        64,
+        "STATESTORE_WRITE_CONCURRENCY",
+        "--write-concurrency",
+        "requests in flight per writer task (default 64)",
+        _positive_int,
+    )
+    retry_budget_s: float = setting(
+        60.0,
+        "STATESTORE_RETRY_BUDGET",
+        "--retry-budget",
+        "seconds a batch keeps retrying while Cassandra is unreachable, with backoff, before "
+        "the job fails (default 60)",
+        parse_positive_float,
+    )
+    ssl: bool = setting(False, "STATESTORE_CASSANDRA_SSL", "--cassandra-ssl", "connect with TLS", _bool, switch=True)
+    ssl_ca_file: str | None = setting(
+        None,
+        "STATESTORE_CASSANDRA_SSL_CA",
+        "--cassandra-ssl-ca",
+        "PEM file of the CA that signed Cassandra's certificate (default: system CAs)",
+    )
+    ssl_cert_file: str | None = setting(
+        None,
+        "STATESTORE_CASSANDRA_SSL_CERT",
+        "--cassandra-ssl-cert",
+        "PEM client certificate, for servers that require client authentication",
+    )
+    ssl_key_file: str | None = setting(
+        None, "STATESTORE_CASSANDRA_SSL_KEY", "--cassandra-ssl-key", "PEM key of the client certificate"
+    )
+    ssl_check_hostname: bool = setting(
+        True,
+        "STATESTORE_CASSANDRA_SSL_CHECK_HOSTNAME",
+        "--cassandra-ssl-check-hostname",
+        "check that the certificate names the host (default true; 'false' to turn off)",
+        _bool,
+    )
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """How to reach Kafka."""
+
+    bootstrap_servers: str = setting(
+        "127.0.0.1:9092",
+        "STATESTORE_KAFKA_BOOTSTRAP",
+        "--kafka-bootstrap",
+        "Kafka bootstrap servers (default 127.0.0.1:9092)",
+    )
+
+
+def _parse(cls: type, f: dataclasses.Field, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return f.metadata["parse"](raw)
+    except (ValueError, TypeError) as exc:
+        shown = "<hidden>" if f.metadata.get("secret") else repr(raw)
+        source = f"{f.metadata['flag']} / {f.metadata['env']}"
+        raise ConfigError(f"{source}: {shown} is not valid: {exc}") from None
+
+
+def resolve(cls: type, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None):
+    """Build `cls` from its defaults, then the environment, then explicit overrides.
+
+    `overrides` maps field names to values (e.g. parsed flags); None means "not given".
+    """
+    env = os.environ if env is None else env
+    overrides = overrides or {}
+    values = {}
+    for f in dataclasses.fields(cls):
+        if overrides.get(f.name) is not None:
+            values[f.name] = _parse(cls, f, overrides[f.name])
+        elif f.metadata["env"] in env:
+            values[f.name] = _parse(cls, f, env[f.metadata["env"]])
+    return cls(**values)
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """Add one flag per setting of `cls`; unset flags stay None so `resolve` falls through."""
+    group = parser.add_argument_group(cls.__doc__.strip().rstrip("."))
+    for f in dataclasses.fields(cls):
+        help_text = f"{f.metadata['help']} [env {f.metadata['env']}]"
+        # A switch takes no value on the command line; "true" then goes through `resolve`.
+        extra = {"action": "store_const", "const": "true"} if f.metadata["switch"] else {}
+        group.add_argument(f.metadata["flag"], dest=f.name, default=None, help=help_text, **extra)
+
+
+def from_args(cls: type, args: argparse.Namespace, env: Mapping[str, str] | None = None):
+    names = {f.name for f in dataclasses.fields(cls)}
+    return resolve(cls, env, {k: v for k, v in vars(args).items() if k in names})
+
+
+_DURATION = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_trigger(raw: str) -> str:
+    """'available-now', or a processing-time interval such as '10s', '500ms', '1m'."""
+    text = raw.strip().lower()
+    if text == "available-now":
+        return text
+    for unit in ("ms", "s", "m", "h"):
+        number = text[: -len(unit)]
+        if text.endswith(unit) and number.replace(".", "", 1).isdigit() and float(number) > 0:
+            return text
+    raise ValueError("use 'available-now' or an interval like '10s', '500ms', '1m'")
+
+
+def trigger_seconds(trigger: str) -> float:
+    """The interval of a processing-time trigger, in seconds."""
+    for unit in ("ms", "s", "m", "h"):
+        if trigger.endswith(unit) and trigger[: -len(unit)].replace(".", "", 1).isdigit():
+            return float(trigger[: -len(unit)]) * _DURATION[unit]
+    raise ValueError(f"{trigger!r} is not a processing-time interval")
+
+
+def _store_type(raw: str) -> str:
+
+    return StoreType.parse(raw).value
+
+
+def _starting_offsets(raw: str) -> str:
+    if raw not in ("earliest", "latest"):
+        raise ValueError("use earliest or latest")
+    return raw
+
+
+def _checkpoint(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("give a directory or URI")
+    return raw.strip()
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """The word-count stream: where it reads, which store it writes, how it triggers."""
+
+    topic: str = setting(None, "STATESTORE_TOPIC", "--topic", "Kafka topic of text lines (required)", validate_topic)
+    store: str = setting(
+        None, "STATESTORE_STORE", "--store", "store to write the counts to (required)", validate_store_name
+    )
+    checkpoint: str = setting(
+        None,
+        "STATESTORE_CHECKPOINT",
+        "--checkpoint",
+        "Spark checkpoint location (offsets only; required)",
+        _checkpoint,
+    )
+    store_type: str | None = setting(
+        None,
+        "STATESTORE_STORE_TYPE",
+        "--store-type",
+        "partitioned-kv or global-kv (default: the existing store's type, else partitioned-kv)",
+        _store_type,
+    )
+    partitions: int | None = setting(
+        None,
+        "STATESTORE_PARTITIONS",
+        "--partitions",
+        "store partitions of a new store (default: the topic's partition count)",
+        _positive_int,
+    )
+    trigger: str = setting(
+        "available-now",
+        "STATESTORE_TRIGGER",
+        "--trigger",
+        "'available-now' (process what is there, then stop) or an interval such as '10s'",
+        parse_trigger,
+    )
+    starting_offsets: str = setting(
+        "earliest",
+        "STATESTORE_STARTING_OFFSETS",
+        "--starting-offsets",
+        "where a new checkpoint starts reading: earliest or latest (default earliest)",
+        _starting_offsets,
+    )
+    max_offsets_per_trigger: int | None = setting(
+        None,
+        "STATESTORE_MAX_OFFSETS_PER_TRIGGER",
+        "--max-offsets-per-trigger",
+        "cap on Kafka records per micro-batch (default: no cap)",
+        _positive_int,
+    )
+    recover_from_store: bool = setting(
+        False,
+        "STATESTORE_RECOVER_FROM_STORE",
+        "--recover-from-store",
+        "with a new (empty) checkpoint, finish the store's last batch and continue from where it "
+        "ended instead of refusing to start",
+        _bool,
+        switch=True,
+    )
+    lease_ttl_s: float = setting(
+        30.0,
+        "STATESTORE_LEASE_TTL",
+        "--lease-ttl",
+        "seconds the store's writer lease outlives its holder (default 30); renewed every third",
+        parse_positive_float,
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("topic", "store", "checkpoint"):
+            if getattr(self, name) is None:
+                raise ConfigError(f"{name} is required: pass --{name} or set STATESTORE_{name.upper()}")
+        validate_topic(self.topic)
+        validate_store_name(self.store)

@@ -1,0 +1,175 @@
+"""The vocabulary every wing shares about stores: types, descriptions, entries, versions,
+key ranges. Pure: no I/O, nothing of Cassandra, Kafka or Spark."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from statestore.core.errors import ValueTooLargeError
+from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
+
+# Cassandra refuses keys over 64 KiB - 1 byte (partition and clustering keys alike).
+MAX_KEY_BYTES = 65535
+# Cassandra's native protocol frames are 256 MiB at most; values far below that are sane.
+MAX_VALUE_BYTES = 16 * 1024 * 1024
+
+
+class StoreType(enum.StrEnum):
+    PARTITIONED_KV = "partitioned-kv"
+    GLOBAL_KV = "global-kv"
+    PARTITIONED_VERSIONED = "partitioned-versioned"
+    GLOBAL_VERSIONED = "global-versioned"
+
+    @classmethod
+    def parse(cls, raw: str) -> StoreType:
+        try:
+            return cls(raw)
+        except ValueError:
+            choices = ", ".join(t.value for t in cls)
+            raise ValueError(f"unknown store type {raw!r}: use one of {choices}") from None
+
+    @property
+    def versioned(self) -> bool:
+        return self in (StoreType.PARTITIONED_VERSIONED, StoreType.GLOBAL_VERSIONED)
+
+    @property
+    def partitioned(self) -> bool:
+        return self in (StoreType.PARTITIONED_KV, StoreType.PARTITIONED_VERSIONED)
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """A store as registered: name, type, partitions (partitioned types), table and codecs.
+
+    `table` defaults to the store name plus '_store' (statestore.core.names.store_table); the
+    codec names are recorded so every reader decodes what the writer encoded.
+    """
+
+    keyspace: str
+    name: str
+    store_type: StoreType
+    partitions: int
+    table_name: str | None = None
+    key_codec: str = "string"
+    value_codec: str = "long"
+
+    def __post_init__(self) -> None:
+        validate_keyspace(self.keyspace)
+        validate_store_name(self.name)
+        object.__setattr__(self, "store_type", StoreType.parse(self.store_type))
+        if isinstance(self.partitions, bool) or not isinstance(self.partitions, int) or self.partitions < 1:
+            raise ValueError(f"a store has at least 1 partition, got {self.partitions!r}")
+        if self.table_name is None:
+            object.__setattr__(self, "table_name", store_table(self.name))
+        validate_table_name(self.table_name)
+
+    @property
+    def table(self) -> str:
+        return self.table_name
+
+    @property
+    def layout(self) -> tuple:
+        """What fixes where data lives: two specs with one layout read the same table alike."""
+        return (self.store_type, self.partitions, self.table_name)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A stored entry: raw key and value bytes, the batch that last wrote it, its event time."""
+
+    key: bytes
+    value: bytes
+    batch_id: int | None = None
+    time_ms: int | None = None
+
+
+# The valid_to of a versioned store's current version: still valid, with no end.
+OPEN_END = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Version:
+    """One stored version of a key: raw bytes, valid over [valid_from, valid_to) in epoch ms.
+
+    `value` None is a tombstone (the key was deleted over this interval); `batch_id` is the
+    batch that wrote it (None: written through the library API); `time_ms` its event time.
+    """
+
+    key: bytes
+    value: bytes | None
+    valid_from: int
+    valid_to: int = OPEN_END
+    batch_id: int | None = None
+    time_ms: int | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to == OPEN_END
+
+    @property
+    def tombstone(self) -> bool:
+        return self.value is None
+
+    def entry(self) -> Entry:
+        return Entry(self.key, self.value, self.batch_id, self.time_ms)
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """Bounds on raw key bytes for a scan; None is unbounded. Keys order as unsigned bytes."""
+
+    lower: bytes | None = None
+    upper: bytes | None = None
+    lower_inclusive: bool = True
+    upper_inclusive: bool = True
+
+    @classmethod
+    def prefix(cls, prefix: bytes) -> KeyRange:
+        return cls(prefix or None, prefix_end(prefix), True, False)
+
+    def after(self, key: bytes, reverse: bool = False) -> KeyRange:
+        """The rest of this range past `key` in scan order (a continuation)."""
+        if reverse:
+            return KeyRange(self.lower, key, self.lower_inclusive, False)
+        return KeyRange(key, self.upper, False, self.upper_inclusive)
+
+    def contains(self, key: bytes) -> bool:
+        if self.lower is not None and (key < self.lower or (key == self.lower and not self.lower_inclusive)):
+            return False
+        if self.upper is not None and (key > self.upper or (key == self.upper and not self.upper_inclusive)):
+            return False
+        return True
+
+
+EVERYTHING = KeyRange()
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key above every key starting with `prefix` (None: no such key)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def check_key(key: bytes) -> bytes:
+    if not isinstance(key, bytes | bytearray):
+        raise TypeError(f"keys are bytes at the table level, got {type(key).__name__}")
+    if len(key) == 0:
+        raise ValueTooLargeError("an empty key cannot be stored: Cassandra refuses empty key blobs")
+    if len(key) > MAX_KEY_BYTES:
+        raise ValueTooLargeError(
+            f"key of {len(key)} bytes is over Cassandra's {MAX_KEY_BYTES}-byte key limit: shorten or hash it"
+        )
+    return bytes(key)
+
+
+def check_value(data: bytes, store: str) -> bytes:
+    """An encoded value of `store`, or ValueTooLargeError when it is over MAX_VALUE_BYTES."""
+    if len(data) > MAX_VALUE_BYTES:
+        raise ValueTooLargeError(
+            f"value of {len(data)} bytes for store '{store}' is over the {MAX_VALUE_BYTES}-byte "
+            "limit: split it or store a reference to it"
+        )
+    return data

@@ -1,0 +1,66 @@
+"""Validation of names that end up inside CQL or Kafka, and the store -> table function.
+
+CQL identifiers cannot be bound as parameters, so every name that reaches a statement is
+checked here first against a strict pattern: nothing outside it can inject CQL.
+"""
+
+from __future__ import annotations
+
+import re
+
+from statestore.core.errors import InvalidNameError
+
+# Cassandra folds unquoted identifiers to lower case and limits table names to 48
+# characters; 32 leaves room for the longest suffix below ("_deadletters").
+STORE_NAME_MAX = 32
+_STORE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_KEYSPACE_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
+# Kafka's own rule: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+STORE_TABLE_SUFFIX = "_store"
+DEADLETTER_TABLE_SUFFIX = "_deadletters"
+
+
+def validate_store_name(name: str) -> str:
+    if not isinstance(name, str) or not _STORE_NAME.fullmatch(name) or len(name) > STORE_NAME_MAX:
+        raise InvalidNameError(
+            f"invalid store name {name!r}: use 1-{STORE_NAME_MAX} characters, lower-case ASCII "
+            "letters, digits and '_', starting with a letter (e.g. 'wordcount')"
+        )
+    return name
+
+
+def validate_keyspace(name: str) -> str:
+    if not isinstance(name, str) or not _KEYSPACE_NAME.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid keyspace {name!r}: use 1-48 characters, lower-case ASCII letters, digits "
+            "and '_', starting with a letter"
+        )
+    return name
+
+
+def validate_topic(name: str) -> str:
+    if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+        raise InvalidNameError(f"invalid Kafka topic {name!r}: use 1-249 ASCII letters, digits, '.', '_' or '-'")
+    return name
+
+
+def validate_table_name(name: str) -> str:
+    """A table name a table-name function produced: a safe, unquoted CQL identifier."""
+    if not isinstance(name, str) or not _KEYSPACE_NAME.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid table name {name!r}: a table-name function must return 1-48 lower-case ASCII "
+            "letters, digits and '_', starting with a letter"
+        )
+    return name
+
+
+def store_table(store: str) -> str:
+    """The table holding a store's entries: the store name plus '_store'."""
+    return validate_store_name(store) + STORE_TABLE_SUFFIX
+
+
+def deadletter_table(store: str) -> str:
+    """The table holding the input a store's stream could not count."""
+    return validate_store_name(store) + DEADLETTER_TABLE_SUFFIX

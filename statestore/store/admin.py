@@ -1,0 +1,309 @@
+"""Store management: list, create, describe, alter, truncate and drop stores.
+
+The business rules of managing stores live here, so the Airflow hook (plugins/) and any
+other front end only adapt them: options are validated by statestore.core.options before they
+reach CQL, a store being written (its lease is held) is never truncated or dropped, and a
+drop needs the store's own name as confirmation. No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cassandra.concurrent import execute_concurrent
+
+from statestore.conn.cassandra import DDL_PROFILE, prepare, require_keyspace
+from statestore.core import codecs
+from statestore.core.errors import ConfirmationRequiredError, OptionError, StoreNotFoundError, UnsupportedOperationError
+from statestore.core.model import StoreSpec, StoreType
+from statestore.core.names import deadletter_table, validate_keyspace, validate_store_name
+from statestore.core.options import TableOptions
+from statestore.store import registry
+from statestore.store.builder import open_store
+from statestore.store.lease import Holder, LeaseHeldError, current_holder
+from statestore.store.provision import provision_store, table_exists
+from statestore.store.registry import StoreProgress
+from statestore.store.table_stats import SizeEstimate, max_partition_mib, size_estimate
+
+_log = logging.getLogger(__name__)
+_COMPACTION_PACKAGE = "org.apache.cassandra.db.compaction."
+
+
+@dataclass(frozen=True)
+class StoreListing:
+    """A registered store and its progress (statestore_stores)."""
+
+    spec: StoreSpec
+    progress: StoreProgress
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """Entries per store partition (index = partition), counted exactly with one
+    SELECT COUNT(*) per partition: each reads its whole partition inside Cassandra, so this
+    costs a full scan of the table (fine for an admin action, not for a dashboard refresh).
+    Versioned stores count rows, i.e. versions."""
+
+    entries: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(self.entries)
+
+    @property
+    def skew(self) -> float | None:
+        """Largest partition over the mean (1.0 = perfectly even; None when empty)."""
+        if not self.total:
+            return None
+        return max(self.entries) / (self.total / len(self.entries))
+
+
+@dataclass(frozen=True)
+class StoreDescription:
+    spec: StoreSpec
+    schema_cql: str | None  # None: the registered table does not exist (created elsewhere, or dropped)
+    table_options: TableOptions | None
+    size: SizeEstimate | None  # Cassandra's estimate: flushed data only, refreshed every few minutes
+    max_partition_mib: int | None
+    partition_stats: PartitionStats | None  # partitioned types, when asked for
+    progress: StoreProgress
+    writer: Holder | None  # who holds the store's lease now
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON values (for XCom, the HTTP page and logs)."""
+        stats = self.partition_stats
+        return {
+            "store": self.spec.name,
+            "keyspace": self.spec.keyspace,
+            "type": self.spec.store_type.value,
+            "table": self.spec.table,
+            "partitions": self.spec.partitions,
+            "key_codec": self.spec.key_codec,
+            "value_codec": self.spec.value_codec,
+            "schema_cql": self.schema_cql,
+            "table_options": None if self.table_options is None else self.table_options.as_dict(),
+            "estimated_partitions": None if self.size is None else self.size.partitions,
+            "estimated_bytes": None if self.size is None else self.size.total_bytes,
+            "max_partition_mib": self.max_partition_mib,
+            "entries_per_partition": None if stats is None else list(stats.entries),
+            "partition_skew": None if stats is None or stats.skew is None else round(stats.skew, 3),
+            "last_batch_id": self.progress.last_batch_id,
+            "last_batch_at": _iso(self.progress.last_batch_at),
+            "max_event_time": _iso(self.progress.max_event_time),
+            "source_topic": self.progress.source_topic,
+            "writer": None if self.writer is None else self.writer.holder,
+        }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def list_stores(session, keyspace: str) -> list[StoreListing]:
+    """Every store registered in `keyspace`, by name (none when nothing was registered yet)."""
+    require_keyspace(session, keyspace)
+    if not table_exists(session, keyspace, registry.REGISTRY_TABLE):
+        return []
+    return [StoreListing(spec, progress) for spec, progress in registry.list_stores(session, keyspace)]
+
+
+def create_store(
+    session,
+    keyspace: str,
+    name: str,
+    store_type: StoreType | str = StoreType.PARTITIONED_KV,
+    partitions: int = 1,
+    options: TableOptions | Mapping[str, Any] | None = None,
+    key_codec: str = "string",
+    value_codec: str = "long",
+) -> StoreSpec:
+    """Register the store and create its table with `options`. Idempotent for the same layout
+    and codecs (an existing table keeps its options: change them with `alter_store`); another
+    layout or codec is refused (StoreMismatchError). Global types always have 1 partition."""
+    store_type = StoreType.parse(store_type) if isinstance(store_type, str) else store_type
+    if not store_type.partitioned:
+        partitions = 1
+    table_options = options if isinstance(options, TableOptions) else TableOptions.parse(options)
+    spec = StoreSpec(
+        keyspace,
+        name,
+        store_type,
+        partitions,
+        key_codec=codecs.check_codec(key_codec).name,
+        value_codec=codecs.check_codec(value_codec).name,
+    )
+    existed = _has_registry(session, keyspace) and registry.find(session, keyspace, name) is not None
+    registered = provision_store(session, spec, options=table_options, dead_letters=False)
+    if existed:
+        _log.info("store %s.%s exists already; its table options are unchanged", keyspace, name)
+    return registered
+
+
+def describe_store(session, keyspace: str, name: str, *, count_partitions: bool = True) -> StoreDescription:
+    """Layout, schema, table options, Cassandra's size figures, progress and writer of a store.
+    `count_partitions` adds exact entries per partition for partitioned types (a full scan)."""
+    spec = registry.lookup(session, keyspace, name)
+    table = _table_metadata(session, spec)
+    stats = None
+    if count_partitions and table is not None and spec.store_type.partitioned:
+        stats = PartitionStats(_count_per_partition(session, spec))
+    return StoreDescription(
+        spec=spec,
+        schema_cql=None if table is None else table.export_as_string(),
+        table_options=None if table is None else _options_of(table.options),
+        size=size_estimate(session, keyspace, spec.table),
+        max_partition_mib=max_partition_mib(session, keyspace, spec.table),
+        partition_stats=stats,
+        progress=registry.progress(session, keyspace, name),
+        writer=current_holder(session, keyspace, name),
+    )
+
+
+def alter_store(session, keyspace: str, name: str, changes: Mapping[str, Any]) -> TableOptions:
+    """Change a store's table options (ttl / default_time_to_live, compaction,
+    compaction_options, gc_grace_seconds, comment); returns the options now in force.
+    Everything is validated before the ALTER TABLE is sent. A new compaction class starts
+    from its own defaults unless `compaction_options` are given with it."""
+    if not changes:
+        raise OptionError("no table option to change: give e.g. ttl, compaction or gc_grace_seconds")
+    spec = registry.lookup(session, keyspace, name)
+    table = _require_table(session, spec)
+    current = _options_of(table.options)
+    if "compaction" in changes and "compaction_options" not in changes and changes["compaction"] != current.compaction:
+        current = current.updated({"compaction_options": {}})  # the old class's sub-options may not apply
+    wanted = current.updated(changes)
+    session.execute(
+        f"ALTER TABLE {spec.keyspace}.{spec.table} WITH {wanted.cql(_default_comment(spec))}",
+        execution_profile=DDL_PROFILE,
+    )
+    _log.info("store %s.%s: table options now %s", keyspace, name, wanted.as_dict())
+    return wanted
+
+
+def truncate_store(session, keyspace: str, name: str, *, verb: str = "truncating") -> StoreSpec:
+    """Delete a store's entries, dead letters and recorded progress; keep its registration and
+    layout. Refused while a writer holds the store's lease (it would go on from its old
+    position); the stream then needs a new checkpoint (or its old one: it starts over).
+    `verb` names the action in that refusal (`statestore reset` says "resetting")."""
+    spec = registry.lookup(session, keyspace, name)
+    _refuse_while_written(session, spec, verb)
+    _require_table(session, spec)
+    session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
+    letters = deadletter_table(name)
+    if table_exists(session, keyspace, letters):  # only stores fed by the stream have one
+        session.execute(f"TRUNCATE {spec.keyspace}.{letters}", execution_profile=DDL_PROFILE)
+    registry.clear_progress(session, spec)
+    return spec
+
+
+def drop_store(session, keyspace: str, name: str, confirm: str | None) -> StoreSpec:
+    """Drop the store's table and dead-letter table and forget the store. Only when `confirm`
+    is the store's name, and never while a writer holds its lease. Safe to run again after a
+    partial failure (tables are dropped before the registry row goes)."""
+    validate_store_name(name)
+    if confirm != name:
+        raise ConfirmationRequiredError(
+            f"dropping store '{name}' deletes its table and every entry for good: confirm by passing the "
+            f"store's name ('{name}') as the confirmation"
+        )
+    spec = registry.lookup(session, keyspace, name)
+    _refuse_while_written(session, spec, "dropping")
+    session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
+    session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{deadletter_table(name)}", execution_profile=DDL_PROFILE)
+    registry.unregister(session, keyspace, name)
+    _log.info("store %s.%s dropped (a stream's old checkpoint for it is now stale: delete it)", keyspace, name)
+    return spec
+
+
+def top_entries(session, keyspace: str, name: str, limit: int = 10) -> list[tuple[Any, int]]:
+    """The `limit` entries of store `name` with the highest numeric values (see top_of)."""
+    return top_of(open_store(session, keyspace, name), limit)
+
+
+def top_of(store, limit: int = 10) -> list[tuple[Any, int]]:
+    """The `limit` entries of an open store with the highest numeric values, ties by key, for
+    stores of long or int values. Reads the whole store once, keeping only a bounded heap."""
+    if limit < 1:
+        raise OptionError(f"limit must be at least 1, got {limit}")
+    if store.value_codec.name not in ("long", "int"):
+        raise UnsupportedOperationError(
+            f"top entries rank numeric values; store '{store.name}' holds {store.value_codec.name} values: "
+            "list them in key order instead (all)"
+        )
+    return heapq.nsmallest(limit, store.all(), key=lambda kv: (-kv[1], kv[0]))
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _has_registry(session, keyspace: str) -> bool:
+    return table_exists(session, validate_keyspace(keyspace), registry.REGISTRY_TABLE)
+
+
+def _table_metadata(session, spec: StoreSpec):
+    keyspace = session.cluster.metadata.keyspaces.get(spec.keyspace)
+    if keyspace is None or spec.table not in keyspace.tables:
+        # The driver's schema cache may lag a table made by another client: ask once more.
+        session.cluster.refresh_table_metadata(spec.keyspace, spec.table)
+        keyspace = session.cluster.metadata.keyspaces.get(spec.keyspace)
+    return None if keyspace is None else keyspace.tables.get(spec.table)
+
+
+def _require_table(session, spec: StoreSpec):
+    table = _table_metadata(session, spec)
+    if table is None:
+        raise StoreNotFoundError(
+            f"store '{spec.name}' is registered but its table {spec.keyspace}.{spec.table} does not exist: "
+            "create the store again (create_store) or drop it"
+        )
+    return table
+
+
+def _refuse_while_written(session, spec: StoreSpec, action: str) -> None:
+    holder = current_holder(session, spec.keyspace, spec.name)
+    if holder is not None:
+        raise LeaseHeldError(
+            f"store '{spec.name}' is being written by {holder.holder} (checkpoint {holder.checkpoint}); stop that "
+            f"query before {action} the store (a crashed writer's lease expires within its TTL, 30 s by default)"
+        )
+
+
+def _default_comment(spec: StoreSpec) -> str:
+    return f"statestore {spec.store_type.value} store {spec.name}"
+
+
+def _options_of(raw: Mapping[str, Any]) -> TableOptions:
+    """The TableOptions a table has now, from the driver's schema metadata."""
+    compaction = dict(raw.get("compaction") or {})
+    compaction_class = str(compaction.pop("class", "")).removeprefix(_COMPACTION_PACKAGE)
+    comment = raw.get("comment") or None
+    try:
+        TableOptions(comment=comment)
+    except OptionError:
+        comment = None  # set outside this library with characters we do not write back
+    return TableOptions(
+        compaction=compaction_class,
+        compaction_options=compaction,
+        default_time_to_live=int(raw.get("default_time_to_live") or 0),
+        gc_grace_seconds=raw.get("gc_grace_seconds"),
+        comment=comment,
+    )
+
+
+def _count_per_partition(session, spec: StoreSpec) -> tuple[int, ...]:
+    # `partition` is the partition-key column of both partitioned layouts (partitioned-kv and
+    # partitioned-versioned), so one statement serves both.
+    select = prepare(session, f"SELECT COUNT(*) FROM {spec.keyspace}.{spec.table} WHERE partition = ?")
+    select.is_idempotent = True
+    results = execute_concurrent(
+        session,
+        [(select, (p,)) for p in range(spec.partitions)],
+        concurrency=8,
+        raise_on_first_error=True,
+    )
+    return tuple(result.result_or_exc.one()[0] for result in results)

@@ -1,0 +1,186 @@
+"""The store builder, after the seed's `CassandraStores.builder(session, name)...`.
+
+    store = (StoreBuilder(session, "clicks")
+             .with_keyspace("analytics")
+             .with_table_options(default_time_to_live=86400)
+             .with_value_codec(codecs.JSON)
+             .partitioned_key_value_store(partitions=8))
+    store.create()          # the schema step, explicit: no I/O before it
+    store.put("home", {"n": 1})
+
+Every option is validated when it is set. Defaults: keyspace STATESTORE_KEYSPACE (else
+"statestore"), table name "<store>_store", LeveledCompactionStrategy and no TTL, tables
+created by `create()`, DDL on the "ddl" execution profile (consistency ALL), DML on the
+default profile (LOCAL_QUORUM), count-all off, string keys and long values, no read cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+
+from statestore.conn.cassandra import DDL_PROFILE
+from statestore.core import codecs
+from statestore.core.config import CassandraConfig, resolve
+from statestore.core.errors import OptionError
+from statestore.core.model import StoreSpec, StoreType
+from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
+from statestore.core.options import TableOptions
+from statestore.store import registry
+from statestore.store.cache import CacheOptions
+from statestore.store.key_value import KeyValueStore
+from statestore.store.versioned import VersionedStore
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    keyspace: str
+    table_name_fn: Callable[[str], str] = store_table
+    table_options: TableOptions = field(default_factory=TableOptions)
+    create_table: bool = True
+    ddl_profile: object = DDL_PROFILE
+    dml_profile: object = EXEC_PROFILE_DEFAULT
+    count_all: bool = False
+    key_codec: codecs.Codec = codecs.STRING
+    value_codec: codecs.Codec = codecs.LONG
+    cache: CacheOptions | None = None
+
+
+class StoreBuilder:
+    """Immutable: every `with_*` returns a new builder, so a base builder can be shared."""
+
+    def __init__(self, session, name: str, options: StoreOptions | None = None) -> None:
+        self.session = session
+        self.name = validate_store_name(name)
+        self.options = options or StoreOptions(keyspace=resolve(CassandraConfig).keyspace)
+
+    def _with(self, **changes: Any) -> StoreBuilder:
+        return StoreBuilder(self.session, self.name, replace(self.options, **changes))
+
+    def with_keyspace(self, keyspace: str) -> StoreBuilder:
+        return self._with(keyspace=validate_keyspace(keyspace))
+
+    def with_table_name_fn(self, fn: Callable[[str], str]) -> StoreBuilder:
+        if not callable(fn):
+            raise OptionError("the table-name function must be callable: store name -> table name")
+        validate_table_name(fn(self.name))
+        return self._with(table_name_fn=fn)
+
+    def with_table_options(self, options: TableOptions | None = None, **changes: Any) -> StoreBuilder:
+        """Either a TableOptions, or changes to the current ones (compaction=..., ttl=...)."""
+        return self._with(table_options=(options or self.options.table_options).updated(changes))
+
+    def with_create_table(self, enabled: bool) -> StoreBuilder:
+        return self._with(create_table=_flag("create_table", enabled))
+
+    def with_ddl_profile(self, profile: object) -> StoreBuilder:
+        if profile == self.options.dml_profile:
+            raise OptionError("the DDL profile must differ from the DML profile (DML never runs with the DDL one)")
+        return self._with(ddl_profile=_profile_name(profile))
+
+    def with_dml_profile(self, profile: object) -> StoreBuilder:
+        if profile == self.options.ddl_profile:
+            raise OptionError("the DML profile must differ from the DDL profile (DML never runs with the DDL one)")
+        return self._with(dml_profile=_profile_name(profile))
+
+    def with_count_all(self, enabled: bool = True) -> StoreBuilder:
+        return self._with(count_all=_flag("count_all", enabled))
+
+    def with_key_codec(self, codec: codecs.Codec | str) -> StoreBuilder:
+        return self._with(key_codec=codecs.check_codec(codec))
+
+    def with_value_codec(self, codec: codecs.Codec | str) -> StoreBuilder:
+        return self._with(value_codec=codecs.check_codec(codec))
+
+    def with_cache(self, max_entries: int = 10_000, ttl_s: float = 1.0) -> StoreBuilder:
+        return self._with(cache=CacheOptions(max_entries, ttl_s))
+
+    # -- terminal methods: one per store type ----------------------------------------------
+
+    def spec(self, store_type: StoreType, partitions: int = 1) -> StoreSpec:
+        o = self.options
+        return StoreSpec(
+            o.keyspace,
+            self.name,
+            store_type,
+            partitions,
+            o.table_name_fn(self.name),
+            o.key_codec.name,
+            o.value_codec.name,
+        )
+
+    def _kv(self, spec: StoreSpec) -> KeyValueStore:
+        o = self.options
+        return KeyValueStore(
+            self.session,
+            spec,
+            o.key_codec,
+            o.value_codec,
+            table_options=o.table_options,
+            create_table=o.create_table,
+            dml_profile=o.dml_profile,
+            ddl_profile=o.ddl_profile,
+            count_all=o.count_all,
+            cache=o.cache,
+        )
+
+    def partitioned_key_value_store(self, partitions: int) -> KeyValueStore:
+        """PRIMARY KEY ((partition), key): ordered scans, range and prefix queries."""
+        return self._kv(self.spec(StoreType.PARTITIONED_KV, partitions))
+
+    def global_key_value_store(self) -> KeyValueStore:
+        """PRIMARY KEY (key): no partition grows with the store; no range or prefix scans."""
+        return self._kv(self.spec(StoreType.GLOBAL_KV, 1))
+
+    def partitioned_versioned_store(self, partitions: int):
+        return self._versioned(self.spec(StoreType.PARTITIONED_VERSIONED, partitions))
+
+    def global_versioned_store(self):
+        return self._versioned(self.spec(StoreType.GLOBAL_VERSIONED, 1))
+
+    def _versioned(self, spec: StoreSpec):
+
+        o = self.options
+        return VersionedStore(
+            self.session,
+            spec,
+            o.key_codec,
+            o.value_codec,
+            table_options=o.table_options,
+            create_table=o.create_table,
+            dml_profile=o.dml_profile,
+            ddl_profile=o.ddl_profile,
+            count_all=o.count_all,
+            cache=o.cache,
+        )
+
+
+def open_store(session, keyspace: str, name: str, *, cache: CacheOptions | None = None, count_all: bool = False):
+    """An existing store as registered, with its recorded codecs (custom codecs read as bytes)."""
+    spec = registry.lookup(session, keyspace, name)
+    builder = StoreBuilder(session, name, StoreOptions(keyspace=keyspace, cache=cache, count_all=count_all))
+    key_codec, value_codec = _codec_or_bytes(spec.key_codec), _codec_or_bytes(spec.value_codec)
+    o = replace(builder.options, key_codec=key_codec, value_codec=value_codec, table_name_fn=lambda _: spec.table)
+    builder = StoreBuilder(session, name, o)
+    if spec.store_type.versioned:
+        return builder._versioned(spec)
+    return builder._kv(spec)
+
+
+def _codec_or_bytes(name: str) -> codecs.Codec:
+    return codecs.BUILT_IN.get(codecs.canonical_name(name), codecs.BYTES)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise OptionError(f"{name} is true or false, got {value!r}")
+    return value
+
+
+def _profile_name(profile: object) -> object:
+    if profile is not EXEC_PROFILE_DEFAULT and not (isinstance(profile, str) and profile):
+        raise OptionError(f"an execution profile is a non-empty name, got {profile!r}")
+    return profile

@@ -1,0 +1,94 @@
+"""Dead letters: input a store's stream could not count, kept with its Kafka coordinates.
+
+One table per store, `<store>_deadletters`, keyed by where the message came from, so a
+replayed batch rewrites the same rows instead of adding duplicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cassandra.concurrent import execute_concurrent
+
+from statestore.conn.cassandra import DDL_PROFILE, prepare
+from statestore.core.codecs import millis_of
+from statestore.core.names import deadletter_table, validate_keyspace
+
+# Reasons, stable strings: they are part of the table's content.
+INVALID_UTF8 = "invalid_utf8"
+NULL_VALUE = "null_value"
+KEY_TOO_LONG = "key_too_long"
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    topic: str
+    kafka_partition: int
+    kafka_offset: int
+    kafka_timestamp_ms: int | None
+    reason: str
+    detail: str
+    raw: bytes | None
+    batch_id: int | None = None
+
+
+def create_cql(keyspace: str, store: str) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {validate_keyspace(keyspace)}.{deadletter_table(store)} ("
+        " topic text, kafka_partition int, kafka_offset bigint, reason text,"
+        " kafka_timestamp timestamp, detail text, raw blob, batch_id bigint, recorded_at timestamp,"
+        " PRIMARY KEY ((topic, kafka_partition), kafka_offset, reason))"
+        f" WITH comment = 'statestore: input store {store} could not count'"
+    )
+
+
+def ensure_table(session, keyspace: str, store: str, ddl_profile: object = DDL_PROFILE) -> None:
+    session.execute(create_cql(keyspace, store), execution_profile=ddl_profile)
+
+
+def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurrency: int = 16) -> None:
+    insert = prepare(
+        session,
+        f"INSERT INTO {validate_keyspace(keyspace)}.{deadletter_table(store)} (topic, kafka_partition,"
+        " kafka_offset, reason, kafka_timestamp, detail, raw, batch_id, recorded_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, toTimestamp(now()))",
+    )
+    insert.is_idempotent = True
+    work = (
+        (
+            insert,
+            (
+                d.topic,
+                d.kafka_partition,
+                d.kafka_offset,
+                d.reason,
+                d.kafka_timestamp_ms,
+                d.detail,
+                d.raw,
+                d.batch_id,
+            ),
+        )
+        for d in letters
+    )
+    execute_concurrent(session, work, concurrency=concurrency, raise_on_first_error=True)
+
+
+def read_all(session, keyspace: str, store: str, page_size: int = 500) -> Iterator[DeadLetter]:
+    select = prepare(
+        session,
+        "SELECT topic, kafka_partition, kafka_offset, reason, kafka_timestamp, detail, raw, batch_id"
+        f" FROM {validate_keyspace(keyspace)}.{deadletter_table(store)}",
+    )
+    select.fetch_size = page_size
+    for row in session.execute(select):
+        yield DeadLetter(
+            row.topic,
+            row.kafka_partition,
+            row.kafka_offset,
+            None if row.kafka_timestamp is None else millis_of(row.kafka_timestamp),
+            row.reason,
+            row.detail,
+            row.raw,
+            row.batch_id,
+        )

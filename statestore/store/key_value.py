@@ -1,0 +1,157 @@
+"""Key-value stores with codecs: the operations of the seed library's KeyValueStore.
+
+A KeyValueStore wraps one store type's table (raw bytes, statestore.store.tables) with the store's
+key and value codecs and the optional read cache. Constructing one does no I/O; `create()` is
+the schema step. Scans page through the table and never hold it in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from statestore.conn.aio import first_row
+from statestore.core.codecs import Codec
+from statestore.core.model import EVERYTHING, Entry, KeyRange
+from statestore.store.handle import StoreHandle
+from statestore.store.table_stats import size_estimate
+from statestore.store.tables.base import entry_from_row
+
+_log = logging.getLogger(__name__)
+_SAMPLE_ENTRIES = 200
+
+
+class KeyValueStore(StoreHandle):
+    """get / put / put_if_absent / put_all / delete / range / reverse_range / all / reverse_all /
+    prefix_scan / approximate_num_entries over one partitioned-kv or global-kv store."""
+
+    VERSIONED = False
+
+    # -- point operations ------------------------------------------------------------------------
+
+    def prepare_point_get(self) -> None:
+        """Prepare the point get's statement now (a blocking round trip), so that `get_async`,
+        awaited on an event loop, never has to."""
+        self.table.get_query(self.session, b"")
+
+    def get(self, key: Any) -> Any | None:
+        raw = self._key(key)
+        hit, value = self._cached(raw)
+        if hit:
+            return value
+        return self._remember(raw, self.table.get(self.session, raw))
+
+    async def get_async(self, key: Any) -> Any | None:
+        """`get` for an asyncio caller: the same single query, awaited without a thread."""
+
+        raw = self._key(key)
+        hit, value = self._cached(raw)
+        if hit:
+            return value
+        row = await first_row(self.session, self.table.get_query(self.session, raw), self.table.profile)
+        return self._remember(raw, None if row is None else entry_from_row(row))
+
+    def _remember(self, raw: bytes, entry: Entry | None) -> Any | None:
+        """The decoded value of a read `entry` (None: absent), kept in the read cache if there is one."""
+        return self._keep(raw, None if entry is None else self._decode_value(entry.value))
+
+    def put(self, key: Any, value: Any) -> None:
+        """Write `value` under `key`; a None value deletes the key (as in Kafka Streams)."""
+        if value is None:
+            self.delete(key)
+            return
+        self.put_all([(key, value)])
+
+    def put_all(self, items: Iterable[tuple[Any, Any]], concurrency: int = 64) -> None:
+        """Write every (key, value); None values delete their keys. A key given more than once
+        ends with its last value, as in a sequence of puts. Encoding errors are raised before
+        anything is written."""
+        # One write per key: the writes of one call share a timestamp, so two of them for one
+        # key would be settled by Cassandra's tie-break on the value bytes, not by their order.
+        last: dict[bytes, bytes | None] = {}
+        for key, value in items:
+            last[self._key(key)] = None if value is None else self._value(value)
+        now_ms = int(time.time() * 1000)
+        entries = [Entry(raw, value, None, now_ms) for raw, value in last.items() if value is not None]
+        deletions = [raw for raw, value in last.items() if value is None]
+        self.table.write_entries(self.session, entries, concurrency, None)
+        for raw in deletions:
+            self.table.delete(self.session, raw)
+        if self.cache is not None:
+            for raw in [e.key for e in entries] + deletions:
+                self.cache.evict(raw)
+
+    def put_if_absent(self, key: Any, value: Any) -> Any | None:
+        """Write unless the key exists (a lightweight transaction); returns the existing
+        value, or None when this one was written."""
+        raw = self._key(key)
+        existing = self.table.put_if_absent(self.session, Entry(raw, self._value(value), None, int(time.time() * 1000)))
+        if self.cache is not None:
+            self.cache.evict(raw)
+        return None if existing is None else self._decode_value(existing.value)
+
+    def delete(self, key: Any) -> Any | None:
+        """Delete `key`; returns the value it had (None if absent)."""
+        raw = self._key(key)
+        old = self.table.get(self.session, raw)
+        if old is not None:
+            self.table.delete(self.session, raw)
+        if self.cache is not None:
+            self.cache.evict(raw)
+        return None if old is None else self._decode_value(old.value)
+
+    # -- scans ------------------------------------------------------------------------------------
+
+    def entries(
+        self, key_range: KeyRange = EVERYTHING, reverse: bool = False, page_size: int = 5000
+    ) -> Iterator[tuple[Any, Any]]:
+        """Decoded (key, value) pairs within a raw-key range, in key byte order."""
+        return map(self.decode_entry, self.table.scan(self.session, key_range, reverse, page_size))
+
+    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        """Entries from `from_key` to `to_key`, both inclusive, ascending. As in Kafka Streams,
+        from > to gives nothing."""
+        low, high = self._key(from_key), self._key(to_key)
+        if low > high:
+            return iter(())
+        return self.entries(KeyRange(low, high))
+
+    def reverse_range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        low, high = self._key(from_key), self._key(to_key)
+        if low > high:
+            return iter(())
+        return self.entries(KeyRange(low, high), reverse=True)
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        return self.entries()
+
+    def reverse_all(self) -> Iterator[tuple[Any, Any]]:
+        return self.entries(reverse=True)
+
+    def prefix_scan(self, prefix: Any, prefix_codec: Codec | None = None) -> Iterator[tuple[Any, Any]]:
+        """Entries whose encoded key starts with the encoded `prefix` (encoded with
+        `prefix_codec`, default the key codec; a string prefix of string keys just works)."""
+        raw = (prefix_codec or self.key_codec).encode(prefix)
+        return self.entries(KeyRange.prefix(raw))
+
+    # -- size ------------------------------------------------------------------------------------
+
+    def approximate_num_entries(self) -> int:
+        """With count-all on: the exact count (SELECT COUNT(*), a full scan inside Cassandra).
+        Otherwise an estimate from Cassandra's size estimates (flushed data only, refreshed
+        every few minutes): 0 when Cassandra has none yet."""
+        if self.count_all:
+            _log.warning("store %s: counting every entry with SELECT COUNT(*), which reads the whole table", self.name)
+            return self.table.count(self.session)
+        estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)
+        if estimate is None:
+            return 0
+        if not self.spec.store_type.partitioned:
+            return estimate.partitions  # one entry per Cassandra partition
+        sample = [e for _, e in zip(range(_SAMPLE_ENTRIES), self.table.scan_unordered(self.session), strict=False)]
+        if not sample:
+            return 0
+        mean_entry = sum(len(e.key) + len(e.value) + 32 for e in sample) / len(sample)
+        return int(estimate.total_bytes / mean_entry)

@@ -1,0 +1,50 @@
+"""Schema steps for a store: registry, store table, dead-letter table.
+
+Safe when many workers run it at once: every CREATE is IF NOT EXISTS, and the store's
+layout is fixed by one lightweight transaction (statestore.store.registry.register).
+"""
+
+from __future__ import annotations
+
+from statestore.conn.cassandra import DDL_PROFILE, require_keyspace
+from statestore.core.errors import StoreNotFoundError
+from statestore.core.model import StoreSpec, StoreType
+from statestore.core.options import TableOptions
+from statestore.store import deadletters, registry
+from statestore.store.tables import table_for
+
+DEFAULT_STORE_TYPE = StoreType.PARTITIONED_KV
+
+
+def provision_store(
+    session,
+    spec: StoreSpec,
+    source_topic: str | None = None,
+    *,
+    options: TableOptions | None = None,
+    create_table: bool = True,
+    dead_letters: bool = True,
+    ddl_profile: object = DDL_PROFILE,
+) -> StoreSpec:
+    """Create what `spec` needs and register it; returns the registered spec. With
+    `create_table` off the table must already exist (created by whoever manages schemas)."""
+    require_keyspace(session, spec.keyspace)
+    registry.ensure_table(session, spec.keyspace, ddl_profile)
+    if not create_table and not table_exists(session, spec.keyspace, spec.table):
+        raise StoreNotFoundError(
+            f"table {spec.keyspace}.{spec.table} of store '{spec.name}' does not exist and table creation is "
+            "off: create it (its CQL is in the README's store types table) or turn table creation on"
+        )
+    registered = registry.register(session, spec, source_topic, ddl_profile)
+    if create_table:
+        session.execute(table_for(registered).create_cql(options), execution_profile=ddl_profile)
+    if dead_letters:
+        deadletters.ensure_table(session, spec.keyspace, spec.name, ddl_profile)
+    return registered
+
+
+def table_exists(session, keyspace: str, table: str) -> bool:
+    row = session.execute(
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s", (keyspace, table)
+    ).one()
+    return row is not None

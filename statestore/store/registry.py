@@ -1,0 +1,228 @@
+"""The store registry: which stores a keyspace holds, their layout, and each one's progress.
+
+One row per store in `statestore_stores`. The layout (type, partition count) is fixed when
+the store is registered, with a lightweight transaction so workers starting at once agree.
+The progress columns record the last micro-batch applied; a Spark checkpoint whose batch
+ids are behind it has been lost or replaced (statestore.stream.job refuses to start then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from statestore.conn.cassandra import DDL_PROFILE, prepare
+from statestore.core.codecs import canonical_name, millis_of
+from statestore.core.errors import StoreMismatchError, StoreNotFoundError
+from statestore.core.model import StoreSpec, StoreType
+from statestore.core.names import validate_keyspace, validate_store_name
+
+REGISTRY_TABLE = "statestore_stores"
+
+
+@dataclass(frozen=True)
+class StoreProgress:
+    last_batch_id: int | None
+    last_batch_at: datetime | None
+    max_event_time: datetime | None
+    source_topic: str | None
+    query_id: str | None
+    batch_base: int
+    offsets: str | None
+    pending_batch_id: int | None
+    pending_ts: int | None
+    pending_offsets: str | None
+    last_ts: int | None
+
+    @property
+    def has_batches(self) -> bool:
+        return self.last_batch_id is not None or self.pending_batch_id is not None
+
+
+def create_cql(keyspace: str) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {validate_keyspace(keyspace)}.{REGISTRY_TABLE} ("
+        " name text PRIMARY KEY, store_type text, table_name text, partitions int,"
+        " key_format text, value_format text, created_at timestamp, source_topic text,"
+        " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
+        " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
+        " last_ts bigint)"
+        " WITH comment = 'statestore: the stores of this keyspace and their progress'"
+    )
+
+
+def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> None:
+    session.execute(create_cql(keyspace), execution_profile=ddl_profile)
+
+
+def _spec(keyspace: str, row) -> StoreSpec:
+    return StoreSpec(
+        keyspace,
+        row.name,
+        StoreType(row.store_type),
+        row.partitions,
+        row.table_name,
+        canonical_name(row.key_format or "string"),
+        canonical_name(row.value_format or "long"),
+    )
+
+
+def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_profile: object = DDL_PROFILE) -> StoreSpec:
+    """Register `spec` unless the store exists; return the registered spec.
+
+    An existing store with another type or partition count is an error: its data is laid
+    out for that shape, and silently changing it would scatter keys.
+    """
+    insert = prepare(
+        session,
+        f"INSERT INTO {spec.keyspace}.{REGISTRY_TABLE} (name, store_type, table_name, partitions,"
+        " key_format, value_format, created_at, source_topic)"
+        " VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now()), ?) IF NOT EXISTS",
+    )
+    row = session.execute(
+        insert,
+        (spec.name, spec.store_type.value, spec.table, spec.partitions, spec.key_codec, spec.value_codec, source_topic),
+        execution_profile=ddl_profile,
+    ).one()
+    if row.applied:
+        return spec
+    existing = _spec(spec.keyspace, row)
+    if existing.layout != spec.layout:
+        raise StoreMismatchError(
+            f"store '{spec.name}' already exists as {existing.store_type.value} with "
+            f"{existing.partitions} partition(s) in table {existing.table}; it cannot be reopened as "
+            f"{spec.store_type.value} with {spec.partitions} in table {spec.table}. Use another store "
+            "name, or omit --store-type/--partitions to reuse the store as it is."
+        )
+    if (existing.key_codec, existing.value_codec) != (spec.key_codec, spec.value_codec):
+        raise StoreMismatchError(
+            f"store '{spec.name}' holds {existing.key_codec} keys and {existing.value_codec} values; it "
+            f"cannot be reopened with {spec.key_codec} keys and {spec.value_codec} values"
+        )
+    return existing
+
+
+def lookup(session, keyspace: str, name: str) -> StoreSpec:
+    validate_store_name(name)
+    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
+    if meta is None or REGISTRY_TABLE not in meta.tables:
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}': it holds no stores yet")
+    row = session.execute(
+        prepare(session, f"SELECT * FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"),
+        (name,),
+    ).one()
+    if row is None:
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}' (see `statestore stores` for the list)")
+    return _spec(keyspace, row)
+
+
+def find(session, keyspace: str, name: str) -> StoreSpec | None:
+    try:
+        return lookup(session, keyspace, name)
+    except StoreNotFoundError:
+        return None
+
+
+def list_stores(session, keyspace: str) -> list[tuple[StoreSpec, StoreProgress]]:
+    rows = session.execute(f"SELECT * FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE}")
+    stores = [(_spec(keyspace, r), _progress(r)) for r in rows]
+    return sorted(stores, key=lambda pair: pair[0].name)
+
+
+def _progress(row) -> StoreProgress:
+    return StoreProgress(
+        row.last_batch_id,
+        row.last_batch_at,
+        row.max_event_time,
+        row.source_topic,
+        row.query_id,
+        row.batch_base or 0,
+        row.offsets,
+        row.pending_batch_id,
+        row.pending_ts,
+        row.pending_offsets,
+        row.last_ts,
+    )
+
+
+def progress(session, keyspace: str, name: str) -> StoreProgress:
+    row = session.execute(
+        prepare(
+            session,
+            "SELECT last_batch_id, last_batch_at, max_event_time, source_topic, query_id, batch_base,"
+            " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts"
+            f" FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?",
+        ),
+        (validate_store_name(name),),
+    ).one()
+    if row is None:
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}'")
+    return _progress(row)
+
+
+def begin_batch(
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    write_ts: int,
+    start_offsets: str,
+    end_offsets: str,
+    query_id: str | None,
+    batch_base: int,
+) -> None:
+    """Record batch `batch_id` before any of its writes: its write timestamp (a replay reuses
+    it, every later batch gets a larger one) and the offsets it reads (so a lost checkpoint
+    can still complete it). `offsets`, the store's position, is where the batch starts."""
+    update = prepare(
+        session,
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET pending_batch_id = ?, pending_ts = ?, offsets = ?,"
+        " pending_offsets = ?, query_id = ?, batch_base = ? WHERE name = ?",
+    )
+    update.is_idempotent = True
+    session.execute(
+        update,
+        (batch_id, write_ts, start_offsets, end_offsets, query_id, batch_base, spec.name),
+        execution_profile=DDL_PROFILE,
+    )
+
+
+def record_batch(
+    session, spec: StoreSpec, batch_id: int, write_ts: int, offsets: str | None, max_event_time_ms: int | None
+) -> None:
+    """Mark `batch_id` applied, with the Kafka offsets it ended at (the store's position).
+
+    A replayed batch writes the same values again. max_event_time only ever grows (a batch
+    with no events leaves it as it was).
+    """
+    update = prepare(
+        session,
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = ?, last_ts = ?, offsets = ?,"
+        " last_batch_at = toTimestamp(now()) WHERE name = ?",
+    )
+    update.is_idempotent = True
+    session.execute(update, (batch_id, write_ts, offsets, spec.name), execution_profile=DDL_PROFILE)
+    if max_event_time_ms is not None:
+        current = progress(session, spec.keyspace, spec.name).max_event_time
+        if current is None or millis_of(current) < max_event_time_ms:
+            event = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET max_event_time = ? WHERE name = ?")
+            session.execute(event, (max_event_time_ms, spec.name), execution_profile=DDL_PROFILE)
+
+
+def clear_progress(session, spec: StoreSpec) -> None:
+    """Forget every batch and position (after the store's data was truncated)."""
+    session.execute(
+        prepare(
+            session,
+            f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = null, last_ts = null, offsets = null,"
+            " pending_batch_id = null, pending_ts = null, pending_offsets = null, query_id = null, batch_base = null,"
+            " max_event_time = null, last_batch_at = null WHERE name = ?",
+        ),
+        (spec.name,),
+        execution_profile=DDL_PROFILE,
+    )
+
+
+def unregister(session, keyspace: str, name: str) -> None:
+    """Forget a store (after its tables were dropped)."""
+    delete = prepare(session, f"DELETE FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?")
+    session.execute(delete, (validate_store_name(name),), execution_profile=DDL_PROFILE)

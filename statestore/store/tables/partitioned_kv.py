@@ -1,0 +1,176 @@
+"""The partitioned key-value store: PRIMARY KEY ((partition), key).
+
+The seed library's default layout. A key's partition is Kafka's default partitioner on the
+key bytes (statestore.core.partitioner), so readers find any key with one query. Writes of one
+partition go in UNLOGGED single-partition batches: one round trip, applied atomically.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import BatchStatement, BatchType
+
+from statestore.conn.cassandra import prepare
+from statestore.core.model import EVERYTHING, Entry, KeyRange
+from statestore.core.options import TableOptions
+from statestore.core.partitioner import partition_for
+from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, range_condition
+from statestore.store.tables.base import unset_if_none as _time
+from statestore.store.tables.paging import merge_in_order, paged
+
+# Cassandra warns past 5 KiB per batch (batch_size_warn_threshold); stay under it.
+_BATCH_BYTES = 4096
+_BATCH_ROWS = 64
+_READ_KEYS = 100
+
+
+class PartitionedKeyValueTable(KeyValueTable):
+    _COLUMNS = "key, value, batch_id, time"
+
+    def create_cql(self, options: TableOptions | None = None) -> str:
+        options = options or TableOptions()
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified} ("
+            " partition int, key blob, value blob, time timestamp, batch_id bigint,"
+            " PRIMARY KEY ((partition), key))"
+            f" WITH {options.cql(f'statestore partitioned-kv store {self.spec.name}')}"
+        )
+
+    def partition_of(self, key: bytes) -> int:
+        return partition_for(key, self.spec.partitions)
+
+    def _by_partition(self, keys) -> dict[int, list]:
+        groups: dict[int, list] = defaultdict(list)
+        for item in keys:
+            groups[self.partition_of(item if isinstance(item, bytes) else item.key)].append(item)
+        return groups
+
+    def read_entries(self, session, keys, concurrency):
+        select = prepare(
+            session,
+            f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE partition = ? AND key IN ?",
+        )
+        select.is_idempotent = True
+        work = [
+            (select, (partition, chunk))
+            for partition, group in self._by_partition(keys).items()
+            for chunk in chunked(group, _READ_KEYS)
+        ]
+        found: dict[bytes, Entry] = {}
+        for result in execute_concurrent(
+            session,
+            execution_profile=self.profile,
+            statements_and_parameters=work,
+            concurrency=concurrency,
+            results_generator=True,
+        ):
+            for row in result.result_or_exc:
+                found[row.key] = entry_from_row(row)
+        return found
+
+    def _upsert(self, session, write_ts: int | None):
+        using = " USING TIMESTAMP ?" if write_ts is not None else ""
+        upsert = prepare(
+            session,
+            f"INSERT INTO {self.qualified} (partition, key, value, time, batch_id) VALUES (?, ?, ?, ?, ?){using}",
+        )
+        upsert.is_idempotent = True
+        return upsert
+
+    def write_entries(self, session, entries, concurrency, write_ts):
+        upsert = self._upsert(session, write_ts)
+        stamp = () if write_ts is None else (write_ts,)
+        batches = []
+        for partition, group in self._by_partition(entries).items():
+            batch, rows, size = None, 0, 0
+            for entry in group:
+                if batch is None or size >= _BATCH_BYTES or rows >= _BATCH_ROWS:
+                    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                    batch.is_idempotent = True
+                    batches.append((batch, ()))
+                    rows, size = 0, 0
+                batch.add(upsert, (partition, entry.key, entry.value, _time(entry), entry.batch_id, *stamp))
+                rows += 1
+                size += len(entry.key) + len(entry.value) + 24
+        execute_concurrent(
+            session,
+            execution_profile=self.profile,
+            statements_and_parameters=batches,
+            concurrency=concurrency,
+            raise_on_first_error=True,
+        )
+
+    def get_query(self, session, key):
+        select = prepare(
+            session,
+            f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE partition = ? AND key = ?",
+        )
+        select.is_idempotent = True
+        return select, (self.partition_of(key), key)
+
+    def get(self, session, key):
+        row = session.execute(*self.get_query(session, key), execution_profile=self.profile).one()
+        return None if row is None else entry_from_row(row)
+
+    def put_if_absent(self, session, entry):
+        insert = prepare(
+            session,
+            f"INSERT INTO {self.qualified} (partition, key, value, time, batch_id) VALUES (?, ?, ?, ?, ?)"
+            " IF NOT EXISTS",
+        )
+        row = session.execute(
+            insert,
+            (self.partition_of(entry.key), entry.key, entry.value, _time(entry), entry.batch_id),
+            execution_profile=self.profile,
+        ).one()
+        return None if row.applied else entry_from_row(row)
+
+    def delete(self, session, key):
+        delete = prepare(session, f"DELETE FROM {self.qualified} WHERE partition = ? AND key = ?")
+        delete.is_idempotent = True
+        session.execute(delete, (self.partition_of(key), key), execution_profile=self.profile)
+
+    def scan(self, session, key_range=EVERYTHING, reverse=False, page_size=5000) -> Iterator[Entry]:
+        condition, params = range_condition(key_range)
+        order = " ORDER BY key DESC" if reverse else ""
+        select = prepare(
+            session,
+            f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE partition = ?{condition}{order}",
+        )
+        select.is_idempotent = True
+        # Every partition's first page is requested now; each comes back in key order (the
+        # clustering order), so a merge gives the whole store in key order.
+        streams = [
+            map(entry_from_row, paged(session, select, (partition, *params), page_size, self.profile))
+            for partition in range(self.spec.partitions)
+        ]
+        return merge_in_order(streams, key=_key, reverse=reverse)
+
+    def scan_unordered(self, session, after=None, page_size=5000) -> Iterator[Entry]:
+        start = 0 if after is None else self.partition_of(after)
+        for partition in range(start, self.spec.partitions):
+            key_range = KeyRange(after, None, False) if (after is not None and partition == start) else KeyRange()
+            condition, params = range_condition(key_range)
+            select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE partition = ?{condition}")
+            select.is_idempotent = True
+            yield from map(entry_from_row, paged(session, select, (partition, *params), page_size, self.profile))
+
+    def count(self, session) -> int:
+        select = prepare(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE partition = ?")
+        select.is_idempotent = True
+        work = [(select, (p,)) for p in range(self.spec.partitions)]
+        results = execute_concurrent(
+            session,
+            execution_profile=self.profile,
+            statements_and_parameters=work,
+            concurrency=8,
+            raise_on_first_error=True,
+        )
+        return sum(result.result_or_exc.one()[0] for result in results)
+
+
+def _key(entry: Entry) -> bytes:
+    return entry.key

@@ -1,0 +1,202 @@
+"""Versioned key-value stores with codecs: the operations of Kafka Streams' VersionedKeyValueStore.
+
+A VersionedStore keeps every version of a key, each valid over [valid_from, valid_to) in epoch
+milliseconds (statestore.store.tables.versioned_base has the rules). get(key) is the current value,
+get(key, as_of=t) the value valid at t, history(key) every version oldest first. Scans
+(all, range, prefix_scan, ...) read current values, with the same support per layout as the
+key-value types: ordered ranges and prefixes on partitioned-versioned, whole-store scans only
+on global-versioned. Constructing one does no I/O; `create()` is the schema step.
+
+There is no history retention (Kafka's grace period): every put is accepted, however old
+its timestamp. Old versions are dropped by maintenance (table.delete_versions).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from statestore.conn.aio import first_row
+from statestore.core.codecs import Codec
+from statestore.core.errors import UnsupportedOperationError
+from statestore.core.model import EVERYTHING, KeyRange
+from statestore.store.handle import StoreHandle
+from statestore.store.table_stats import size_estimate
+from statestore.store.tables.versioned_base import OPEN_END, Version, version_from_row
+
+_log = logging.getLogger(__name__)
+_SAMPLE_ROWS = 200
+
+
+@dataclass(frozen=True)
+class VersionedRecord:
+    """A decoded version: `value` (None only in a history: the key was deleted then), valid
+    from `valid_from` (inclusive) to `valid_to` (exclusive; None: still current), epoch ms."""
+
+    value: Any
+    valid_from: int
+    valid_to: int | None = None
+
+    @property
+    def timestamp(self) -> int:
+        """Kafka Streams' name for valid_from."""
+        return self.valid_from
+
+
+def check_timestamp(value: Any, what: str = "timestamp") -> int:
+    """A version time: whole epoch milliseconds, 0 <= t < 2**63 - 1 (the open end)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} is whole epoch milliseconds (an int), got {value!r}")
+    if not 0 <= value < OPEN_END:
+        raise ValueError(f"{what} must be between 0 and {OPEN_END - 1} epoch ms, got {value}")
+    return value
+
+
+class VersionedStore(StoreHandle):
+    """get / get(as_of) / put / delete / history, and all / reverse_all / range / reverse_range /
+    prefix_scan / approximate_num_entries over current values, for one partitioned-versioned
+    or global-versioned store."""
+
+    VERSIONED = True
+
+    # -- decoding versions ------------------------------------------------------------------------
+
+    def _record(self, version: Version) -> VersionedRecord:
+        value = None if version.value is None else self._decode_value(version.value)
+        return VersionedRecord(value, version.valid_from, None if version.current else version.valid_to)
+
+    def _live(self, version: Version | None) -> VersionedRecord | None:
+        return None if version is None or version.tombstone else self._record(version)
+
+    # -- versioned operations ------------------------------------------------------------------
+
+    def prepare_point_get(self) -> None:
+        """Prepare the current-version get's statement now (a blocking round trip), so that
+        `get_async`, awaited on an event loop, never has to."""
+        self.table.latest_query(self.session, b"")
+
+    def get(self, key: Any, as_of: int | None = None) -> VersionedRecord | None:
+        """The current record of `key`, or with `as_of` (epoch ms) the record valid then;
+        None if the key had no value (never written, or deleted) at that time."""
+        raw = self._key(key)
+        if as_of is not None:
+            return self._live(self.table.get_as_of(self.session, raw, check_timestamp(as_of, "as_of")))
+        hit, record = self._cached(raw)
+        if hit:
+            return record
+        return self._remember(raw, self.table.get_latest(self.session, raw))
+
+    async def get_async(self, key: Any) -> VersionedRecord | None:
+        """`get(key)` (the current record) for an asyncio caller: the same single query, awaited
+        without a thread."""
+
+        raw = self._key(key)
+        hit, record = self._cached(raw)
+        if hit:
+            return record
+        row = await first_row(self.session, self.table.latest_query(self.session, raw), self.table.profile)
+        return self._remember(raw, None if row is None else version_from_row(row))
+
+    def _remember(self, raw: bytes, version: Version | None) -> VersionedRecord | None:
+        """The live record of a read current `version` (None: absent or deleted), kept in the
+        read cache if there is one."""
+        return self._keep(raw, self._live(version))
+
+    def put(self, key: Any, value: Any, timestamp: int) -> int | None:
+        """Add the version of `key` valid from `timestamp` (epoch ms); a None value deletes.
+
+        At an existing version's own valid_from it replaces that version's value; inside a
+        version it splits it. Returns the new version's valid_to: None if it is the current
+        version (Kafka Streams returns -1 then), else where the next version starts.
+        """
+        raw = self._key(key)
+        data = None if value is None else self._value(value)
+        timestamp = check_timestamp(timestamp)
+        new = self.table.put_version(self.session, raw, data, timestamp, time_ms=timestamp)
+        if self.cache is not None:
+            self.cache.evict(raw)
+        return None if new.current else new.valid_to
+
+    def delete(self, key: Any, timestamp: int) -> VersionedRecord | None:
+        """Delete `key` from `timestamp` on (a tombstone version); returns the record valid at
+        `timestamp` before the delete, or None. Versions after `timestamp` stay as they are."""
+        raw = self._key(key)
+        timestamp = check_timestamp(timestamp)
+        before = self._live(self.table.get_as_of(self.session, raw, timestamp))
+        self.table.put_version(self.session, raw, None, timestamp, time_ms=timestamp)
+        if self.cache is not None:
+            self.cache.evict(raw)
+        return before
+
+    def history(self, key: Any, from_ms: int | None = None, to_ms: int | None = None) -> Iterator[VersionedRecord]:
+        """Every version of `key` valid at some time in [from_ms, to_ms), oldest first,
+        tombstones included (value None). Paged: a long history is never held in memory."""
+        raw = self._key(key)
+        if from_ms is not None:
+            check_timestamp(from_ms, "from_ms")
+        if to_ms is not None:
+            check_timestamp(to_ms, "to_ms")
+        return map(self._record, self.table.history(self.session, raw, from_ms, to_ms))
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        raise UnsupportedOperationError(
+            f"store '{self.name}' is a {self.spec.store_type.value} store: it has no put_if_absent; "
+            "use put(key, value, timestamp), which adds a version"
+        )
+
+    # -- scans over current values -------------------------------------------------------------
+
+    def entries(
+        self, key_range: KeyRange = EVERYTHING, reverse: bool = False, page_size: int = 5000
+    ) -> Iterator[tuple[Any, Any]]:
+        """Decoded (key, current value) pairs within a raw-key range, in key byte order;
+        deleted keys are left out."""
+        return map(self.decode_entry, self.table.scan(self.session, key_range, reverse, page_size))
+
+    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        """Current values of keys from `from_key` to `to_key`, both inclusive, ascending;
+        from > to gives nothing (as in Kafka Streams)."""
+        low, high = self._key(from_key), self._key(to_key)
+        if low > high:
+            return iter(())
+        return self.entries(KeyRange(low, high))
+
+    def reverse_range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        low, high = self._key(from_key), self._key(to_key)
+        if low > high:
+            return iter(())
+        return self.entries(KeyRange(low, high), reverse=True)
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        return self.entries()
+
+    def reverse_all(self) -> Iterator[tuple[Any, Any]]:
+        return self.entries(reverse=True)
+
+    def prefix_scan(self, prefix: Any, prefix_codec: Codec | None = None) -> Iterator[tuple[Any, Any]]:
+        """Current values of keys whose encoded key starts with the encoded `prefix`."""
+        raw = (prefix_codec or self.key_codec).encode(prefix)
+        return self.entries(KeyRange.prefix(raw))
+
+    # -- size ------------------------------------------------------------------------------------
+
+    def approximate_num_entries(self) -> int:
+        """Keys with a current value. With count-all on: exact (a full scan inside Cassandra).
+        Otherwise Cassandra's size estimate (flushed data only, 0 before the first flush)
+        scaled by the share of current, non-deleted versions in a sample of rows."""
+        if self.count_all:
+            _log.warning("store %s: counting every entry with SELECT COUNT(*), which reads the whole table", self.name)
+            return self.table.count(self.session)
+        estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)
+        if estimate is None:
+            return 0
+        sample = self.table.sample_rows(self.session, _SAMPLE_ROWS)
+        if not sample:
+            return 0
+        live = sum(1 for v in sample if v.current and not v.tombstone)
+        if not self.spec.store_type.partitioned:  # one key per Cassandra partition
+            return int(estimate.partitions * live / len({v.key for v in sample}))
+        mean_row = sum(len(v.key) + len(v.value or b"") + 48 for v in sample) / len(sample)
+        return int(estimate.total_bytes / mean_row * live / len(sample))

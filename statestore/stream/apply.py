@@ -1,0 +1,241 @@
+"""The replay-safe apply of one micro-batch's count deltas to a store.
+
+Every entry remembers the batch that last wrote it (`batch_id`). Applying batch B:
+  - an entry already written by batch B or later is skipped: B was applied before (a replay
+    after a crash, a retried or speculative task) and adding again would double count;
+  - any other entry gets the absolute value old + delta, written with batch_id = B.
+Writes carry absolute values (never counter increments), so re-sending one is harmless.
+A replay of B therefore completes exactly the entries the first attempt did not reach.
+
+This holds while (a) batch B has the same content each time it runs (Spark's offset log
+guarantees it), (b) batches are applied in order by one writer per store, and (c) the batch
+ids keep growing (statestore.stream.job checks the checkpoint against the registry).
+
+Versioned stores get the same decisions on each key's current version. A batch makes the new
+value a version valid from the batch's `version_ms` (its largest Kafka record timestamp,
+the same on every executor and in every replay), splitting the current version; when
+`version_ms` is not after the current version's start, the current version is rewritten in
+place instead of creating a version in the past. A key's change (at most two rows of one
+Cassandra partition) is one batch statement, so a replay sees it wholly written or not at all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, fields
+
+from statestore.conn.cassandra import session_for
+from statestore.conn.retry import with_retries
+from statestore.core.codecs import decode_long, encode_long
+from statestore.core.config import CassandraConfig
+from statestore.core.model import Entry, StoreSpec
+from statestore.store.tables import table_for
+from statestore.store.tables.versioned_base import RowWrite, Version, plan_latest
+from statestore.stream import faults
+
+# A timing seam: called with a phase's name and its seconds. The job as shipped passes none
+# (and then no clock is read); benchmarks pass one to see where an apply's time goes.
+Timer = Callable[[str, float], None]
+
+
+@dataclass(frozen=True)
+class AccumulatorTimer:
+    """A Timer for executors: adds each phase's seconds to the Spark accumulator of that name
+    (phases without one are dropped). Picklable, so it travels with the apply's tasks."""
+
+    accumulators: Mapping[str, object]
+
+    def __call__(self, phase: str, seconds: float) -> None:
+        accumulator = self.accumulators.get(phase)
+        if accumulator is not None:
+            accumulator.add(seconds)
+
+
+def timed(timer: Timer | None, phase: str, step: Callable):
+    """Run `step()`, reporting its duration to `timer` under `phase` (if there is a timer)."""
+    if timer is None:
+        return step()
+    began = time.perf_counter()
+    try:
+        return step()
+    finally:
+        timer(phase, time.perf_counter() - began)
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A change to one key within one batch: `amount` to add, latest event time seen."""
+
+    key: bytes
+    amount: int
+    time_ms: int | None
+
+
+# The key under which a batch's deltas count what it cannot count (statestore.stream.job's
+# batch_deltas with_uncountable): a word never holds a space, so no word is this key.
+UNCOUNTABLE = " "
+
+
+@dataclass(frozen=True)
+class ApplyStats:
+    keys: int = 0
+    written: int = 0
+    skipped: int = 0
+    max_time_ms: int | None = None
+    uncountable: int = 0  # messages and words the batch sends to the dead-letter table instead
+
+    def __add__(self, other: ApplyStats) -> ApplyStats:
+        times = [t for t in (self.max_time_ms, other.max_time_ms) if t is not None]
+        return ApplyStats(
+            self.keys + other.keys,
+            self.written + other.written,
+            self.skipped + other.skipped,
+            max(times) if times else None,
+            self.uncountable + other.uncountable,
+        )
+
+
+def plan_writes(current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: int) -> tuple[list[Entry], int]:
+    """Pure: the entries batch `batch_id` must write, and how many keys it already wrote."""
+    writes: list[Entry] = []
+    skipped = 0
+    for delta in deltas:
+        stored = current.get(delta.key)
+        if stored is not None and stored.batch_id is not None and stored.batch_id >= batch_id:
+            skipped += 1
+            continue
+        base = decode_long(stored.value) if stored is not None else 0
+        time_ms = delta.time_ms
+        if stored is not None and stored.time_ms is not None and (time_ms is None or stored.time_ms > time_ms):
+            time_ms = stored.time_ms
+        writes.append(Entry(delta.key, encode_long(base + delta.amount), batch_id, time_ms))
+    return writes, skipped
+
+
+def plan_versions(
+    current: dict[bytes, Version], deltas: Iterable[Delta], batch_id: int, version_ms: int | None
+) -> tuple[list[list[RowWrite]], int]:
+    """Pure: the changes batch `batch_id` makes to a versioned store (one list of rows per
+    key, see plan_latest), and how many keys it already wrote. A key whose current version
+    is a tombstone counts from 0 again."""
+    live = {key: version.entry() for key, version in current.items() if not version.tombstone}
+    writes, skipped = plan_writes(live, deltas, batch_id)
+    changes = [plan_latest(current.get(w.key), w.key, w.value, version_ms, w.batch_id, w.time_ms) for w in writes]
+    return changes, skipped
+
+
+def apply_deltas(
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    deltas: list[Delta],
+    concurrency: int,
+    write_ts: int,
+    version_ms: int | None = None,
+    timer: Timer | None = None,
+) -> ApplyStats:
+    """Read the current entries of the batch's keys, then write the new absolute values.
+    Versioned stores: as versions valid from `version_ms` (None: rewrite current versions).
+    `timer` hears the phases read, plan and write."""
+    if not deltas:
+        return ApplyStats()
+    table = table_for(spec)
+    keys = [d.key for d in deltas]
+    if spec.store_type.versioned:
+        current = timed(timer, "read", lambda: table.read_latest(session, keys, concurrency))
+        writes, skipped = timed(timer, "plan", lambda: plan_versions(current, deltas, batch_id, version_ms))
+        write = table.write_rows
+    else:
+        current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency))
+        writes, skipped = timed(timer, "plan", lambda: plan_writes(current, deltas, batch_id))
+        write = table.write_entries
+    faults.crash_if_armed_mid_write(
+        batch_id, lambda half: write(session, writes[:half], concurrency, write_ts), len(writes)
+    )
+    timed(timer, "write", lambda: write(session, writes, concurrency, write_ts))
+    times = [d.time_ms for d in deltas if d.time_ms is not None]
+    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None)
+
+
+# Deltas are applied in slices so a task's memory stays bounded whatever its input size.
+SLICE = 20_000
+
+
+def deltas_of(rows: Iterable) -> Iterator[list[Delta]]:
+    """A task's rows of (word, delta, last_ms) as slices of at most SLICE Deltas (at least one
+    slice, maybe empty, so every task reports its stats)."""
+    deltas: list[Delta] = []
+    for row in rows:
+        deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2]))
+        if len(deltas) >= SLICE:
+            yield deltas
+            deltas = []
+    yield deltas
+
+
+def partition_applier(
+    config: CassandraConfig,
+    spec: StoreSpec,
+    batch_id: int,
+    write_ts: int,
+    version_ms: int | None = None,
+    timer: Timer | None = None,
+):
+    """A function over one task's rows of (word, delta, last_ms) (run by run_applier): it applies them
+    on the executor and yields one ApplyStats per task. Transient Cassandra errors are retried
+    within the retry budget: repeating a slice is safe (see the module doc). `version_ms`:
+    where versioned stores' new versions start (computed once per batch on the driver).
+    `timer` (an AccumulatorTimer: it runs on the executors) hears read, plan and write per
+    slice, `task` per task and `slices` (1 per slice)."""
+
+    def apply_slice(deltas: list[Delta]) -> ApplyStats:
+        if timer is not None:
+            timer("slices", 1)
+        return with_retries(
+            config,
+            f"applying batch {batch_id} to store {spec.name}",
+            lambda: apply_deltas(
+                session_for(config), spec, batch_id, deltas, config.write_concurrency, write_ts, version_ms, timer
+            ),
+        )
+
+    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
+        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in deltas_of(rows)), ApplyStats()))
+
+    return apply_partition
+
+
+def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
+    """Run `applier` (partition_applier's function, or a drop-in with its contract) on the
+    executors over a DataFrame of (word, delta, last_ms); the stats of every task, summed.
+    A row under UNCOUNTABLE is not applied: its delta comes back as `uncountable`.
+
+    The rows cross from the JVM as Arrow column batches (mapInArrow), not as pickled Rows
+    through `DataFrame.rdd`, which also cost the driver a quarter of a second per batch to
+    build (BENCHMARKS.md, streaming profile).
+    """
+    names = [f.name for f in fields(ApplyStats)]
+
+    def over_arrow(batches):
+        import pyarrow as pa  # on the executor, where Spark calls this with Arrow batches
+
+        schema = pa.schema([(name, pa.int64()) for name in names])
+        uncountable = 0
+
+        def rows():
+            nonlocal uncountable
+            for batch in batches:
+                for row in zip(*(column.to_pylist() for column in batch.columns), strict=True):
+                    if row[0] == UNCOUNTABLE:
+                        uncountable += row[1]
+                    else:
+                        yield row
+
+        for stats in applier(rows()):
+            yield pa.RecordBatch.from_pylist([asdict(stats)], schema=schema)
+        if uncountable:
+            yield pa.RecordBatch.from_pylist([asdict(ApplyStats(uncountable=uncountable))], schema=schema)
+
+    tasks = deltas_df.mapInArrow(over_arrow, ", ".join(f"{name} long" for name in names)).collect()
+    return sum((ApplyStats(**task.asDict()) for task in tasks), ApplyStats())

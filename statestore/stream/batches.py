@@ -1,0 +1,326 @@
+"""Applying micro-batches to a store, and the bookkeeping that makes it exactly-once.
+
+Per batch, on the driver: check the lease, check the checkpoint against the store's registry
+row, record the batch as pending (its write timestamp and end offsets), let the executors
+apply the counts (statestore.stream.apply), then record the batch as done.
+
+Batch ids in the store are logical: Spark's batch id plus the store's `batch_base`. They only
+grow, even across a checkpoint that was lost and recovered from (`--recover-from-store`):
+the recovering query finishes the store's pending batch from its recorded offsets, then
+continues from the store's position with a base above every id the store has seen.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+
+from statestore.conn.cassandra import session_for
+from statestore.conn.retry import with_retries
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import StateStoreError
+from statestore.core.model import StoreSpec
+from statestore.store import deadletters, registry
+from statestore.store.lease import StoreLease
+from statestore.stream import checkpoint
+from statestore.stream.apply import ApplyStats, Timer, partition_applier, run_applier, timed
+from statestore.stream.transforms import batch_deltas, batch_version_ms, dead_letter_rows
+
+_log = logging.getLogger("statestore.stream.batches")
+_DEAD_LETTER_CHUNK = 500
+
+
+def now_micros() -> int:
+    return time.time_ns() // 1000
+
+
+def write_ts_for(progress: registry.StoreProgress, logical_batch: int) -> int:
+    """A replay reuses its batch's timestamp; a new batch gets one above every earlier batch's."""
+    if progress.pending_batch_id == logical_batch and progress.pending_ts is not None:
+        return progress.pending_ts
+    floor = max(t for t in (progress.last_ts, progress.pending_ts, 0) if t is not None)
+    return max(now_micros(), floor + 1)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    batch_id: int
+    stats: ApplyStats
+    dead_letters: int
+
+
+def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int) -> int:
+    """Write the batch's dead letters from the driver; returns how many.
+
+    Called only for a batch whose apply counted something it could not count (ApplyStats.
+    uncountable), which is rare: the driver streams them (one partition at a time, bounded
+    memory) rather than starting Python workers on every executor for them.
+    """
+
+    written = 0
+    chunk: list[deadletters.DeadLetter] = []
+    for r in dead_letter_rows(batch_df).toLocalIterator():
+        raw = None if r.raw is None else bytes(r.raw)
+        chunk.append(deadletters.DeadLetter(r.topic, r.partition, r.offset, r.ts_ms, r.reason, r.detail, raw, batch_id))
+        if len(chunk) >= _DEAD_LETTER_CHUNK:
+            deadletters.write(session, spec.keyspace, spec.name, chunk)
+            written, chunk = written + len(chunk), []
+    if chunk:
+        deadletters.write(session, spec.keyspace, spec.name, chunk)
+    return written + len(chunk)
+
+
+@dataclass(frozen=True)
+class BatchSeams:
+    """Where benchmarks look into a batch or swap one of its steps; the job as shipped uses
+    the defaults. `make_applier` builds the executors' apply (partition_applier's signature);
+    `dead_letters` writes a batch's dead letters; `driver_timer` hears each driver step
+    (lease check, registry progress, checkpoint offsets, first batch start offsets, registry
+    begin_batch, apply_batch, dead letters, registry record_batch) and `task_timer` (an
+    AccumulatorTimer) the executors' apply phases; `on_batch` sees every applied batch."""
+
+    make_applier: Callable[..., Callable] = partition_applier
+    dead_letters: Callable[..., int] = write_dead_letters
+    driver_timer: Timer | None = None
+    task_timer: Timer | None = None
+    on_batch: Callable[[BatchResult], None] | None = None
+
+
+SHIPPED = BatchSeams()
+
+
+def first_batch_start(batch_df, end_offsets: str) -> str:
+    """Where the store's very first batch starts: per partition its lowest offset, or its end
+    offset where the batch read nothing. Spark's offset log has no earlier batch to ask."""
+    start = json.loads(end_offsets)
+    for row in batch_df.groupBy("topic", "partition").agg(F.min("offset").alias("first")).collect():
+        start.setdefault(row.topic, {})[str(row.partition)] = row.first
+    return json.dumps(start, sort_keys=True, separators=(",", ":"))
+
+
+def apply_batch(
+    config: CassandraConfig,
+    spec: StoreSpec,
+    batch_df,
+    logical: int,
+    write_ts: int,
+    start_offsets: str,
+    end_offsets: str,
+    query_id: str | None,
+    batch_base: int,
+    seams: BatchSeams = SHIPPED,
+) -> BatchResult:
+    """Apply one batch's DataFrame of Kafka records as logical batch `logical`, which reads
+    from `start_offsets` up to `end_offsets` (Spark's JSON)."""
+    return timed(
+        seams.driver_timer,
+        "apply_batch",
+        lambda: _apply_batch(
+            config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, seams
+        ),
+    )
+
+
+def _apply_batch(
+    config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, seams
+) -> BatchResult:
+    session = session_for(config)
+    clock = seams.driver_timer
+    timed(
+        clock,
+        "registry begin_batch",
+        lambda: with_retries(
+            config,
+            f"recording batch {logical} of store {spec.name}",
+            lambda: registry.begin_batch(
+                session, spec, logical, write_ts, start_offsets, end_offsets, query_id, batch_base
+            ),
+        ),
+    )
+    # One Spark job per batch: the apply job also counts what the batch cannot count, and only
+    # then (rarely) does the batch go to the dead-letter table, read from Kafka again (the same
+    # offsets give the same records). Versioned stores read the batch twice anyway (its largest
+    # record time first), so they keep it in memory in between.
+    versioned = spec.store_type.versioned
+    if versioned:
+        batch_df.persist()
+    try:
+        if versioned:
+            # Every word's new version starts at the batch's largest record time, computed
+            # once here so all executors (and any replay) agree on it.
+            version_ms = batch_version_ms(batch_df)
+            applier = seams.make_applier(config, spec, logical, write_ts, version_ms=version_ms, timer=seams.task_timer)
+        elif seams.task_timer is not None:
+            applier = seams.make_applier(config, spec, logical, write_ts, timer=seams.task_timer)
+        else:  # the four-argument call the benchmarks' drop-in appliers take
+            applier = seams.make_applier(config, spec, logical, write_ts)
+        stats = run_applier(batch_deltas(batch_df, with_uncountable=True), applier)
+        letters = 0
+        if stats.uncountable:
+            letters = timed(
+                clock,
+                "dead letters",
+                lambda: with_retries(
+                    config, "writing dead letters", lambda: seams.dead_letters(session, batch_df, spec, logical)
+                ),
+            )
+    finally:
+        if versioned:
+            batch_df.unpersist()
+    timed(
+        clock,
+        "registry record_batch",
+        lambda: with_retries(
+            config,
+            f"recording batch {logical} of store {spec.name}",
+            lambda: registry.record_batch(session, spec, logical, write_ts, end_offsets, stats.max_time_ms),
+        ),
+    )
+    result = BatchResult(logical, stats, letters)
+    if seams.on_batch is not None:
+        seams.on_batch(result)
+    return result
+
+
+class BatchApplier:
+    """The foreachBatch function of the word-count query."""
+
+    def __init__(
+        self,
+        spark,
+        config: CassandraConfig,
+        spec: StoreSpec,
+        location: str,
+        lease: StoreLease,
+        seams: BatchSeams = SHIPPED,
+    ) -> None:
+        self.spark = spark
+        self.seams = seams
+        self.config = config
+        self.spec = spec
+        self.location = location
+        self.lease = lease
+        self.query_id: str | None = None
+        self.started = threading.Event()
+        self.last: BatchResult | None = None
+
+    def position(self, progress: registry.StoreProgress, batch_id: int) -> tuple[int, int]:
+        """(logical batch id, batch base) of Spark batch `batch_id`, or CheckpointMismatchError."""
+        if not progress.has_batches:
+            return batch_id, 0
+        seen = max(b for b in (progress.last_batch_id, progress.pending_batch_id) if b is not None)
+        if progress.query_id == self.query_id:
+            base = progress.batch_base
+        elif batch_id == 0:
+            # The first batch of a new checkpoint that start() allowed (--recover-from-store,
+            # which already finished the pending batch): continue above every id seen.
+            base = seen + 1
+        else:
+            raise checkpoint.mismatch_error(
+                self.spec.name,
+                self.location,
+                f"the store was last written by query {progress.query_id}, not by this checkpoint's",
+            )
+        logical = base + batch_id
+        if logical < (progress.last_batch_id or 0):
+            raise checkpoint.mismatch_error(
+                self.spec.name,
+                self.location,
+                f"this checkpoint is at batch {logical}, behind the store's batch {progress.last_batch_id}: "
+                "it was rolled back",
+            )
+        return logical, base
+
+    def __call__(self, batch_df, batch_id: int) -> None:
+        # start() sets the query id right after Spark created the query; the first batch can
+        # be quicker than that.
+        if not self.started.wait(timeout=120):
+            raise StateStoreError("the streaming query did not report its id within 120 s")
+        began = time.monotonic()
+        clock = self.seams.driver_timer
+        timed(clock, "lease check", lambda: with_retries(self.config, "renewing the store's lease", self.lease.check))
+        session = session_for(self.config)
+        progress = timed(
+            clock,
+            "registry progress",
+            lambda: with_retries(
+                self.config,
+                "reading the store's progress",
+                lambda: registry.progress(session, self.spec.keyspace, self.spec.name),
+            ),
+        )
+        logical, base = self.position(progress, batch_id)
+        offsets = timed(
+            clock, "checkpoint offsets", lambda: checkpoint.batch_end_offsets(self.spark, self.location, batch_id)
+        )
+        start = progress.offsets or timed(
+            clock, "first batch start offsets", lambda: first_batch_start(batch_df, offsets)
+        )
+        result = apply_batch(
+            self.config,
+            self.spec,
+            batch_df,
+            logical,
+            write_ts_for(progress, logical),
+            start,
+            offsets,
+            self.query_id,
+            base,
+            self.seams,
+        )
+        self.last = result
+        _log.info(
+            "batch %d (spark %d) of store %s: %d keys, %d written, %d already applied, %d dead letters, %.1fs",
+            logical,
+            batch_id,
+            self.spec.name,
+            result.stats.keys,
+            result.stats.written,
+            result.stats.skipped,
+            result.dead_letters,
+            time.monotonic() - began,
+        )
+
+
+def finish_pending_batch(
+    spark, config: CassandraConfig, spec: StoreSpec, kafka_bootstrap: str, seams: BatchSeams = SHIPPED
+) -> BatchResult | None:
+    """Complete the store's pending batch (started, maybe half written, never recorded as
+    done) by reading exactly its offsets from Kafka again. Replay-safe: rows it already wrote
+    are skipped."""
+    session = session_for(config)
+    progress = registry.progress(session, spec.keyspace, spec.name)
+    pending = progress.pending_batch_id
+    if pending is None or (progress.last_batch_id is not None and progress.last_batch_id >= pending):
+        return None
+    if progress.pending_offsets is None:
+        raise checkpoint.mismatch_error(
+            spec.name, "(unknown)", f"batch {pending} has no recorded offsets to finish it from"
+        )
+    batch_df = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", ",".join(sorted(json.loads(progress.pending_offsets))))
+        .option("startingOffsets", progress.offsets)
+        .option("endingOffsets", progress.pending_offsets)
+        .load()
+    )
+    _log.info("store %s: finishing pending batch %d from the recorded offsets", spec.name, pending)
+    return apply_batch(
+        config,
+        spec,
+        batch_df,
+        pending,
+        progress.pending_ts,
+        progress.offsets,
+        progress.pending_offsets,
+        progress.query_id,
+        progress.batch_base,
+        seams,
+    )

@@ -1,0 +1,190 @@
+"""The streaming word count: Kafka text lines -> counts in a Cassandra store.
+
+Spark reads the topic and keeps only offsets in its checkpoint (no Spark state store).
+Each micro-batch is tokenized and aggregated with Spark SQL built-ins into
+(word, delta, latest event time); executors then apply the deltas to the store with the
+replay-safe apply (statestore.stream.apply), and the driver records the batch in the registry.
+Input that cannot be counted goes to the store's dead-letter table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from statestore.conn.cassandra import require_keyspace, session_for
+from statestore.conn.kafka import partition_count
+from statestore.conn.retry import with_retries
+from statestore.conn.spark import build_session
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
+from statestore.core.errors import ConfigError, KafkaError, StateStoreError
+from statestore.core.model import StoreSpec, StoreType
+from statestore.store import registry
+from statestore.store.lease import StoreLease
+from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
+from statestore.stream import batches, checkpoint
+from statestore.stream.batches import SHIPPED, BatchApplier, BatchSeams
+
+_log = logging.getLogger("statestore.stream.job")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    stream: StreamConfig
+    cassandra: CassandraConfig
+    kafka: KafkaConfig
+
+
+def resolve_store(session, job: JobConfig) -> StoreSpec:
+    """The store to write: as registered, or a new one with the requested layout."""
+    require_keyspace(session, job.cassandra.keyspace)
+    registry.ensure_table(session, job.cassandra.keyspace)
+    existing = registry.find(session, job.cassandra.keyspace, job.stream.store)
+    store_type = StoreType(job.stream.store_type) if job.stream.store_type else None
+    if existing is not None:
+        wanted = StoreSpec(
+            existing.keyspace,
+            existing.name,
+            store_type or existing.store_type,
+            job.stream.partitions or existing.partitions,
+        )
+        return provision_store(session, wanted, job.stream.topic)
+    partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)
+    if partitions is None:
+        raise KafkaError(
+            f"topic '{job.stream.topic}' does not exist at {job.kafka.bootstrap_servers}: create it "
+            f"(`statestore produce {job.stream.topic} FILE` does) or pass --partitions"
+        )
+    spec = StoreSpec(job.cassandra.keyspace, job.stream.store, store_type or DEFAULT_STORE_TYPE, partitions)
+    return provision_store(session, spec, job.stream.topic)
+
+
+def _kafka_source(spark, job: JobConfig, starting_offsets: str):
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", job.kafka.bootstrap_servers)
+        .option("subscribe", job.stream.topic)
+        .option("startingOffsets", starting_offsets)
+    )
+    if job.stream.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(job.stream.max_offsets_per_trigger))
+    return reader.load()
+
+
+@dataclass
+class RunningStream:
+    """A started word-count query with the lease it holds; `stop()` ends both."""
+
+    query: object
+    applier: BatchApplier
+    lease: StoreLease
+
+    def stop(self) -> None:
+        try:
+            if self.query.isActive:
+                self.query.stop()
+        finally:
+            self.lease.release()
+
+
+def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec, seams: BatchSeams) -> str:
+    """Refuse a checkpoint that does not belong to the store's history (before any read);
+    with --recover-from-store, finish the store's pending batch first. Returns where a new
+    checkpoint starts reading: the store's position when recovering, else --starting-offsets."""
+    progress = registry.progress(session, spec.keyspace, spec.name)
+    owner = checkpoint.query_id(spark, job.stream.checkpoint)
+    problem = checkpoint.checkpoint_problem(progress, owner, job.stream.recover_from_store)
+    if problem:
+        raise checkpoint.mismatch_error(spec.name, job.stream.checkpoint, problem)
+    if owner is None and progress.has_batches:  # only reached with --recover-from-store
+        batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka.bootstrap_servers, seams)
+        return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
+    return job.stream.starting_offsets
+
+
+def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
+    """Provision the store, take its lease, check the checkpoint, start the query. `seams`:
+    see BatchSeams (benchmarks time or swap a batch's steps there; the job as shipped does not)."""
+    session = session_for(job.cassandra)
+    spec = with_retries(job.cassandra, "preparing the store", lambda: resolve_store(session, job))
+    lease = StoreLease(session, spec.keyspace, spec.name, job.stream.checkpoint, job.stream.lease_ttl_s)
+    with_retries(job.cassandra, "taking the store's lease", lease.acquire)
+    lease.start_renewing()
+    try:
+        starting = with_retries(
+            job.cassandra, "checking the checkpoint", lambda: _check_checkpoint(spark, session, job, spec, seams)
+        )
+        applier = BatchApplier(spark, job.cassandra, spec, job.stream.checkpoint, lease, seams)
+        writer = (
+            _kafka_source(spark, job, starting)
+            .writeStream.queryName(f"wordcount-{spec.name}")
+            .option("checkpointLocation", job.stream.checkpoint)
+            .foreachBatch(applier)
+        )
+        if job.stream.trigger == "available-now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{cfg.trigger_seconds(job.stream.trigger)} seconds")
+        # The id is known only once the query exists; batches wait for it (see BatchApplier).
+        query = writer.start()
+        applier.query_id = str(query.id)
+        applier.started.set()
+    except BaseException:
+        lease.release()
+        raise
+    return RunningStream(query, applier, lease)
+
+
+def parse_args(argv: Sequence[str] | None, env=None) -> JobConfig:
+    parser = argparse.ArgumentParser(
+        prog="wordcount_stream", description="Count words from a Kafka topic into a Cassandra store."
+    )
+    for section in (StreamConfig, CassandraConfig, KafkaConfig):
+        cfg.add_arguments(parser, section)
+    args = parser.parse_args(argv)
+    return JobConfig(
+        stream=cfg.from_args(StreamConfig, args, env),
+        cassandra=cfg.from_args(CassandraConfig, args, env),
+        kafka=cfg.from_args(KafkaConfig, args, env),
+    )
+
+
+def run(job: JobConfig) -> int:
+
+    spark = build_session(f"statestore-wordcount-{job.stream.store}")
+    stream = start(spark, job)
+    try:
+        stream.query.awaitTermination()
+    finally:
+        stream.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        return run(parse_args(argv))
+    except (StateStoreError, ConfigError) as exc:
+        print(f"wordcount_stream: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the job's last resort: report and exit non-zero
+        message = str(exc)
+        cause = _store_error_in(message)
+        print(f"wordcount_stream: {cause or message}", file=sys.stderr)
+        return 1
+
+
+def _store_error_in(message: str) -> str | None:
+    """Spark wraps an error raised in foreachBatch in its own exception text; pull ours out."""
+    for line in message.splitlines():
+        for name in ("CheckpointMismatchError", "CassandraUnavailableError", "LeaseLostError"):
+            if f"{name}:" in line:
+                return line.split(f"{name}:", 1)[1].strip()
+    return None

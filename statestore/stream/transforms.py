@@ -1,0 +1,110 @@
+"""The word count's Spark transforms of one micro-batch: words and their deltas, the batch's
+version time, and the rows of its dead letters. Pure DataFrame plans: nothing runs until an
+action, and nothing here reads or writes a store."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from statestore.core.model import MAX_KEY_BYTES
+from statestore.store import deadletters
+from statestore.stream.apply import UNCOUNTABLE
+from statestore.stream.tokenize import words_column
+
+
+def dead_letter_rows(batch_df):
+    """Messages that cannot be counted at all (null, not UTF-8) and messages holding a word
+    too long for a Cassandra key, as (topic, partition, offset, ts_ms, reason, detail, raw)."""
+    value = F.col("value")
+    unreadable = batch_df.select(
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("ts_ms"),
+        F.when(value.isNull(), F.lit(deadletters.NULL_VALUE))
+        .when(~F.is_valid_utf8(value), F.lit(deadletters.INVALID_UTF8))
+        .alias("reason"),
+        value.alias("raw"),
+    ).filter(F.col("reason").isNotNull())
+    unreadable = unreadable.select(
+        "topic",
+        "partition",
+        "offset",
+        "ts_ms",
+        "reason",
+        F.when(F.col("reason") == deadletters.NULL_VALUE, F.lit("the message has no value"))
+        .otherwise(F.lit("the value is not valid UTF-8 text; nothing of it was counted"))
+        .alias("detail"),
+        "raw",
+    )
+    # Only a message longer than 2/3 of the key limit can hold a word longer than it once
+    # lower-cased (lower-casing grows UTF-8 by at most half: U+023A, 2 bytes, becomes U+2C65,
+    # 3 bytes): the cheap length filter keeps the tokenization here off all ordinary messages.
+    # Per message, with array functions, so the check needs no shuffle.
+    too_long = F.filter(words_column(F.col("value").cast("string")), lambda w: F.octet_length(w) > MAX_KEY_BYTES)
+    long_words = (
+        _readable(batch_df)
+        .filter(F.octet_length("value") > MAX_KEY_BYTES * 2 // 3)
+        .select(
+            "topic",
+            "partition",
+            "offset",
+            F.unix_millis("timestamp").alias("ts_ms"),
+            too_long.alias("words"),
+            value.alias("raw"),
+        )
+        .filter(F.size("words") > 0)
+        .select(
+            "topic",
+            "partition",
+            "offset",
+            "ts_ms",
+            F.lit(deadletters.KEY_TOO_LONG).alias("reason"),
+            F.format_string(
+                f"%d word(s) over the {MAX_KEY_BYTES}-byte key limit (longest %d bytes) were not "
+                "counted; the message's other words were",
+                F.size("words"),
+                F.array_max(F.transform("words", lambda w: F.octet_length(w))),
+            ).alias("detail"),
+            "raw",
+        )
+    )
+    return unreadable.unionByName(long_words)
+
+
+def _is_readable():
+    """True for a message whose value is UTF-8 text (the one rule of what can be counted)."""
+    return F.col("value").isNotNull() & F.is_valid_utf8("value")
+
+
+def _readable(batch_df):
+    return batch_df.filter(_is_readable())
+
+
+def batch_deltas(batch_df, with_uncountable: bool = False):
+    """(word, delta, last_ms) for every countable word of the batch.
+
+    `with_uncountable`: plus one row under statestore.stream.apply.UNCOUNTABLE, when the batch has
+    any, whose delta counts the messages without UTF-8 text and the words over the key limit
+    (what dead_letter_rows finds). The apply job then tells whether the batch has dead letters
+    at all, so the usual batch, which has none, runs no job of its own to find out.
+    """
+    value, word = F.col("value"), F.col("word")
+    tokens = F.when(_is_readable(), words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
+    words = batch_df.select(F.explode(tokens).alias("word"), "timestamp").select(
+        F.when(F.octet_length(word) > MAX_KEY_BYTES, F.lit(UNCOUNTABLE)).otherwise(word).alias("word"), "timestamp"
+    )
+    keep = F.length(word) > 0
+    if not with_uncountable:
+        keep = keep & (word != F.lit(UNCOUNTABLE))
+    return (
+        words.filter(keep)
+        .groupBy("word")
+        .agg(F.count("*").alias("delta"), F.max(F.unix_millis("timestamp")).alias("last_ms"))
+    )
+
+
+def batch_version_ms(batch_df) -> int | None:
+    """The batch's largest Kafka record timestamp (epoch ms): where versioned stores' new
+    versions start. The same records give the same time, so a replay writes the same versions."""
+    return batch_df.agg(F.max(F.unix_millis("timestamp"))).first()[0]

@@ -1,0 +1,211 @@
+"""dag.test() of the DAGs against the local stack: the admin actions, and the word count through
+a real spark-submit (killed mid-stream, then run again: exact counts, nothing counted twice)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import tests.airflow_env as airflow_env
+
+# isort: split
+import pytest
+
+from statestore.store import registry
+from statestore.store.builder import open_store
+from statestore.store.lease import current_holder
+from tests.corpus import generate
+from tests.integration.conftest import dump, produce_lines, wait_for
+
+
+@pytest.fixture(scope="module")
+def dags():
+    airflow_env.migrate_db()
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(airflow_env.DAGS), safe_mode=False)
+    assert bag.import_errors == {}
+    return bag.dags
+
+
+@pytest.fixture
+def connections(cassandra_config, kafka_config, monkeypatch, tmp_path):
+    """The AIRFLOW_CONN_* variables `make airflow` sets, pointed at the test keyspace."""
+    cassandra = {
+        "conn_type": "cassandra",
+        "host": ",".join(cassandra_config.hosts),
+        "port": cassandra_config.port,
+        "schema": cassandra_config.keyspace,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_STATESTORE_CASSANDRA", json.dumps(cassandra))
+    kafka = {"conn_type": "generic", "host": kafka_config.bootstrap_servers}
+    monkeypatch.setenv("AIRFLOW_CONN_STATESTORE_KAFKA", json.dumps(kafka))
+    spark = {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark-submit"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark))
+    # The venv's spark-submit (pyspark's) and Python, as `make airflow` puts them on PATH.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("STATESTORE_CHECKPOINT_DIR", str(tmp_path / "checkpoints"))
+    return tmp_path
+
+
+def _result(dag_run, task_id: str):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value")
+        row = session.scalars(query).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def _admin(dags, **conf):
+    run = dags["state_store_admin"].test(run_conf=conf)
+    return run.state, _result(run, "run_action")
+
+
+def test_state_store_admin_create_describe_alter_truncate_drop(dags, connections, session, keyspace, store_name):
+    state, created = _admin(dags, action="create", store=store_name, partitions=3, options={"ttl": 3600})
+    assert state == "success"
+    assert (created["type"], created["partitions"], created["table_options"]["default_time_to_live"]) == (
+        "partitioned-kv",
+        3,
+        3600,
+    )
+    open_store(session, keyspace, store_name).put_all([(f"k{i}", i) for i in range(30)])
+
+    state, described = _admin(dags, action="describe", store=store_name)
+    assert state == "success"
+    assert sum(described["entries_per_partition"]) == 30 and len(described["entries_per_partition"]) == 3
+    assert "PRIMARY KEY (partition, key)" in described["schema_cql"]
+
+    state, altered = _admin(dags, action="alter", store=store_name, options={"ttl": 60})
+    assert state == "success" and altered["table_options"]["default_time_to_live"] == 60
+    session.cluster.refresh_table_metadata(keyspace, f"{store_name}_store")
+    assert (
+        session.cluster.metadata.keyspaces[keyspace].tables[f"{store_name}_store"].options["default_time_to_live"] == 60
+    )
+
+    state, _ = _admin(dags, action="truncate", store=store_name)
+    assert state == "success"
+    assert list(open_store(session, keyspace, store_name).all()) == []
+
+    # A drop without the store's name as confirmation fails (at once, no retry) and drops nothing.
+    state, _ = _admin(dags, action="drop", store=store_name, confirm="yes")
+    assert state == "failed"
+    assert registry.find(session, keyspace, store_name) is not None
+
+    state, dropped = _admin(dags, action="drop", store=store_name, confirm=store_name)
+    assert (state, dropped) == ("success", {"dropped": store_name, "table": f"{store_name}_store"})
+    assert registry.find(session, keyspace, store_name) is None
+    state, listed = _admin(dags, action="list")
+    assert state == "success" and store_name not in {s["store"] for s in listed}
+
+
+# Run beside dag.test() as its own process (dag.test() owns this one's main thread): waits
+# until Spark has committed the stream's first batch, then SIGKILLs that stream's spark-submit
+# JVM by its pid, as the operator's on_kill does when Airflow stops a cleared task.
+KILL_AFTER_FIRST_BATCH = """
+import os, signal, sys, time
+checkpoint = sys.argv[1]
+deadline = time.monotonic() + 300
+while not os.path.exists(os.path.join(checkpoint, "commits", "0")) and time.monotonic() < deadline:
+    time.sleep(0.5)
+def argv(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").split("\\0")
+    except OSError:
+        return []
+pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+pids = [p for p in pids if "org.apache.spark.deploy.SparkSubmit" in argv(p) and checkpoint in argv(p)]
+for pid in pids:
+    os.kill(pid, signal.SIGKILL)
+print(len(pids))
+"""
+
+
+def test_wordcount_stream_killed_then_rerun_counts_exactly(
+    dags, connections, session, keyspace, kafka_config, topic, store_name
+):
+    dag = dags["wordcount_stream"]
+    first, first_truth = generate(2000, seed=21)
+    produce_lines(kafka_config, topic, first)
+    checkpoint = connections / "checkpoints" / store_name
+
+    # 1. A never-ending stream (interval trigger), killed as Airflow kills a cleared task:
+    #    SIGKILL to spark-submit. The task's last try fails; the store keeps what it applied.
+    #    dag.test() runs in this (the main) thread, as Airflow's signal handling requires.
+    dag.get_task("run_stream").retries = 0  # this copy of the DAG only: no retry after the kill
+    checkpoint.parent.mkdir(parents=True)
+    killer = subprocess.Popen(
+        [sys.executable, "-c", KILL_AFTER_FIRST_BATCH, str(checkpoint)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        killed = dag.test(run_conf={"topic": topic, "store": store_name, "trigger": "1s"})
+    finally:
+        killed_pids = killer.communicate(timeout=400)[0].strip()
+    assert killed_pids == "1", "the stream's spark-submit was not found to be killed"
+    assert killed.state == "failed"
+    assert dump(session, keyspace, store_name) == dict(first_truth)
+    wait_for(lambda: current_holder(session, keyspace, store_name) is None, 60, "the killed writer's lease to go")
+
+    # 2. More input, then a re-run with the available-now trigger and the same checkpoint:
+    #    it continues where the killed run stopped, and every word is counted exactly once.
+    more, more_truth = generate(1000, seed=22)
+    produce_lines(kafka_config, topic, more)
+    rerun = dag.test(run_conf={"topic": topic, "store": store_name, "trigger": "available-now"})
+    assert rerun.state == "success"
+    assert dump(session, keyspace, store_name) == dict(first_truth + more_truth)
+
+
+def _produce_at(kafka_config, topic: str, lines: list[str], timestamp_ms: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": kafka_config.bootstrap_servers})
+    for line in lines:
+        producer.produce(topic, line.encode(), timestamp=timestamp_ms)
+    assert producer.flush(30) == 0
+
+
+def test_state_maintenance_end_to_end(dags, connections, session, keyspace, kafka_config, topic, store_name):
+    """Stream into a store, then the scheduled maintenance: expiry by stream time removes the
+    words last seen 10 days before the stream's time, and the other jobs leave the store
+    exact; a wrong count then fails validation (and the run), naming the key."""
+    import time
+
+    now_ms = int(time.time() * 1000)
+    _produce_at(kafka_config, topic, [f"ancient{i} shared" for i in range(40)], now_ms - 10 * 86_400_000)
+    _produce_at(kafka_config, topic, [f"fresh{i % 25} shared" for i in range(100)], now_ms)
+    assert dags["wordcount_stream"].test(run_conf={"topic": topic, "store": store_name}).state == "success"
+    assert dump(session, keyspace, store_name)["shared"] == 140
+    kept = {**{f"fresh{i}": 4 for i in range(25)}, "shared": 140}
+    reports = connections / "reports"
+    os.environ["STATESTORE_REPORT_DIR"] = str(reports)  # the connections fixture's monkeypatch undoes the rest
+    try:
+        run = dags["state_maintenance"].test(
+            run_conf={"stores": [store_name], "retention": "2d", "token_ranges": 4, "replay_batches": 1}
+        )
+        assert run.state == "success"
+        assert dump(session, keyspace, store_name) == kept  # exactly the ancient words expired
+        expired = json.loads((reports / "expire_state.json").read_text())["stores"][0]
+        assert (expired["store"], expired["removed"], expired["kept"]) == (store_name, 40, 26)
+        assert json.loads((reports / "audit_partitions.json").read_text())["status"] == "ok"
+        assert json.loads((reports / "compact_state.json").read_text())["stores"][0]["store"] == store_name
+        validated = reports / "validate_idempotency" / store_name
+        assert json.loads((validated / "validate_idempotency.json").read_text())["status"] == "pass"
+        assert (validated / "data_docs").is_dir()
+        published = _result(run, "publish_reports")
+        assert sorted(published) == ["audit_partitions", "compact_state", "expire_state", "validate_idempotency"]
+
+        # A wrong count: validation fails at once (no retry) and names the key; the run fails.
+        open_store(session, keyspace, store_name).put("fresh3", 5)
+        run = dags["state_maintenance"].test(run_conf={"stores": [store_name], "replay_batches": 0})
+        assert run.state == "failed"
+        report = json.loads((validated / "validate_idempotency.json").read_text())
+        assert report["status"] == "fail" and "fresh3" in json.dumps(report["recompute"])
+        assert _result(run, "publish_reports")["validate_idempotency"][0]["status"] == "fail"
+    finally:
+        os.environ.pop("STATESTORE_REPORT_DIR", None)

@@ -1,0 +1,201 @@
+"""The store page in a real Airflow API server, seen through headless Chromium inside the Airflow UI.
+
+A store with known counts and a real audit report (the audit job's CLI) are set up; an Airflow
+api-server with this project's plugin runs against the test keyspace; the browser logs in,
+opens the page from the UI (the external view's frame) and the assertions read what it shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import tests.airflow_env as airflow_env
+
+# isort: split
+import pytest
+
+from statestore.maintenance import cli as maintenance_cli
+from statestore.store import admin
+from statestore.store.builder import open_store
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+PASSWORD = "page-test-password"
+STORE = "page_words"
+COUNTS = {"river": 41, "stone": 17, "lantern": 17, "moss": 5, "ash": 2, "fern": 1}
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    reason="Debian's chromium and chromium-driver are needed: `make browser` installs them",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except urllib.error.URLError:
+        return 0, b""  # not listening (yet)
+
+
+def _audit(store: str, reports: Path, cassandra_config) -> None:
+    """A real audit of `store` through the audit job's command line (Spark in this process)."""
+    argv = ["--report-dir", str(reports), "--store", store, "--token-ranges", "4", "--nodetool", "off"]
+    argv += ["--cassandra-port", str(cassandra_config.port), "--keyspace", cassandra_config.keyspace]
+    assert maintenance_cli.run("audit_partitions", argv) == 0
+
+
+@pytest.fixture(scope="module")
+def api_server(session, keyspace, cassandra_config, tmp_path_factory):
+    """An Airflow API server with this project's plugin, over a store with known counts that has
+    been audited (the store and the audit are made while the server starts)."""
+    airflow_env.migrate_db()
+    port = _free_port()
+    home = tmp_path_factory.mktemp("api-server")
+    reports = home / "reports"
+    reports.mkdir()
+    passwords = home / "passwords.json"
+    passwords.write_text(json.dumps({"admin": PASSWORD}))
+    connection = {"conn_type": "cassandra", "host": "127.0.0.1", "port": cassandra_config.port}
+    env = {
+        **os.environ,
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW_CONN_STATESTORE_CASSANDRA": json.dumps({**connection, "schema": keyspace}),
+        "STATESTORE_REPORT_DIR": str(reports),
+    }
+    log = (home / "api-server.log").open("w")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "airflow"), "api-server", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        admin.create_store(session, keyspace, STORE, "partitioned-kv", 3)
+        open_store(session, keyspace, STORE).put_all(COUNTS.items())
+        _audit(STORE, reports, cassandra_config)
+        deadline = time.monotonic() + 180
+        while _get(f"{base}/api/v2/monitor/health")[0] != 200:
+            assert server.poll() is None, (home / "api-server.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the API server did not answer within 180 s"
+            time.sleep(1)
+        yield base
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def token(api_server) -> str:
+    body = json.dumps({"username": "admin", "password": PASSWORD}).encode()
+    request = urllib.request.Request(
+        f"{api_server}/auth/token", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["access_token"]
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_page_and_api_need_an_airflow_login(api_server, token):
+    assert _get(f"{api_server}/statestore/")[0] == 401
+    assert _get(f"{api_server}/statestore/api/stores")[0] == 401
+    status, body = _get(f"{api_server}/statestore/api/stores/page_words/keys/river", token)
+    assert status == 200 and json.loads(body)["value"] == 41
+
+
+def test_the_plugin_registers_the_page_in_the_browse_menu(api_server, token):
+    plugins = json.loads(_get(f"{api_server}/api/v2/plugins", token)[1])["plugins"]
+    ours = next(p for p in plugins if p["name"] == "statestore")
+    assert [a["url_prefix"] for a in ours["fastapi_apps"]] == ["/statestore"]
+    view = ours["external_views"][0]
+    assert (view["name"], view["href"], view["url_route"], view["category"]) == (
+        "State stores",
+        "statestore/",
+        "statestore",
+        "browse",
+    )
+
+
+def test_the_store_page_inside_the_airflow_ui(api_server, token, browser, keyspace, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    store = STORE
+    browser.get(f"{api_server}/api/v2/monitor/health")  # a page on the server's origin, to set its cookie
+    browser.add_cookie({"name": "_token", "value": token, "path": "/"})
+    # From the UI's home page through its Browse menu, as a user gets there.
+    browser.get(f"{api_server}/")
+    wait = WebDriverWait(browser, 90)
+    menu = wait.until(ec.element_to_be_clickable((By.XPATH, "//button[normalize-space(.)='Browse']")))
+    menu.click()
+    wait.until(
+        ec.element_to_be_clickable((By.XPATH, "//*[@role='menuitem'][normalize-space(.)='State stores']"))
+    ).click()
+    wait.until(ec.url_contains("/plugin/statestore"))
+    frame = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "iframe[title='State stores']")))
+    assert frame.get_attribute("src").endswith("/statestore/")
+    browser.switch_to.frame(frame)
+    wait.until(ec.presence_of_element_located((By.ID, "top-keys")))
+
+    assert browser.find_element(By.ID, "keyspace").text == keyspace
+    row = browser.find_element(By.CSS_SELECTOR, f"#stores tr[data-store='{store}']")
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[:3] == [store, "partitioned-kv", "3"]
+    assert cells[8] == "ok"  # its level in the last audit
+    assert browser.find_element(By.ID, "audit-status").text == "ok"
+    assert (
+        browser.find_element(By.LINK_TEXT, "full report")
+        .get_attribute("href")
+        .endswith("/statestore/reports/audit_partitions.html")
+    )
+    assert browser.find_element(By.ID, "top-store").text == store
+    top = [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in browser.find_elements(By.CSS_SELECTOR, "#top-keys tbody tr")
+    ]
+    expected = sorted(COUNTS.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert top == [[str(i), k, str(v)] for i, (k, v) in enumerate(expected, start=1)]
+
+    browser.switch_to.default_content()
+    screenshot = tmp_path / "store_page.png"
+    assert browser.save_screenshot(str(screenshot))
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
+    print(f"screenshot: {screenshot}")

@@ -1,0 +1,154 @@
+"""Expiry on the real stack: old entries go, new ones stay, and an update racing the delete wins."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+import pytest
+
+from statestore.core.codecs import decode_long, encode_long
+from statestore.core.model import Entry, StoreSpec, StoreType
+from statestore.maintenance import history
+from statestore.maintenance.expire import ExpireOptions, expire_range
+from statestore.maintenance.scan import shape_of, token_splits
+from statestore.maintenance.selection import Cutoff, TimeBasis
+from statestore.store import registry
+from statestore.store.provision import provision_store
+from statestore.store.tables import table_for
+from statestore.stream.batches import now_micros
+from tests.integration.maintenance.test_maintenance_audit import load_job
+
+DAY_MS = 86_400_000
+STREAM_TIME_MS = 1_750_000_000_000  # the largest event time the stream applied
+
+
+def seeded_store(session, keyspace, name, store_type, old=300, new=300, undated=10, write_ts=None):
+    """A store whose stream time is STREAM_TIME_MS, with `old` entries 3 days behind it, `new`
+    entries 1 hour behind and `undated` entries without an event time."""
+    spec = provision_store(session, StoreSpec(keyspace, name, store_type, 4))
+    table = table_for(spec)
+    entries = [Entry(f"old{i}".encode(), encode_long(i + 1), 1, STREAM_TIME_MS - 3 * DAY_MS) for i in range(old)]
+    entries += [Entry(f"new{i}".encode(), encode_long(i + 1), 1, STREAM_TIME_MS - 3_600_000) for i in range(new)]
+    entries += [Entry(f"undated{i}".encode(), encode_long(1), 1, None) for i in range(undated)]
+    table.write_entries(session, entries, 64, write_ts or now_micros())
+    registry.record_batch(session, spec, 1, now_micros(), '{"t":{"0":1}}', STREAM_TIME_MS)
+    return spec
+
+
+def contents(session, spec) -> dict[str, int]:
+    return {e.key.decode(): decode_long(e.value) for e in table_for(spec).scan_unordered(session)}
+
+
+def test_stream_time_expiry_removes_exactly_the_old_entries(session, keyspace, store_name, tmp_path):
+    specs = [
+        seeded_store(session, keyspace, f"{store_name}_p", StoreType.PARTITIONED_KV),
+        seeded_store(session, keyspace, f"{store_name}_g", StoreType.GLOBAL_KV),
+    ]
+    argv = ["--keyspace", keyspace, "--report-dir", str(tmp_path), "--retention", "2d"]
+    assert load_job("expire_state").main([*argv, *(a for s in specs for a in ("--store", s.name))]) == 0
+    report = json.loads((tmp_path / "expire_state.json").read_text())
+    for spec, result in zip(specs, report["stores"], strict=True):
+        left = contents(session, spec)
+        assert sorted(left) == sorted([f"new{i}" for i in range(300)] + [f"undated{i}" for i in range(10)])
+        assert (result["scanned"], result["removed"], result["kept"], result["undated"]) == (610, 300, 310, 10)
+        assert result["cutoff_ms"] == STREAM_TIME_MS - 2 * DAY_MS
+        assert len(result["removed_sample"]) == 20 and all(k.startswith("old") for k in result["removed_sample"])
+        # The cutoff is on record for validation.
+        assert history.expired_before(session, keyspace, spec.name) == STREAM_TIME_MS - 2 * DAY_MS
+    assert "removed" in (tmp_path / "expire_state.md").read_text()
+
+
+def test_an_update_between_selection_and_delete_survives(session, keyspace, store_name):
+    spec = seeded_store(session, keyspace, store_name, StoreType.PARTITIONED_KV, new=0, undated=0)
+    table = table_for(spec)
+    shape = shape_of(session, spec)
+    raced: list[bytes] = []
+
+    def update_first_picks(picks: list[tuple]) -> None:
+        # The stream applies a batch after expiry read these entries and before it deletes
+        # them: new counts, a fresh event time, a write timestamp above every earlier one.
+        keys = [pick[1] for pick in picks[: len(picks) // 2]]
+        table.write_entries(session, [Entry(k, encode_long(1000), 2, STREAM_TIME_MS) for k in keys], 16, now_micros())
+        raced.extend(keys)
+
+    options = ExpireOptions(TimeBasis.STREAM, 2 * DAY_MS)
+    cutoff = Cutoff(TimeBasis.STREAM, STREAM_TIME_MS - 2 * DAY_MS)
+    removed = sum(
+        expire_range(session, shape, r, cutoff, options, before_delete=update_first_picks).expired
+        for r in token_splits(4)
+    )
+    assert removed == 300 and 100 < len(raced) < 200
+    left = contents(session, spec)
+    assert left == {k.decode(): 1000 for k in raced}
+
+
+def test_expiry_job_with_a_concurrent_writer_loses_no_update(session, keyspace, store_name, tmp_path):
+    spec = seeded_store(session, keyspace, store_name, StoreType.GLOBAL_KV, old=3000, new=0, undated=0)
+    table = table_for(spec)
+    acknowledged: dict[str, int] = {}
+    stop = threading.Event()
+
+    def writer() -> None:
+        rng = random.Random(7)
+        value = 10_000
+        while not stop.is_set():
+            keys = rng.sample(range(3000), 20)
+            value += 1
+            batch = [Entry(f"old{k}".encode(), encode_long(value), 2, STREAM_TIME_MS) for k in keys]
+            table.write_entries(session, batch, 20, now_micros())
+            acknowledged.update({f"old{k}": value for k in keys})
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        argv = ["--keyspace", keyspace, "--report-dir", str(tmp_path), "--store", spec.name, "--retention", "2d"]
+        assert load_job("expire_state").main(argv) == 0
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    left = contents(session, spec)
+    assert len(acknowledged) > 50, "the writer barely ran during the expiry"
+    assert left == acknowledged  # every updated entry stayed with its last value; the rest expired
+    removed = json.loads((tmp_path / "expire_state.json").read_text())["stores"][0]["removed"]
+    assert 3000 - len(acknowledged) <= removed <= 3000
+
+
+def test_processing_time_expiry_dry_run_and_table_ttl(session, keyspace, store_name, tmp_path):
+    three_days_ago_us = (int(time.time() * 1000) - 3 * DAY_MS) * 1000
+    spec = seeded_store(session, keyspace, store_name, StoreType.PARTITIONED_KV, new=0, write_ts=three_days_ago_us)
+    table_for(spec).write_entries(
+        session, [Entry(f"fresh{i}".encode(), encode_long(1), 2, None) for i in range(50)], 16, now_micros()
+    )
+    argv = ["--keyspace", keyspace, "--store", spec.name, "--retention", "1d", "--basis", "processing"]
+    assert load_job("expire_state").main([*argv, "--report-dir", str(tmp_path / "dry"), "--dry-run"]) == 0
+    dry = json.loads((tmp_path / "dry" / "expire_state.json").read_text())["stores"][0]
+    assert (dry["removed"], dry["scanned"] - dry["kept"], len(contents(session, spec))) == (0, 310, 360)
+    assert history.expired_before(session, keyspace, spec.name) is None  # a dry run deletes nothing
+
+    assert load_job("expire_state").main([*argv, "--report-dir", str(tmp_path), "--table-ttl", "30d"]) == 0
+    result = json.loads((tmp_path / "expire_state.json").read_text())["stores"][0]
+    assert (result["removed"], result["undated"]) == (310, 0)  # processing time dates every entry
+    assert sorted(contents(session, spec)) == sorted(f"fresh{i}" for i in range(50))
+    assert result["table_ttl_s"] == 30 * 86_400
+    ttl = session.execute(
+        "SELECT default_time_to_live FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+        (keyspace, spec.table),
+    ).one()[0]
+    assert ttl == 30 * 86_400
+
+
+def test_stream_basis_without_stream_time_is_a_clear_error(session, keyspace, store_name, tmp_path, capsys):
+    spec = provision_store(session, StoreSpec(keyspace, store_name, StoreType.GLOBAL_KV, 1))
+    argv = ["--keyspace", keyspace, "--store", spec.name, "--retention", "1d", "--report-dir", str(tmp_path)]
+    assert load_job("expire_state").main(argv) == 2
+    assert "no stream time yet" in capsys.readouterr().err
+
+
+@pytest.fixture(autouse=True)
+def _spark(spark):
+    """Every test here runs Spark jobs in-process: share the session."""
+    return spark

@@ -1,0 +1,90 @@
+"""The local stack script: idempotent start, clean stop by pid, clear errors."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[3]
+STACK = [sys.executable, str(PROJECT / "stack" / "stack.py")]
+
+
+def _stack(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*STACK, *args], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _alive(pid: int) -> bool:
+    """True for a live process; an exited one awaiting its reaper (a zombie) is not alive."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_up_on_a_running_stack_is_a_no_op(stack):
+    pids = {n: (PROJECT / ".stack" / "run" / f"{n}.pid").read_text() for n in ("cassandra", "kafka")}
+    result = _stack("up")
+    assert result.returncode == 0, result.stderr
+    assert "cassandra: already running" in result.stdout and "kafka: already running" in result.stdout
+    assert {n: (PROJECT / ".stack" / "run" / f"{n}.pid").read_text() for n in pids} == pids
+    assert _stack("status").returncode == 0
+
+
+def test_a_taken_port_is_a_clear_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _stack(
+            "up",
+            "--only",
+            "kafka",
+            env={"STATESTORE_STACK_DIR": str(tmp_path), "STATESTORE_KAFKA_PORT": str(port)},
+        )
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 (Kafka broker) is already taken" in result.stderr
+    assert "STATESTORE_KAFKA_PORT" in result.stderr
+
+
+def test_a_second_kafka_starts_answers_and_stops_by_pid(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "kafka").symlink_to(PROJECT / ".stack" / "lib" / "kafka")
+    env = {
+        "STATESTORE_STACK_DIR": str(tmp_path),
+        "STATESTORE_KAFKA_PORT": str(_free_port()),
+        "STATESTORE_KAFKA_CONTROLLER_PORT": str(_free_port()),
+    }
+    try:
+        up = _stack("up", "--only", "kafka", env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        pid = int((tmp_path / "run" / "kafka.pid").read_text())
+        assert _alive(pid)
+        assert _stack("status", "--only", "kafka", env=env).returncode == 0
+    finally:
+        down = _stack("down", "--only", "kafka", env=env)
+    assert "kafka: stopped" in down.stdout
+    assert not _alive(pid)
+    assert _stack("status", "--only", "kafka", env=env).returncode == 1
+
+
+def test_kafka_keeps_records_whatever_their_event_time(stack, kafka_config):
+    """Tests produce records timestamped days back; time-based retention would delete their
+    segments (the active one included) between producing and reading them."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers})
+    broker = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([broker])[broker].result(timeout=30)
+    assert configs["log.retention.ms"].value == "-1"

@@ -1,0 +1,39 @@
+"""The side-by-side benchmark's command line (bench/streaming_compare.py): presets and phases."""
+
+from __future__ import annotations
+
+import pytest
+from streaming_compare import parse_args, phases_of
+
+
+def test_the_full_run_is_the_issue_s_corpus_and_state_sizes():
+    args = parse_args([])
+    assert (args.words, args.vocab, args.batches) == (5_000_000, 1_000_000, 10)
+    assert args.sizes == [10_000, 100_000, 1_000_000]
+    assert args.profile is True
+    assert args.systems == ["partitioned", "global", "rocksdb", "hdfs", "stateless"]
+
+
+def test_quick_is_smaller_and_explicit_flags_still_win():
+    quick = parse_args(["--quick"])
+    assert quick.words < 1_000_000 and len(quick.sizes) < 3 and quick.profile is False
+    assert quick.out.parts[-2:] == ("reports", "bench-quick")  # not committed
+    custom = parse_args(["--quick", "--words", "5000", "--sizes", "100,10", "--profile"])
+    assert custom.words == 5000 and custom.sizes == [10, 100] and custom.profile is True
+    assert custom.rate == quick.rate  # the same input rate in both presets
+
+
+def test_unknown_systems_and_phases_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--systems", "partitioned,flink"])
+    assert "flink" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--phases", "throughput,warp"])
+
+
+def test_phases_per_system_and_round():
+    assert phases_of("partitioned", 1, profile=True) == ["throughput", "latency", "restart", "profile"]
+    assert phases_of("rocksdb", 1, profile=True) == ["throughput", "latency", "restart"]
+    assert phases_of("stateless", 1, profile=True) == ["throughput", "latency"]
+    assert phases_of("global", 2, profile=True) == ["throughput"]  # later rounds: throughput only
+    assert phases_of("partitioned", 1, profile=False, only=["restart", "profile"]) == ["restart"]

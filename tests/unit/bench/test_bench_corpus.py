@@ -1,0 +1,76 @@
+"""The benchmarks' generated input (bench/bench_common.py) and the fixed-rate schedule
+(bench/compare/feed.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from bench_common import generate, generate_with_counts, make_vocabulary, zipf_rank_of
+from compare.feed import paced
+from compare.worker import fill_line
+
+from statestore.stream.tokenize import tokenize
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return generate_with_counts(n_words=60_000, vocab_size=5_000, zipf_s=1.0, words_per_line=10, seed=3)
+
+
+def test_the_ground_truth_is_what_the_tokenizer_finds_in_the_lines(corpus):
+    lines, _, truth = corpus
+    found = Counter(w for line in lines for w in tokenize(line.decode("utf-8")))
+    assert found == truth
+    assert sum(truth.values()) == 60_000
+
+
+def test_each_line_s_word_count_is_its_token_count(corpus):
+    lines, words, _ = corpus
+    assert len(words) == len(lines)
+    assert [len(tokenize(line.decode("utf-8"))) for line in lines] == words
+    assert max(words) <= 19 and min(words) >= 1
+    assert 9 <= sum(words) / len(words) <= 11  # mean words per line about --words-per-line
+
+
+def test_frequencies_follow_zipf(corpus):
+    _, _, truth = corpus
+    ranked = [n for _, n in truth.most_common()]
+    harmonic = sum(1 / r for r in range(1, 5_001))
+    # Rank r has probability (1/r) / H(5000): the top word about 11% of the text.
+    assert ranked[0] / 60_000 == pytest.approx(1 / harmonic, rel=0.1)
+    assert ranked[0] / ranked[9] == pytest.approx(10, rel=0.3)
+    half = zipf_rank_of(5_000, 1.0, 0.5)
+    assert sum(ranked[:half]) / 60_000 == pytest.approx(0.5, abs=0.03)
+
+
+def test_generation_is_deterministic_by_seed_and_generate_agrees(corpus):
+    lines, _, truth = corpus
+    again, again_truth = generate(60_000, 5_000, 1.0, 10, seed=3)
+    assert again == lines and again_truth == truth
+    other, _ = generate(60_000, 5_000, 1.0, 10, seed=4)
+    assert other != lines
+
+
+def test_vocabulary_words_are_distinct_lowercase_letters():
+    import random
+
+    vocabulary = make_vocabulary(3_000, random.Random(1))
+    assert len(set(vocabulary)) == 3_000
+    assert all(w.isalpha() and w.islower() and 2 <= len(w) <= 12 for w in vocabulary)
+
+
+def test_fill_lines_hold_distinct_keys_that_tokenize_to_themselves():
+    keys = [w for start in range(0, 1_000, 10) for w in tokenize(fill_line(range(start, start + 10)).decode())]
+    assert len(keys) == 1_000 == len(set(keys))
+    assert fill_line([0, 1, 26 * 26]) == b"kaaaaa kaaaab kaabaa"
+
+
+def test_paced_schedule_keeps_the_word_rate_and_cycles_the_lines():
+    lines, words = [b"a b", b"c d e f"], [2, 4]
+    schedule = list(paced(rate_words_per_s=6, duration_s=2, lines=lines, words=words))
+    # 2 + 4 words per cycle at 6 words/s: a line due every 1/3 s then 2/3 s.
+    assert [round(due, 3) for _, _, due in schedule] == [0, 0.333, 1.0, 1.333]
+    assert [line for line, _, _ in schedule] == [b"a b", b"c d e f"] * 2
+    with pytest.raises(ValueError):
+        list(paced(0, 1, lines, words))

@@ -1,0 +1,120 @@
+"""The side-by-side report (bench/compare/report.py, bench/compare/plots.py): ratios, targets
+and the Markdown table, from workers' result dicts shaped as bench/compare/worker.py writes them."""
+
+from __future__ import annotations
+
+import pytest
+from compare.plots import plot_all
+from compare.report import aggregate, render
+
+SYSTEMS = ["partitioned", "rocksdb", "stateless"]
+
+
+def worker_result(system, round_no, words_per_s, batch_s, restart=None, latency_p50=None, rss=1000.0):
+    result = {
+        "system": system,
+        "round": round_no,
+        "throughput": {
+            "sustained_words_per_s": words_per_s,
+            "overall_words_per_s": words_per_s * 0.8,
+            "batches": len(batch_s),
+            "first_batch_s": batch_s[0],
+            "batch_s": batch_s,
+            "spark_cpu_s": 10.0,
+            "cassandra_cpu_s": 2.0 if system == "partitioned" else 0.0,
+            "words": 1_200_000,
+            "verified": "ok",
+        },
+        "memory": {"throughput": {"spark_mb": rss, "cassandra_mb": 1500.0}, "restart": {"spark_mb": rss * 2}},
+        "load": {"loadavg": [1.0, 3.0], "other_cores": 0.5, "busy_cores": 1.5, "wall_s": 60},
+    }
+    if round_no == 1 and latency_p50 is not None:
+        result["latency"] = {"p50_s": latency_p50, "p99_s": latency_p50 * 2, "rate_words_per_s": 1000, "complete": True}
+    if round_no == 1 and restart:
+        result["restart"] = {
+            "sizes": [{"keys": k, "restart_s": v, "runs": [], "fill_s": 1.0} for k, v in restart.items()]
+        }
+    return result
+
+
+@pytest.fixture
+def results():
+    return [
+        worker_result("partitioned", 1, 40_000, [9.0, 1.0, 2.0], {10_000: 2.0, 1_000_000: 2.5}, latency_p50=1.5),
+        worker_result("partitioned", 2, 60_000, [7.0, 3.0]),
+        worker_result("rocksdb", 1, 50_000, [1.0], {10_000: 4.0, 1_000_000: 20.0}, latency_p50=1.0, rss=2000.0),
+        worker_result("stateless", 1, 100_000, [0.5], latency_p50=0.5, rss=800.0),
+    ]
+
+
+def test_throughput_is_the_median_over_rounds_and_batch_percentiles_pool_batches_after_the_first(results):
+    ours = aggregate(results, SYSTEMS)["systems"]["partitioned"]
+    assert ours["words_per_s"] == 50_000
+    assert ours["words_per_s_runs"] == [40_000, 60_000]
+    assert ours["batch_p50_s"] == 2.0
+    assert ours["batch_p99_s"] == pytest.approx(2.98)
+    assert ours["first_batch_s"] == 8.0
+    assert ours["latency"]["p50_s"] == 1.5  # from the first round
+
+
+def test_ratios_against_rocksdb_and_the_ceiling(results):
+    systems = aggregate(results, SYSTEMS)["systems"]
+    ours = systems["partitioned"]
+    assert ours["x_rocksdb"] == 1.0
+    assert ours["x_ceiling"] == 0.5
+    assert ours["latency_p50_x_rocksdb"] == 1.5
+    assert ours["latency_p50_x_ceiling"] == 3.0
+    assert ours["rss_mb"] == 1000.0 and ours["rss_all_mb"] == 2000.0
+    assert ours["rss_x_rocksdb"] == 0.5
+    assert ours["restart_growth"] == 1.25
+    assert ours["restart_x_rocksdb"] == {10_000: 0.5, 1_000_000: 0.125}
+    assert systems["stateless"]["restart_growth"] is None
+    # CPU per word counts Cassandra's CPU too: 1.2M words / (10 + 2) s against / 10 s.
+    assert ours["words_per_cpu_s"] == 100_000
+    assert ours["cpu_x_rocksdb"] == pytest.approx(10 / 12)
+
+
+def test_targets_say_met_or_missed_and_by_how_much(results):
+    verdicts = {t["name"]: t for t in aggregate(results, SYSTEMS)["targets"]}
+    assert verdicts["throughput ≥ 1.0 × Spark's RocksDB store"]["met"] is True
+    missed = verdicts["throughput ≥ 0.8 × the stateless ceiling"]
+    assert missed["met"] is False and missed["by"] == pytest.approx(0.3)
+    assert verdicts["restart flat: ≤ 1.5 × as long at 1,000,000 vs 10,000 keys"]["met"] is True
+    assert verdicts["restart ≤ 0.25 × Spark's RocksDB store at 1,000,000 keys"]["met"] is True
+
+
+def test_a_target_without_its_reference_is_not_measured(results):
+    without_rocksdb = [r for r in results if r["system"] != "rocksdb"]
+    verdicts = aggregate(without_rocksdb, ["partitioned", "stateless"])["targets"]
+    assert verdicts[0]["met"] is None
+    assert "not measured" in render(
+        {},
+        {},
+        {"max_offsets_per_trigger": 1, "command": "x"},
+        aggregate(without_rocksdb, ["partitioned", "stateless"]),
+        [],
+    )
+
+
+def test_the_report_has_a_row_per_system_with_its_ratios(results):
+    summary = aggregate(results, SYSTEMS)
+    text = render(
+        {"cpus (nproc)": "2"},
+        {"words": 1_000_000},
+        {"max_offsets_per_trigger": 5_000, "command": "bench/streaming_compare.py --quick", "trigger": "1s"},
+        summary,
+        ["throughput.png"],
+    )
+    assert "| statestore, partitioned-kv | 50,000 | 1.00× | 0.50× | 40,000 | 2 | 8.00 | 2.00 | 2.98 |" in text
+    assert "| Spark, RocksDB provider | 50,000 | 1.00× | 0.50× |" in text
+    assert "| statestore, partitioned-kv | 2.00 | 2.50 | 1.25× | 0.12× |" in text  # restart row
+    assert "**missed** by 0.30" in text
+    assert "1-minute load average 1.0–3.0" in text
+    assert "![throughput.png](throughput.png)" in text
+
+
+def test_plots_are_written_as_png(results, tmp_path):
+    written = plot_all(aggregate(results, SYSTEMS), tmp_path)
+    assert written == ["throughput.png", "restart.png", "latency.png"]
+    for name in written:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

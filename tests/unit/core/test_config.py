@@ -1,0 +1,87 @@
+import argparse
+
+import pytest
+
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig, parse_trigger, trigger_seconds
+from statestore.core.errors import ConfigError, InvalidNameError
+
+
+def test_defaults_point_at_the_local_stack():
+    c = cfg.resolve(CassandraConfig, env={})
+    assert (c.hosts, c.port, c.keyspace) == (("127.0.0.1",), 9042, "wordcount")
+    assert cfg.resolve(KafkaConfig, env={}).bootstrap_servers == "127.0.0.1:9092"
+
+
+def test_environment_overrides_defaults_and_flags_override_environment():
+    env = {
+        "STATESTORE_CASSANDRA_HOSTS": "h1, h2",
+        "STATESTORE_CASSANDRA_PORT": "9142",
+        "STATESTORE_KEYSPACE": "from_env",
+    }
+    c = cfg.resolve(CassandraConfig, env=env)
+    assert (c.hosts, c.port, c.keyspace) == (("h1", "h2"), 9142, "from_env")
+    parser = argparse.ArgumentParser()
+    cfg.add_arguments(parser, CassandraConfig)
+    args = parser.parse_args(["--keyspace", "from_flag"])
+    c = cfg.from_args(CassandraConfig, args, env=env)
+    assert (c.hosts, c.keyspace) == (("h1", "h2"), "from_flag")
+
+
+def test_config_is_frozen():
+    c = cfg.resolve(CassandraConfig, env={})
+    with pytest.raises(AttributeError):
+        c.port = 1
+
+
+def test_bad_values_name_the_flag_and_variable():
+    with pytest.raises(ConfigError, match="--cassandra-port / STATESTORE_CASSANDRA_PORT"):
+        cfg.resolve(CassandraConfig, env={"STATESTORE_CASSANDRA_PORT": "99999"})
+    with pytest.raises(ConfigError, match="LOCAL_QUORUM"):
+        cfg.resolve(CassandraConfig, env={"STATESTORE_DML_CONSISTENCY": "MOST"})
+    with pytest.raises(ConfigError, match="keyspace"):
+        cfg.resolve(CassandraConfig, env={"STATESTORE_KEYSPACE": "x; DROP"})
+
+
+def test_password_never_shows_in_repr_or_errors():
+    c = cfg.resolve(
+        CassandraConfig, env={"STATESTORE_CASSANDRA_USERNAME": "u", "STATESTORE_CASSANDRA_PASSWORD": "s3cret"}
+    )
+    assert c.password == "s3cret"
+    assert "s3cret" not in repr(c)
+
+
+def test_stream_config_requires_topic_store_checkpoint():
+    with pytest.raises(ConfigError, match="topic is required"):
+        cfg.resolve(StreamConfig, env={})
+    s = cfg.resolve(
+        StreamConfig,
+        env={"STATESTORE_TOPIC": "t", "STATESTORE_STORE": "s", "STATESTORE_CHECKPOINT": "/tmp/c"},
+    )
+    assert (s.trigger, s.starting_offsets, s.store_type, s.partitions) == (
+        "available-now",
+        "earliest",
+        None,
+        None,
+    )
+
+
+def test_stream_config_rejects_unsafe_store_name():
+    with pytest.raises(ConfigError, match="invalid store name"):
+        cfg.resolve(
+            StreamConfig,
+            env={"STATESTORE_TOPIC": "t", "STATESTORE_STORE": "s;drop", "STATESTORE_CHECKPOINT": "/c"},
+        )
+    with pytest.raises(InvalidNameError):
+        StreamConfig(topic="t", store="Bad", checkpoint="/c")
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [("10s", 10.0), ("500ms", 0.5), ("2m", 120.0), ("1.5s", 1.5)])
+def test_processing_time_triggers(raw, seconds):
+    assert trigger_seconds(parse_trigger(raw)) == seconds
+
+
+@pytest.mark.parametrize("raw", ["", "soon", "10", "-1s", "0s", "s"])
+def test_bad_triggers(raw):
+    with pytest.raises(ValueError, match="available-now"):
+        parse_trigger(raw)

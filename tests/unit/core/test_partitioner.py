@@ -1,0 +1,36 @@
+import pytest
+
+from statestore.core.partitioner import murmur2, partition_for
+
+# The vectors of Kafka's own UtilsTest.testMurmur2 (org.apache.kafka.common.utils).
+KAFKA_VECTORS = {
+    b"21": -973932308,
+    b"foobar": -790332482,
+    b"a-little-bit-long-string": -985981536,
+    b"a-little-bit-longer-string": -1486304829,
+    b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    b"abc": 479470107,
+}
+
+
+@pytest.mark.parametrize(("data", "expected"), KAFKA_VECTORS.items())
+def test_murmur2_matches_kafka_vectors(data, expected):
+    assert murmur2(data) == expected
+
+
+def test_partition_is_positive_hash_modulo_n():
+    for key, hashed in KAFKA_VECTORS.items():
+        for n in (1, 3, 4, 7, 64):
+            assert partition_for(key, n) == (hashed & 0x7FFFFFFF) % n
+
+
+def test_partition_of_negative_hash_uses_kafka_to_positive_not_abs():
+    # Kafka's toPositive masks the sign bit; abs() would put keys with negative hashes elsewhere.
+    key = b"foobar"
+    assert partition_for(key, 1000) == (-790332482 & 0x7FFFFFFF) % 1000
+    assert partition_for(key, 1000) != abs(-790332482) % 1000
+
+
+def test_partition_count_must_be_positive():
+    with pytest.raises(ValueError, match="at least 1"):
+        partition_for(b"x", 0)

@@ -1,0 +1,122 @@
+"""Store options are validated when set, and render to safe CQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from statestore.core import codecs
+from statestore.core.errors import CodecError, InvalidNameError, OptionError
+from statestore.core.model import StoreType
+from statestore.core.options import TableOptions
+from statestore.store.builder import StoreBuilder
+from statestore.store.cache import CacheOptions
+
+
+def test_default_table_options_are_the_seeds():
+    cql = TableOptions().cql("the comment")
+    assert "compaction = {'class': 'LeveledCompactionStrategy'}" in cql
+    assert "default_time_to_live = 0" in cql
+    assert "comment = 'the comment'" in cql
+
+
+def test_ttl_alias_and_compaction_options_render():
+    options = TableOptions.parse(
+        {
+            "ttl": "3600",
+            "compaction": "TimeWindowCompactionStrategy",
+            "compaction_options": {"compaction_window_size": 1},
+        }
+    )
+    assert options.default_time_to_live == 3600
+    assert "'compaction_window_size': '1'" in options.cql("c")
+    assert options.updated({"ttl": 0}).default_time_to_live == 0
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"ttl": -1}, "default_time_to_live must be"),
+        ({"ttl": 630_720_001}, "default_time_to_live must be"),
+        ({"ttl": True}, "default_time_to_live must be"),
+        ({"compaction": "NoSuchStrategy"}, "unknown compaction"),
+        ({"compaction_options": {"x'; DROP TABLE t; --": "1"}}, "invalid compaction option"),
+        ({"compaction_options": {"size": "1'}"}}, "invalid compaction option"),
+        ({"comment": "it's"}, "comment"),
+        ({"bloom": 1}, "unknown table option 'bloom'"),
+        ({"gc_grace_seconds": "ten"}, "gc_grace_seconds must be"),
+    ],
+)
+def test_bad_table_options_are_refused_with_the_fix(raw, message):
+    with pytest.raises(OptionError, match=message):
+        TableOptions.parse(raw)
+
+
+def test_builder_is_immutable_and_does_no_io():
+    base = StoreBuilder(None, "clicks").with_keyspace("ks")  # no session needed: nothing runs
+    json_values = base.with_value_codec(codecs.JSON)
+    assert base.options.value_codec is codecs.LONG
+    assert json_values.options.value_codec is codecs.JSON
+    spec = json_values.with_table_name_fn(lambda n: f"{n}_kstreams_store").partitioned_key_value_store(8).spec
+    assert (spec.table, spec.partitions, spec.value_codec) == ("clicks_kstreams_store", 8, "json")
+    assert spec.store_type is StoreType.PARTITIONED_KV
+    assert base.global_key_value_store().spec.table == "clicks_store"
+
+
+def test_builder_refuses_bad_options_when_set():
+    base = StoreBuilder(None, "clicks")
+    with pytest.raises(InvalidNameError):
+        StoreBuilder(None, "Clicks!")
+    with pytest.raises(InvalidNameError, match="table-name function"):
+        base.with_table_name_fn(lambda n: n + "-store")
+    with pytest.raises(OptionError, match="must differ"):
+        base.with_dml_profile("ddl")
+    with pytest.raises(OptionError, match="true or false"):
+        base.with_count_all("yes")
+    with pytest.raises(CodecError, match="is not a codec"):
+        base.with_key_codec(object())
+    with pytest.raises(OptionError, match="max_entries"):
+        base.with_cache(max_entries=0)
+    with pytest.raises(OptionError, match="ttl_s"):
+        CacheOptions(ttl_s=0)
+    with pytest.raises(ValueError, match="at least 1 partition"):
+        base.partitioned_key_value_store(0)
+
+
+def test_custom_codec_objects_are_accepted():
+    class Upper:
+        name = "upper"
+
+        def encode(self, value):
+            return value.upper().encode()
+
+        def decode(self, data):
+            return data.decode()
+
+    spec = StoreBuilder(None, "c").with_key_codec(Upper()).global_key_value_store().spec
+    assert spec.key_codec == "upper"
+
+
+@pytest.mark.parametrize(
+    "codec, value",
+    [
+        (codecs.STRING, "é"),
+        (codecs.LONG, -(2**63)),
+        (codecs.INT, 2**31 - 1),
+        (codecs.BYTES, b"\x00\xff"),
+        (codecs.JSON, {"b": [1, None]}),
+    ],
+)
+def test_codecs_round_trip(codec, value):
+    assert codec.decode(codec.encode(value)) == value
+
+
+def test_long_and_int_are_kafkas_big_endian_formats():
+    assert codecs.LONG.encode(1) == b"\x00" * 7 + b"\x01"
+    assert codecs.INT.encode(-1) == b"\xff" * 4
+    with pytest.raises(CodecError, match="signed 32-bit int"):
+        codecs.INT.encode(2**31)
+    with pytest.raises(CodecError, match="4 bytes"):
+        codecs.INT.decode(b"\x00")
+    with pytest.raises(CodecError, match="not valid UTF-8 JSON"):
+        codecs.JSON.decode(b"{")
+    assert codecs.codec_named("long-be64") is codecs.LONG  # the first registry rows' name
