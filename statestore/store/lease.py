@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from cassandra import ConsistencyLevel
 
@@ -91,6 +92,7 @@ class StoreLease:
         self.ttl_s = ttl_s
         self.holder = describe_self()
         self._valid_until = 0.0
+        self._acquired_at: datetime | None = None
         self._lost: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -106,11 +108,16 @@ class StoreLease:
     def _try_insert(self):
         insert = self._serial(
             f"INSERT INTO {self.keyspace}.{LEASE_TABLE} (store, holder, checkpoint, acquired_at, renewed_at)"
-            " VALUES (?, ?, ?, toTimestamp(now()), toTimestamp(now())) IF NOT EXISTS USING TTL ?"
+            " VALUES (?, ?, ?, ?, toTimestamp(now())) IF NOT EXISTS USING TTL ?"
         )
         started = time.monotonic()
+        # Kept to be written again by every renewal: a cell's TTL is set by its last write, so
+        # acquired_at, written only here, would expire after one TTL while renewals keep the row.
+        self._acquired_at = datetime.now(UTC)
         row = self.session.execute(
-            insert, (self.store, self.holder, self.checkpoint, self._ttl()), execution_profile=DDL_PROFILE
+            insert,
+            (self.store, self.holder, self.checkpoint, self._acquired_at, self._ttl()),
+            execution_profile=DDL_PROFILE,
         ).one()
         if row.applied:
             self._valid_until = started + self.ttl_s
@@ -128,9 +135,10 @@ class StoreLease:
                 return
             same_job = row.checkpoint == self.checkpoint
             if not same_job or time.monotonic() >= deadline:
+                since = "an unknown time" if row.acquired_at is None else f"{row.acquired_at:%Y-%m-%d %H:%M:%S} UTC"
                 raise LeaseHeldError(
                     f"store '{self.store}' is being written by {row.holder} (checkpoint {row.checkpoint}, "
-                    f"since {row.acquired_at:%Y-%m-%d %H:%M:%S} UTC). Only one query may write a store: "
+                    f"since {since}). Only one query may write a store: "
                     "stop that query first. If it crashed, its lease expires "
                     f"{self._ttl()}s after its last renewal and a restart then takes over."
                 )
@@ -140,12 +148,12 @@ class StoreLease:
     def renew(self) -> None:
         update = self._serial(
             f"UPDATE {self.keyspace}.{LEASE_TABLE} USING TTL ? SET holder = ?, checkpoint = ?,"
-            " renewed_at = toTimestamp(now()) WHERE store = ? IF holder = ?"
+            " acquired_at = ?, renewed_at = toTimestamp(now()) WHERE store = ? IF holder = ?"
         )
         started = time.monotonic()
         row = self.session.execute(
             update,
-            (self._ttl(), self.holder, self.checkpoint, self.store, self.holder),
+            (self._ttl(), self.holder, self.checkpoint, self._acquired_at, self.store, self.holder),
             execution_profile=DDL_PROFILE,
         ).one()
         if not row.applied:
