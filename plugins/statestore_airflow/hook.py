@@ -12,7 +12,8 @@ Connection fields:
   login     user (PasswordAuthenticator)               password  its password
   schema    keyspace holding the stores (default wordcount)
   extra     ssl, ssl_ca, ssl_cert, ssl_key, check_hostname, dml_consistency, ddl_consistency,
-            local_dc, protocol_version, request_timeout (seconds)
+            bookkeeping_consistency, serial_consistency, local_dc, protocol_version,
+            request_timeout (seconds)
 
     AIRFLOW_CONN_STATESTORE_CASSANDRA='{"conn_type": "cassandra", "host": "127.0.0.1",
         "port": 9042, "schema": "wordcount", "extra": {"dml_consistency": "LOCAL_QUORUM"}}'
@@ -44,6 +45,8 @@ EXTRA_FIELDS = {
     "check_hostname": "ssl_check_hostname",
     "dml_consistency": "dml_consistency",
     "ddl_consistency": "ddl_consistency",
+    "bookkeeping_consistency": "bookkeeping_consistency",
+    "serial_consistency": "serial_consistency",
     "local_dc": "local_dc",
     "protocol_version": "protocol_version",
     "request_timeout": "request_timeout_s",

@@ -18,7 +18,8 @@ from statestore.conn.cassandra import create_keyspace, session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import StateStoreError
-from statestore.core.names import validate_store_name
+from statestore.core.model import Replication
+from statestore.core.names import validate_keyspace, validate_store_name
 from statestore.core.text import emit
 from statestore.store import admin, deadletters, registry
 from statestore.store.tables import table_for
@@ -33,8 +34,14 @@ def _store(args):
 
 def cmd_create_keyspace(args) -> int:
     config = cfg.from_args(CassandraConfig, args)
-    keyspace = args.name or config.keyspace
-    create_keyspace(session_for(config), keyspace, args.replication_factor)
+    keyspace = validate_keyspace(args.name or config.keyspace)
+    if args.strategy == "network":
+        replication = Replication.network(args.dc or [])
+    elif args.dc:
+        raise StateStoreError("--dc goes with --strategy network (NetworkTopologyStrategy)")
+    else:
+        replication = Replication(replication_factor=args.replication_factor)
+    create_keyspace(session_for(config), keyspace, replication)
     print(f"keyspace {keyspace} ready")
     return 0
 
@@ -128,9 +135,21 @@ def build_parser() -> argparse.ArgumentParser:
             cfg.add_arguments(p, KafkaConfig)
         return p
 
-    p = command("create-keyspace", cmd_create_keyspace, "create the keyspace (SimpleStrategy) if missing")
+    p = command("create-keyspace", cmd_create_keyspace, "create the keyspace if missing")
     p.add_argument("name", nargs="?", help="keyspace (default: --keyspace / STATESTORE_KEYSPACE)")
-    p.add_argument("--replication-factor", type=int, default=1, help="default 1")
+    p.add_argument(
+        "--strategy",
+        choices=("simple", "network"),
+        default="simple",
+        help="simple: SimpleStrategy (a single node; default); network: NetworkTopologyStrategy (a cluster)",
+    )
+    p.add_argument("--replication-factor", type=int, default=1, help="SimpleStrategy's factor (default 1)")
+    p.add_argument(
+        "--dc",
+        action="append",
+        metavar="DC:FACTOR",
+        help="with --strategy network: a data center and its replication factor, e.g. dc1:3 (repeatable)",
+    )
 
     p = command("create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=True)
     p.add_argument("topic")

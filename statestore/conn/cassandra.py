@@ -1,8 +1,11 @@
 """Cassandra connections: one driver Cluster per process and config, with execution profiles.
 
-Two profiles: the default one for reads and writes of entries (DML) and `ddl` for schema and
-registry changes. DML never runs with the DDL profile (the seed library's flaw). The policy
-is token-aware, so a point read or a single-partition write goes straight to a replica.
+Three profiles: the default one for reads and writes of entries (DML, LOCAL_QUORUM);
+`bookkeeping` for the stream's registry progress and lease (LOCAL_QUORUM writes, lightweight
+transactions and the reads a writer decides on at LOCAL_SERIAL), so nothing on the streaming
+path needs every replica; and `ddl` for schema steps and admin changes. DML never runs with
+the DDL profile (the seed library's flaw). The policy is token-aware, so a point read or a
+single-partition write goes straight to a replica.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionP
 
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import CassandraUnavailableError, ConfigError, KeyspaceMissingError
+from statestore.core.model import Replication
 from statestore.core.names import validate_keyspace
 
 DDL_PROFILE = "ddl"
+BOOKKEEPING_PROFILE = "bookkeeping"
 
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -32,6 +37,7 @@ def _profile(config: CassandraConfig, consistency: str) -> ExecutionProfile:
     return ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
         consistency_level=ConsistencyLevel.name_to_value[consistency],
+        serial_consistency_level=ConsistencyLevel.name_to_value[config.serial_consistency],
         request_timeout=config.request_timeout_s,
     )
 
@@ -66,6 +72,7 @@ def build_cluster(config: CassandraConfig) -> Cluster:
         execution_profiles={
             EXEC_PROFILE_DEFAULT: _profile(config, config.dml_consistency),
             DDL_PROFILE: _profile(config, config.ddl_consistency),
+            BOOKKEEPING_PROFILE: _profile(config, config.bookkeeping_consistency),
         },
         # Retry a lost node every 0.5 s doubling to 10 s (the driver's default goes up to
         # 10 minutes, far too long for a stream waiting out a short outage).
@@ -165,15 +172,27 @@ def require_keyspace(session: Session, keyspace: str) -> None:
         )
 
 
-def create_keyspace(session: Session, keyspace: str, replication_factor: int = 1) -> None:
+def create_keyspace(session: Session, keyspace: str, replication: int | Replication = 1) -> None:
+    """CREATE KEYSPACE IF NOT EXISTS with `replication` (a factor: SimpleStrategy)."""
     validate_keyspace(keyspace)
-    if replication_factor < 1:
-        raise ValueError("replication factor must be at least 1")
+    if not isinstance(replication, Replication):
+        replication = Replication(replication_factor=replication)
     session.execute(
-        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
-        f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}",
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication.cql()}",
         execution_profile=DDL_PROFILE,
     )
+
+
+def serial_read(session: Session, statement, params: tuple):
+    """Run a prepared read at the bookkeeping profile's serial consistency: it sees every
+    lightweight transaction committed before it (and completes one left half-done), which a
+    plain read at a quorum may not. For the reads a writer decides on (lease, epoch, progress)."""
+    profiles = session.cluster.profile_manager.profiles
+    # A session made elsewhere (not by session_for) may lack the profile: use its default one.
+    name = BOOKKEEPING_PROFILE if BOOKKEEPING_PROFILE in profiles else EXEC_PROFILE_DEFAULT
+    bound = statement.bind(params)
+    bound.consistency_level = profiles[name].serial_consistency_level or ConsistencyLevel.SERIAL
+    return session.execute(bound, execution_profile=name)
 
 
 _prepared: dict[tuple[int, str], object] = {}

@@ -83,6 +83,13 @@ def _consistency(raw: str) -> str:
     return level
 
 
+def _serial_consistency(raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in ("SERIAL", "LOCAL_SERIAL"):
+        raise ValueError("use SERIAL or LOCAL_SERIAL")
+    return level
+
+
 @dataclass(frozen=True)
 class CassandraConfig:
     """How to reach Cassandra and how to talk to it."""
@@ -132,8 +139,24 @@ class CassandraConfig:
         "ALL",
         "STATESTORE_DDL_CONSISTENCY",
         "--ddl-consistency",
-        "consistency of schema and registry changes (default ALL)",
+        "consistency of schema steps and admin changes, never on the streaming path (default ALL)",
         _consistency,
+    )
+    bookkeeping_consistency: str = setting(
+        "LOCAL_QUORUM",
+        "STATESTORE_BOOKKEEPING_CONSISTENCY",
+        "--bookkeeping-consistency",
+        "consistency of the stream's registry progress and lease writes (default LOCAL_QUORUM: "
+        "one of three replicas may be down)",
+        _consistency,
+    )
+    serial_consistency: str = setting(
+        "LOCAL_SERIAL",
+        "STATESTORE_SERIAL_CONSISTENCY",
+        "--serial-consistency",
+        "consistency of lightweight transactions and of the reads a writer decides on (lease, "
+        "registry epoch and progress; default LOCAL_SERIAL)",
+        _serial_consistency,
     )
     protocol_version: int = setting(
         5,

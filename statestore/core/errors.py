@@ -29,6 +29,10 @@ class CheckpointMismatchError(StateStoreError):
     """The Spark checkpoint is older than the store: it was lost, replaced or reused."""
 
 
+class StoreFencedError(StateStoreError):
+    """A writer that lost its store to a newer one (a higher epoch) tried to record progress."""
+
+
 class CassandraUnavailableError(StateStoreError):
     """Cassandra could not be reached."""
 

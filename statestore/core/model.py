@@ -4,9 +4,10 @@ key ranges. Pure: no I/O, nothing of Cassandra, Kafka or Spark."""
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
-from statestore.core.errors import ValueTooLargeError
+from statestore.core.errors import OptionError, ValueTooLargeError
 from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
 
 # Cassandra refuses keys over 64 KiB - 1 byte (partition and clustering keys alike).
@@ -173,3 +174,46 @@ def check_value(data: bytes, store: str) -> bytes:
             "limit: split it or store a reference to it"
         )
     return data
+
+
+_DATA_CENTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
+
+
+@dataclass(frozen=True)
+class Replication:
+    """A keyspace's replication: SimpleStrategy with one factor (a single node, a test stack),
+    or NetworkTopologyStrategy with a factor per data center (a real cluster)."""
+
+    replication_factor: int = 1
+    data_centers: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.replication_factor < 1:
+            raise OptionError(f"replication factor must be at least 1, got {self.replication_factor}")
+        for dc, factor in self.data_centers:
+            if not _DATA_CENTER.match(dc):
+                raise OptionError(f"data center name {dc!r}: use letters, digits, '_', '.' or '-' (at most 48)")
+            if factor < 1:
+                raise OptionError(f"replication factor of data center {dc} must be at least 1, got {factor}")
+
+    @classmethod
+    def network(cls, specs: list[str]) -> Replication:
+        """NetworkTopologyStrategy from DC:FACTOR strings, e.g. ["dc1:3"]."""
+        if not specs:
+            raise OptionError("NetworkTopologyStrategy needs at least one data center: --dc dc1:3")
+        pairs = []
+        for spec in specs:
+            dc, _, factor = spec.partition(":")
+            if not factor.isdigit():
+                raise OptionError(f"--dc {spec!r}: write DATA_CENTER:FACTOR, e.g. dc1:3")
+            pairs.append((dc, int(factor)))
+        if len({dc for dc, _ in pairs}) != len(pairs):
+            raise OptionError(f"a data center is named twice in {', '.join(specs)}")
+        return cls(data_centers=tuple(pairs))
+
+    def cql(self) -> str:
+        """The CQL map of this replication (names checked above, so safe to quote here)."""
+        if not self.data_centers:
+            return f"{{'class': 'SimpleStrategy', 'replication_factor': {self.replication_factor}}}"
+        factors = ", ".join(f"'{dc}': {factor}" for dc, factor in self.data_centers)
+        return f"{{'class': 'NetworkTopologyStrategy', {factors}}}"

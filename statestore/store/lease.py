@@ -7,6 +7,11 @@ case) waits up to one TTL for the dead holder's lease to expire, then takes over
 
 The driver checks the lease before each micro-batch and refuses to write once a renewal has
 failed or is overdue, so a paused ("zombie") driver stops writing before anyone else can start.
+A driver paused in the middle of a batch is stopped by fencing instead: whoever takes the lease
+next takes a newer epoch of the store (statestore.store.registry), and the paused driver's
+progress updates are refused. Lease writes are lightweight transactions on the bookkeeping
+profile (LOCAL_SERIAL, then LOCAL_QUORUM), and the holder is read serially, so one replica of
+three may be down.
 """
 
 from __future__ import annotations
@@ -20,9 +25,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from cassandra import ConsistencyLevel
-
-from statestore.conn.cassandra import DDL_PROFILE, prepare
+from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare, serial_read
 from statestore.core.errors import StateStoreError
 from statestore.core.names import validate_keyspace, validate_store_name
 
@@ -63,10 +66,8 @@ def current_holder(session, keyspace: str, store: str) -> Holder | None:
     """Who holds the store's lease now, if anyone (a missing lease table means nobody)."""
     if not _has_lease_table(session, keyspace):
         return None
-    row = session.execute(
-        prepare(session, f"SELECT holder, checkpoint, acquired_at FROM {keyspace}.{LEASE_TABLE} WHERE store = ?"),
-        (validate_store_name(store),),
-    ).one()
+    select = prepare(session, f"SELECT holder, checkpoint, acquired_at FROM {keyspace}.{LEASE_TABLE} WHERE store = ?")
+    row = serial_read(session, select, (validate_store_name(store),)).one()
     return None if row is None else Holder(row.holder, row.checkpoint, row.acquired_at)
 
 
@@ -74,7 +75,10 @@ def holders(session, keyspace: str) -> dict[str, Holder]:
     """Every store's current lease holder, by store (one read of the small lease table)."""
     if not _has_lease_table(session, keyspace):
         return {}
-    rows = session.execute(f"SELECT store, holder, checkpoint, acquired_at FROM {keyspace}.{LEASE_TABLE}")
+    rows = session.execute(
+        f"SELECT store, holder, checkpoint, acquired_at FROM {keyspace}.{LEASE_TABLE}",
+        execution_profile=BOOKKEEPING_PROFILE,
+    )
     return {row.store: Holder(row.holder, row.checkpoint, row.acquired_at) for row in rows}
 
 
@@ -101,9 +105,8 @@ class StoreLease:
         return max(1, round(self.ttl_s))
 
     def _serial(self, cql: str):
-        statement = prepare(self.session, cql)
-        statement.serial_consistency_level = ConsistencyLevel.SERIAL
-        return statement
+        """A lightweight transaction (its serial consistency comes from the bookkeeping profile)."""
+        return prepare(self.session, cql)
 
     def _try_insert(self):
         insert = self._serial(
@@ -117,7 +120,7 @@ class StoreLease:
         row = self.session.execute(
             insert,
             (self.store, self.holder, self.checkpoint, self._acquired_at, self._ttl()),
-            execution_profile=DDL_PROFILE,
+            execution_profile=BOOKKEEPING_PROFILE,
         ).one()
         if row.applied:
             self._valid_until = started + self.ttl_s
@@ -154,7 +157,7 @@ class StoreLease:
         row = self.session.execute(
             update,
             (self._ttl(), self.holder, self.checkpoint, self._acquired_at, self.store, self.holder),
-            execution_profile=DDL_PROFILE,
+            execution_profile=BOOKKEEPING_PROFILE,
         ).one()
         if not row.applied:
             holder = getattr(row, "holder", None)
@@ -193,6 +196,6 @@ class StoreLease:
             self._thread.join(timeout=5)
         try:
             delete = self._serial(f"DELETE FROM {self.keyspace}.{LEASE_TABLE} WHERE store = ? IF holder = ?")
-            self.session.execute(delete, (self.store, self.holder), execution_profile=DDL_PROFILE)
+            self.session.execute(delete, (self.store, self.holder), execution_profile=BOOKKEEPING_PROFILE)
         except Exception as exc:  # noqa: BLE001 - the TTL frees the lease anyway
             _log.warning("store %s: could not release the lease (%s); it expires in %ss", self.store, exc, self._ttl())

@@ -4,6 +4,14 @@ One row per store in `statestore_stores`. The layout (type, partition count) is 
 the store is registered, with a lightweight transaction so workers starting at once agree.
 The progress columns record the last micro-batch applied; a Spark checkpoint whose batch
 ids are behind it has been lost or replaced (statestore.stream.job refuses to start then).
+
+Fencing: every writer that takes a store's lease also takes the next `epoch` of the store's
+row (a lightweight transaction), and its progress updates are lightweight transactions
+conditional on that epoch. A writer that lost its lease while paused (a "zombie" driver)
+therefore cannot record anything once a newer writer has taken over: its update is refused
+(StoreFencedError) and the store's progress never goes back. Progress and epoch reads that a
+writer decides on are serial reads; everything here runs on the bookkeeping profile
+(LOCAL_QUORUM / LOCAL_SERIAL by default), so one replica of three may be down.
 """
 
 from __future__ import annotations
@@ -11,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from statestore.conn.cassandra import DDL_PROFILE, prepare
+from cassandra import InvalidRequest
+
+from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare, serial_read
 from statestore.core.codecs import canonical_name, millis_of
-from statestore.core.errors import StoreMismatchError, StoreNotFoundError
+from statestore.core.errors import StoreFencedError, StoreMismatchError, StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import validate_keyspace, validate_store_name
 
@@ -33,6 +43,7 @@ class StoreProgress:
     pending_ts: int | None
     pending_offsets: str | None
     last_ts: int | None
+    epoch: int | None = None
 
     @property
     def has_batches(self) -> bool:
@@ -46,13 +57,22 @@ def create_cql(keyspace: str) -> str:
         " key_format text, value_format text, created_at timestamp, source_topic text,"
         " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
         " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
-        " last_ts bigint)"
+        " last_ts bigint, epoch bigint)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
 
 def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> None:
     session.execute(create_cql(keyspace), execution_profile=ddl_profile)
+    # A registry made before fencing existed has no epoch column yet: add it (idempotent).
+    meta = session.cluster.metadata.keyspaces.get(keyspace)
+    table = None if meta is None else meta.tables.get(REGISTRY_TABLE)
+    if table is not None and "epoch" not in table.columns:
+        try:
+            session.execute(f"ALTER TABLE {keyspace}.{REGISTRY_TABLE} ADD epoch bigint", execution_profile=ddl_profile)
+        except InvalidRequest as exc:  # another worker added it first
+            if "conflicts with an existing column" not in str(exc):
+                raise
 
 
 def _spec(keyspace: str, row) -> StoreSpec:
@@ -142,22 +162,53 @@ def _progress(row) -> StoreProgress:
         row.pending_ts,
         row.pending_offsets,
         row.last_ts,
+        getattr(row, "epoch", None),
     )
 
 
+_PROGRESS_COLUMNS = (
+    "last_batch_id, last_batch_at, max_event_time, source_topic, query_id, batch_base,"
+    " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts, epoch"
+)
+
+
 def progress(session, keyspace: str, name: str) -> StoreProgress:
-    row = session.execute(
-        prepare(
-            session,
-            "SELECT last_batch_id, last_batch_at, max_event_time, source_topic, query_id, batch_base,"
-            " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts"
-            f" FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?",
-        ),
-        (validate_store_name(name),),
-    ).one()
+    """The store's progress, read serially: every committed update of any writer is in it."""
+    select = prepare(
+        session, f"SELECT {_PROGRESS_COLUMNS} FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"
+    )
+    row = serial_read(session, select, (validate_store_name(name),)).one()
     if row is None:
         raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}'")
     return _progress(row)
+
+
+def take_epoch(session, spec: StoreSpec) -> int:
+    """Take the store's next epoch for a writer that now holds its lease (see the module doc).
+    Every earlier writer's progress updates are refused from now on. Returns the new epoch."""
+    take = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET epoch = ? WHERE name = ? IF epoch = ?")
+    while True:
+        current = progress(session, spec.keyspace, spec.name).epoch
+        epoch = (current or 0) + 1
+        row = session.execute(take, (epoch, spec.name, current), execution_profile=BOOKKEEPING_PROFILE).one()
+        if row.applied:
+            return epoch
+        # Another writer took an epoch in between (it holds no lease then: its updates fail).
+
+
+def _fenced(session, update, params: tuple, spec: StoreSpec, epoch: int | None, what: str) -> None:
+    """Run a progress update, conditional on `epoch` (None: unconditional, for tools that seed
+    a registry outside any stream); StoreFencedError when a newer writer took the store."""
+    if epoch is None:
+        session.execute(update, params, execution_profile=BOOKKEEPING_PROFILE)
+        return
+    row = session.execute(update, (*params, epoch), execution_profile=BOOKKEEPING_PROFILE).one()
+    if not row.applied:
+        raise StoreFencedError(
+            f"store '{spec.name}': this writer (epoch {epoch}) was fenced off while {what}: the store was taken "
+            f"over by a newer writer (epoch {getattr(row, 'epoch', None)}), so nothing more is recorded by this "
+            "one. It lost its lease (paused longer than the lease TTL?); the newer writer carries on."
+        )
 
 
 def begin_batch(
@@ -169,43 +220,50 @@ def begin_batch(
     end_offsets: str,
     query_id: str | None,
     batch_base: int,
+    epoch: int | None,
 ) -> None:
     """Record batch `batch_id` before any of its writes: its write timestamp (a replay reuses
     it, every later batch gets a larger one) and the offsets it reads (so a lost checkpoint
-    can still complete it). `offsets`, the store's position, is where the batch starts."""
+    can still complete it). `offsets`, the store's position, is where the batch starts.
+    Refused (StoreFencedError) unless the store's epoch is still `epoch`."""
     update = prepare(
         session,
         f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET pending_batch_id = ?, pending_ts = ?, offsets = ?,"
-        " pending_offsets = ?, query_id = ?, batch_base = ? WHERE name = ?",
+        " pending_offsets = ?, query_id = ?, batch_base = ? WHERE name = ?" + _IF_EPOCH[epoch is None],
     )
-    update.is_idempotent = True
-    session.execute(
-        update,
-        (batch_id, write_ts, start_offsets, end_offsets, query_id, batch_base, spec.name),
-        execution_profile=DDL_PROFILE,
-    )
+    params = (batch_id, write_ts, start_offsets, end_offsets, query_id, batch_base, spec.name)
+    _fenced(session, update, params, spec, epoch, f"beginning batch {batch_id}")
 
 
 def record_batch(
-    session, spec: StoreSpec, batch_id: int, write_ts: int, offsets: str | None, max_event_time_ms: int | None
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    write_ts: int,
+    offsets: str | None,
+    max_event_time_ms: int | None,
+    epoch: int | None = None,
 ) -> None:
     """Mark `batch_id` applied, with the Kafka offsets it ended at (the store's position).
 
     A replayed batch writes the same values again. max_event_time only ever grows (a batch
-    with no events leaves it as it was).
+    with no events leaves it as it was). Refused (StoreFencedError) unless the store's epoch is
+    still `epoch` (None: unconditional, for tools that seed a registry).
     """
+    current = progress(session, spec.keyspace, spec.name).max_event_time
+    if max_event_time_ms is None or (current is not None and millis_of(current) >= max_event_time_ms):
+        max_event_time_ms = None if current is None else millis_of(current)
     update = prepare(
         session,
         f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = ?, last_ts = ?, offsets = ?,"
-        " last_batch_at = toTimestamp(now()) WHERE name = ?",
+        " max_event_time = ?, last_batch_at = toTimestamp(now()) WHERE name = ?" + _IF_EPOCH[epoch is None],
     )
-    update.is_idempotent = True
-    session.execute(update, (batch_id, write_ts, offsets, spec.name), execution_profile=DDL_PROFILE)
-    if max_event_time_ms is not None:
-        current = progress(session, spec.keyspace, spec.name).max_event_time
-        if current is None or millis_of(current) < max_event_time_ms:
-            event = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET max_event_time = ? WHERE name = ?")
-            session.execute(event, (max_event_time_ms, spec.name), execution_profile=DDL_PROFILE)
+    params = (batch_id, write_ts, offsets, max_event_time_ms, spec.name)
+    _fenced(session, update, params, spec, epoch, f"recording batch {batch_id}")
+
+
+# The condition of a fenced progress update (see _fenced), by "unfenced".
+_IF_EPOCH = {False: " IF epoch = ?", True: ""}
 
 
 def clear_progress(session, spec: StoreSpec) -> None:
@@ -218,7 +276,7 @@ def clear_progress(session, spec: StoreSpec) -> None:
             " max_event_time = null, last_batch_at = null WHERE name = ?",
         ),
         (spec.name,),
-        execution_profile=DDL_PROFILE,
+        execution_profile=BOOKKEEPING_PROFILE,
     )
 
 

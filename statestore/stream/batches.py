@@ -114,21 +114,23 @@ def apply_batch(
     end_offsets: str,
     query_id: str | None,
     batch_base: int,
+    epoch: int,
     seams: BatchSeams = SHIPPED,
 ) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records as logical batch `logical`, which reads
-    from `start_offsets` up to `end_offsets` (Spark's JSON)."""
+    from `start_offsets` up to `end_offsets` (Spark's JSON), as the writer of store epoch
+    `epoch` (its progress updates are refused once a newer writer took the store)."""
     return timed(
         seams.driver_timer,
         "apply_batch",
         lambda: _apply_batch(
-            config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, seams
+            config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, epoch, seams
         ),
     )
 
 
 def _apply_batch(
-    config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, seams
+    config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, epoch, seams
 ) -> BatchResult:
     session = session_for(config)
     clock = seams.driver_timer
@@ -139,7 +141,7 @@ def _apply_batch(
             config,
             f"recording batch {logical} of store {spec.name}",
             lambda: registry.begin_batch(
-                session, spec, logical, write_ts, start_offsets, end_offsets, query_id, batch_base
+                session, spec, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, epoch
             ),
         ),
     )
@@ -179,7 +181,7 @@ def _apply_batch(
         lambda: with_retries(
             config,
             f"recording batch {logical} of store {spec.name}",
-            lambda: registry.record_batch(session, spec, logical, write_ts, end_offsets, stats.max_time_ms),
+            lambda: registry.record_batch(session, spec, logical, write_ts, end_offsets, stats.max_time_ms, epoch),
         ),
     )
     result = BatchResult(logical, stats, letters)
@@ -198,9 +200,11 @@ class BatchApplier:
         spec: StoreSpec,
         location: str,
         lease: StoreLease,
+        epoch: int,
         seams: BatchSeams = SHIPPED,
     ) -> None:
         self.spark = spark
+        self.epoch = epoch
         self.seams = seams
         self.config = config
         self.spec = spec
@@ -272,6 +276,7 @@ class BatchApplier:
             offsets,
             self.query_id,
             base,
+            self.epoch,
             self.seams,
         )
         self.last = result
@@ -289,7 +294,7 @@ class BatchApplier:
 
 
 def finish_pending_batch(
-    spark, config: CassandraConfig, spec: StoreSpec, kafka_bootstrap: str, seams: BatchSeams = SHIPPED
+    spark, config: CassandraConfig, spec: StoreSpec, kafka_bootstrap: str, epoch: int, seams: BatchSeams = SHIPPED
 ) -> BatchResult | None:
     """Complete the store's pending batch (started, maybe half written, never recorded as
     done) by reading exactly its offsets from Kafka again. Replay-safe: rows it already wrote
@@ -322,5 +327,6 @@ def finish_pending_batch(
         progress.pending_offsets,
         progress.query_id,
         progress.batch_base,
+        epoch,
         seams,
     )

@@ -1,35 +1,53 @@
-"""A test-only fault-injection switch: crash the whole job in the middle of a batch's writes.
+"""A test-only fault-injection switch: crash or pause the whole job in the middle of a batch's writes.
 
 With STATESTORE_TEST_FAULT=kill-mid-write:<batch_id>, the executor applying that batch writes
 the first half of its new values, then kills its process group (driver, executors and Python
-workers: a hard crash of the whole job). Unset (always, outside tests), it costs one
-environment lookup per slice of deltas.
+workers: a hard crash of the whole job). With pause-mid-write:<batch_id> it stops them instead
+(SIGSTOP), as a driver frozen by a long GC pause or a suspended VM; a test resumes them with
+SIGCONT once another writer has taken over (the zombie-driver test of fencing); a job pauses
+once only (several tasks of the batch reach the switch). Unset (always, outside tests), it
+costs one environment lookup per slice of deltas.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 ENV = "STATESTORE_TEST_FAULT"
+_SIGNALS = {"kill-mid-write": signal.SIGKILL, "pause-mid-write": signal.SIGSTOP}
 
 
 def crash_if_armed_mid_write(batch_id: int, write_first: Callable[[int], None], writes: int) -> None:
     """When the switch is armed for `batch_id` and the batch writes more than one row: write the
-    first half (`write_first(half)`), then crash. Otherwise nothing (one environment lookup)."""
-    if kill_armed_for(batch_id) and writes > 1:
+    first half (`write_first(half)`), then crash or pause. Otherwise nothing (one environment lookup)."""
+    kind = armed_for(batch_id)
+    if kind is not None and writes > 1 and (kind != "pause-mid-write" or _first_pause()):
         write_first(writes // 2)
-        crash()
+        _signal_job(_SIGNALS[kind])
 
 
-def kill_armed_for(batch_id: int) -> bool:
+def _first_pause() -> bool:
+    """True for the first task of this job (its session) to reach the pause, False after."""
+    marker = Path(tempfile.gettempdir()) / f"statestore-test-paused-{os.getsid(0)}"
+    try:
+        marker.touch(exist_ok=False)
+    except FileExistsError:
+        return False
+    return True
+
+
+def armed_for(batch_id: int) -> str | None:
+    """The fault armed for `batch_id` (kill-mid-write or pause-mid-write), or None."""
     kind, _, target = os.environ.get(ENV, "").partition(":")
-    return kind == "kill-mid-write" and target == str(batch_id)
+    return kind if kind in _SIGNALS and target == str(batch_id) else None
 
 
-def crash() -> None:
-    # PySpark's worker daemon runs in a process group of its own: kill the group of the
+def _signal_job(signum: int) -> None:
+    # PySpark's worker daemon runs in a process group of its own: signal the group of the
     # session leader (spark-submit's JVM and the Python driver) first, then our own.
-    os.killpg(os.getsid(0), signal.SIGKILL)
-    os.killpg(os.getpgid(0), signal.SIGKILL)
+    os.killpg(os.getsid(0), signum)
+    os.killpg(os.getpgid(0), signum)

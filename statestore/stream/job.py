@@ -91,7 +91,7 @@ class RunningStream:
             self.lease.release()
 
 
-def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec, seams: BatchSeams) -> str:
+def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec, epoch: int, seams: BatchSeams) -> str:
     """Refuse a checkpoint that does not belong to the store's history (before any read);
     with --recover-from-store, finish the store's pending batch first. Returns where a new
     checkpoint starts reading: the store's position when recovering, else --starting-offsets."""
@@ -101,7 +101,7 @@ def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec, seams: Ba
     if problem:
         raise checkpoint.mismatch_error(spec.name, job.stream.checkpoint, problem)
     if owner is None and progress.has_batches:  # only reached with --recover-from-store
-        batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka.bootstrap_servers, seams)
+        batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka.bootstrap_servers, epoch, seams)
         return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
     return job.stream.starting_offsets
 
@@ -115,10 +115,12 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
     with_retries(job.cassandra, "taking the store's lease", lease.acquire)
     lease.start_renewing()
     try:
+        # Fencing: from here on, the store's earlier writers can record nothing (registry doc).
+        epoch = with_retries(job.cassandra, "taking the store's epoch", lambda: registry.take_epoch(session, spec))
         starting = with_retries(
-            job.cassandra, "checking the checkpoint", lambda: _check_checkpoint(spark, session, job, spec, seams)
+            job.cassandra, "checking the checkpoint", lambda: _check_checkpoint(spark, session, job, spec, epoch, seams)
         )
-        applier = BatchApplier(spark, job.cassandra, spec, job.stream.checkpoint, lease, seams)
+        applier = BatchApplier(spark, job.cassandra, spec, job.stream.checkpoint, lease, epoch, seams)
         writer = (
             _kafka_source(spark, job, starting)
             .writeStream.queryName(f"wordcount-{spec.name}")
@@ -184,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _store_error_in(message: str) -> str | None:
     """Spark wraps an error raised in foreachBatch in its own exception text; pull ours out."""
     for line in message.splitlines():
-        for name in ("CheckpointMismatchError", "CassandraUnavailableError", "LeaseLostError"):
+        for name in ("CheckpointMismatchError", "CassandraUnavailableError", "LeaseLostError", "StoreFencedError"):
             if f"{name}:" in line:
                 return line.split(f"{name}:", 1)[1].strip()
     return None

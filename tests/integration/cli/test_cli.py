@@ -7,10 +7,12 @@ import csv
 import io
 import json
 import logging
+import uuid
 
 import pytest
 
 from statestore.cli.main import main
+from statestore.conn.cassandra import DDL_PROFILE
 from statestore.core import codecs
 from statestore.store.builder import StoreBuilder
 from tests.corpus import generate
@@ -224,3 +226,25 @@ def test_count_estimate_and_exact(capsys, caplog, keyspace, query_stores):
         "entries",
         "exact",
     ]
+
+
+def test_create_keyspace_with_network_topology_and_bad_input_refused_first(capsys, session):
+    keyspace = f"it_nts_{uuid.uuid4().hex[:8]}"
+    try:
+        # Refused before anything reaches Cassandra: no keyspace appears.
+        code, _, err = _run(capsys, "create-keyspace", keyspace, "--strategy", "network", "--dc", "datacenter1")
+        assert code == 2 and "DATA_CENTER:FACTOR" in err
+        code, _, err = _run(capsys, "create-keyspace", keyspace, "--dc", "datacenter1:1")
+        assert code == 2 and "--strategy network" in err
+        assert session.cluster.metadata.keyspaces.get(keyspace) is None
+
+        # The local stack's single node is data center datacenter1.
+        code, out, _ = _run(capsys, "create-keyspace", keyspace, "--strategy", "network", "--dc", "datacenter1:1")
+        assert code == 0 and f"keyspace {keyspace} ready" in out
+        row = session.execute(
+            "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,)
+        ).one()
+        assert row.replication["class"].endswith("NetworkTopologyStrategy")
+        assert row.replication["datacenter1"] == "1"
+    finally:
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", execution_profile=DDL_PROFILE)

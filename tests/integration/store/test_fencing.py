@@ -1,0 +1,75 @@
+"""Fencing on the real Cassandra: a writer that took the store's epoch before a newer writer
+can record nothing more, and the store's progress never goes back."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from statestore.conn.cassandra import DDL_PROFILE, create_keyspace
+from statestore.core.errors import StoreFencedError
+from statestore.core.model import StoreSpec, StoreType
+from statestore.store import registry
+from statestore.store.provision import provision_store
+
+
+def test_a_writer_of_an_older_epoch_is_refused_and_progress_never_goes_back(session, keyspace, store_name):
+    spec = provision_store(session, StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2))
+    old = registry.take_epoch(session, spec)
+    registry.begin_batch(session, spec, 5, 500, '{"t":{"0":0}}', '{"t":{"0":50}}', "q1", 0, old)
+    new = registry.take_epoch(session, spec)  # a newer writer takes over (the old one is paused)
+    assert new == old + 1
+    registry.begin_batch(session, spec, 5, 500, '{"t":{"0":0}}', '{"t":{"0":50}}', "q1", 0, new)
+    registry.record_batch(session, spec, 5, 500, '{"t":{"0":50}}', 1_000, new)
+    registry.begin_batch(session, spec, 6, 600, '{"t":{"0":50}}', '{"t":{"0":60}}', "q1", 0, new)
+    registry.record_batch(session, spec, 6, 600, '{"t":{"0":60}}', 2_000, new)
+
+    # The paused writer wakes up and finishes its batch 5: refused, nothing changes.
+    with pytest.raises(StoreFencedError, match=f"epoch {old}.*epoch {new}"):
+        registry.record_batch(session, spec, 5, 500, '{"t":{"0":50}}', 1_000, old)
+    with pytest.raises(StoreFencedError):
+        registry.begin_batch(session, spec, 7, 700, '{"t":{"0":60}}', '{"t":{"0":70}}', "q1", 0, old)
+    progress = registry.progress(session, keyspace, store_name)
+    assert (progress.last_batch_id, progress.last_ts, progress.offsets, progress.epoch) == (
+        6,
+        600,
+        '{"t":{"0":60}}',
+        new,
+    )
+    assert progress.pending_batch_id == 6
+
+
+def test_max_event_time_only_grows(session, keyspace, store_name):
+    spec = provision_store(session, StoreSpec(keyspace, store_name, StoreType.GLOBAL_KV, 1))
+    epoch = registry.take_epoch(session, spec)
+    registry.record_batch(session, spec, 1, 100, None, 5_000, epoch)
+    registry.record_batch(session, spec, 2, 200, None, 3_000, epoch)  # an older event time
+    registry.record_batch(session, spec, 3, 300, None, None, epoch)  # no events
+    progress = registry.progress(session, keyspace, store_name)
+    assert progress.last_batch_id == 3
+    assert progress.max_event_time is not None and int(progress.max_event_time.timestamp() * 1000) == 5_000
+
+
+def test_an_old_registry_gets_the_epoch_column(session):
+    keyspace = f"it_old_{uuid.uuid4().hex[:8]}"
+    create_keyspace(session, keyspace)
+    try:
+        _registry_before_fencing(session, keyspace)
+        registry.ensure_table(session, keyspace)
+        session.cluster.refresh_table_metadata(keyspace, registry.REGISTRY_TABLE)
+        assert "epoch" in session.cluster.metadata.keyspaces[keyspace].tables[registry.REGISTRY_TABLE].columns
+        registry.ensure_table(session, keyspace)  # again: nothing to add
+    finally:
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", execution_profile=DDL_PROFILE)
+
+
+def _registry_before_fencing(session, keyspace: str) -> None:
+    session.execute(
+        f"CREATE TABLE {keyspace}.{registry.REGISTRY_TABLE} (name text PRIMARY KEY, store_type text,"
+        " table_name text, partitions int, key_format text, value_format text, created_at timestamp,"
+        " source_topic text, last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp,"
+        " query_id text, batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint,"
+        " pending_offsets text, last_ts bigint)",
+        execution_profile=DDL_PROFILE,
+    )
