@@ -12,10 +12,15 @@ LOCAL_CONNECTOR_DIR = PROJECT / ".stack" / "lib" / "spark-kafka"
 
 
 def connector_jars() -> list[str]:
-    """The Kafka connector jars: STATESTORE_SPARK_JARS (comma-separated), else the local stack's."""
+    """The Kafka connector jars: STATESTORE_SPARK_JARS (comma-separated jars, or folders that
+    stand for the jars in them, as in the project's image), else the local stack's."""
     configured = os.environ.get("STATESTORE_SPARK_JARS")
     if configured:
-        return [j for j in configured.split(",") if j]
+        jars: list[str] = []
+        for entry in (e for e in configured.split(",") if e):
+            folder = Path(entry)
+            jars += sorted(str(j) for j in folder.glob("*.jar")) if folder.is_dir() else [entry]
+        return jars
     return sorted(str(j) for j in LOCAL_CONNECTOR_DIR.glob("*.jar"))
 
 

@@ -144,3 +144,30 @@ def test_airflow_runs_this_projects_dags_and_plugins(compose, services, dockerfi
     # Driver (scheduler) and executors (Spark workers) run one image: one Python, one library.
     assert services["spark-worker"]["image"] == services["airflow-scheduler"]["image"] == common["image"]
     assert services["airflow-scheduler"]["hostname"] == "airflow-scheduler"
+
+
+def test_spark_services_run_spark_class_not_airflow(services, dockerfile):
+    # The image's entrypoint is Airflow's: without an entrypoint of their own, `spark-class ...`
+    # would become `airflow spark-class ...` and the master and worker would never start.
+    for name in ("spark-master", "spark-worker"):
+        assert services[name]["entrypoint"] == ["/usr/bin/dumb-init", "--"], name
+        assert services[name]["command"][0] == "spark-class", name
+    assert services["spark-master"]["command"][1] == "org.apache.spark.deploy.master.Master"
+    assert services["spark-worker"]["command"][1] == "org.apache.spark.deploy.worker.Worker"
+
+
+def test_kafka_takes_the_producers_largest_message(services):
+    from statestore.conn.kafka import MAX_MESSAGE_BYTES
+
+    env = services["kafka"]["environment"]
+    assert int(env["KAFKA_MESSAGE_MAX_BYTES"]) >= MAX_MESSAGE_BYTES + 4096
+    assert int(env["KAFKA_REPLICA_FETCH_MAX_BYTES"]) >= int(env["KAFKA_MESSAGE_MAX_BYTES"])
+
+
+def test_the_image_ships_the_kafka_connector_the_local_stack_uses(dockerfile):
+    # The same Maven profile as scripts/install-jvm, into the folder STATESTORE_SPARK_JARS names,
+    # so the DAGs submit with --jars (--packages cannot resolve the 4.1.x token provider).
+    assert "-P spark-kafka" in dockerfile and "-f /tmp/stack/pom.xml" in dockerfile
+    assert "-DoutputDirectory=/opt/statestore/jars" in dockerfile
+    assert re.search(r"STATESTORE_SPARK_JARS=/opt/statestore/jars\b", dockerfile)
+    assert '-P "$runtime"' in (PROJECT / "scripts" / "install-jvm").read_text()
