@@ -11,9 +11,10 @@ CHECKPOINT ?= .stack/checkpoints/$(STORE)
 PARTITIONS ?= 4
 STORE_TYPE ?=
 TRIGGER ?= available-now
+NODES ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: install venv jvm run test test-unit bench-replay bench-query bench-maintenance maintenance lint browser airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.PHONY: install venv jvm dist cluster-up cluster-down cluster-status bench-cluster run test test-unit bench-replay bench-query bench-maintenance maintenance lint browser airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
 install: venv jvm
 
@@ -36,10 +37,24 @@ stack-status:
 stack-reset:
 	scripts/stack reset
 
+# The local cluster (README "Running on a cluster"): 3 Cassandra nodes, 3 Kafka brokers and a
+# Spark standalone master with 2 workers on 127.0.0.1-3, beside the single-node stack's ports.
+cluster-up: install dist
+	scripts/stack up --nodes 3
+cluster-down:
+	scripts/stack down --nodes 3
+cluster-status:
+	scripts/stack status --nodes 3
+
+# The library as a zip for `spark-submit --py-files`: executors on other machines import it from there.
+dist: venv
+	$(BIN)/python -c 'from pathlib import Path; from statestore.conn.spark import library_archive as a; a(Path("dist/statestore.zip"))'
+
 # Count INPUT into STORE through Kafka and Spark on the local stack, print the top 20 words.
-run: install
+# NODES=3: on the local cluster, submitted to its Spark standalone master.
+run: install dist
 	STORE=$(STORE) INPUT=$(INPUT) TOPIC=$(TOPIC) CHECKPOINT=$(CHECKPOINT) PARTITIONS=$(PARTITIONS) \
-	STORE_TYPE=$(STORE_TYPE) TRIGGER=$(TRIGGER) scripts/run
+	STORE_TYPE=$(STORE_TYPE) TRIGGER=$(TRIGGER) NODES=$(NODES) scripts/run
 
 # Every test on the real stack; stops the stack afterwards if this target started it.
 test: install browser
@@ -61,6 +76,10 @@ bench-quick: stack-up
 # The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
 bench-replay: stack-up
 	$(BIN)/python bench/replay_overhead.py
+
+# The same corpus on the single-node stack and on the local cluster, one after the other (BENCHMARKS.md).
+bench-cluster: stack-up cluster-up
+	$(BIN)/python bench/cluster_throughput.py
 
 # HTTP point-get latency (with and without the read cache) and a 1M-entry full scan (BENCHMARKS.md).
 bench-query: stack-up

@@ -113,7 +113,7 @@ with DAG(
             chosen["stores"], params, dag_support.report_dir(), dag_support.checkpoint_root()
         )
         cassandra = dag_support.cassandra_args(hook.config)
-        submission = dag_support.spark_submission([])
+        submission = dag_support.spark_submission([], master=dag_support.spark_master())
         out = {job: (runs[job][0] + cassandra if runs[job] else None) for job in JOB_ORDER[:3]}
         out["validations"] = [args + cassandra for args in runs[VALIDATE]]
         return {**out, **{k: submission[k] for k in SHARED}, "plan": chosen}

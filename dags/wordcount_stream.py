@@ -127,7 +127,7 @@ with DAG(
         if stream.recover_from_store:
             args.append("--recover-from-store")
         args += ["--kafka-bootstrap", bootstrap, *dag_support.cassandra_args(cassandra)]
-        return dag_support.spark_submission(args, params["spark_conf"])
+        return dag_support.spark_submission(args, params["spark_conf"], dag_support.spark_master())
 
     # The operator resolves these XCom references when it runs: lists and dicts stay as they are.
     submission = prepare_submission()
@@ -141,7 +141,8 @@ with DAG(
         jars=submission["jars"],
         packages=submission["packages"],
         conf=submission["conf"],
-        env_vars={"PYSPARK_PYTHON": submission["python"], **dag_support.PASSWORD_ENV},
+        # The driver's Python; the executors' is spark.pyspark.python in the conf, if any.
+        env_vars={"PYSPARK_DRIVER_PYTHON": submission["python"], **dag_support.PASSWORD_ENV},
         # The driver runs under spark-submit in client mode: there is no remote job to reconnect to.
         durable=False,
     )

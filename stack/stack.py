@@ -128,15 +128,15 @@ def running_pid(name: str) -> int | None:
     return pid if str(STATE).encode() in cmdline else None
 
 
-def _ensure_port_free(port: int, what: str, env_name: str) -> None:
+def _ensure_port_free(port: int, what: str, env_name: str | None) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
+            how = f", or choose another port with {env_name}=<port>" if env_name else ""
             raise StackError(
-                f"port {port} on 127.0.0.1 ({what}) is already taken by another process. "
-                f"Stop that process, or choose another port with {env_name}=<port>."
+                f"port {port} on 127.0.0.1 ({what}) is already taken by another process. Stop that process{how}."
             ) from None
 
 
@@ -147,7 +147,7 @@ def _jars(component: str) -> list[Path]:
     return jars
 
 
-def _spawn(name: str, argv: list[str], log: Path) -> subprocess.Popen:
+def _spawn(name: str, argv: list[str], log: Path, cwd: Path = STATE, env: dict | None = None) -> subprocess.Popen:
     RUN.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
@@ -157,7 +157,8 @@ def _spawn(name: str, argv: list[str], log: Path) -> subprocess.Popen:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            cwd=STATE,
+            cwd=cwd,
+            env=env,
         )
     _pid_file(name).write_text(str(proc.pid))
     return proc
@@ -309,8 +310,8 @@ def _client_encryption_options(tls: bool) -> str:
     )
 
 
-def probe_cassandra(port: int, auth: bool = False, tls: bool = False) -> str:
-    """Run a real CQL query; returns Cassandra's release version.
+def probe_cassandra(port: int, auth: bool = False, tls: bool = False, host: str = "127.0.0.1") -> str:
+    """Run a real CQL query on the node at `host`; returns Cassandra's release version.
 
     With `tls` the connection trusts only STATE/tls/ca.pem and checks that it names 127.0.0.1;
     with `auth` it logs in as cassandra/cassandra.
@@ -318,16 +319,21 @@ def probe_cassandra(port: int, auth: bool = False, tls: bool = False) -> str:
     import ssl
 
     from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import Cluster
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
 
     provider = PlainTextAuthProvider("cassandra", "cassandra") if auth else None
     context = None
     if tls:
         context = ssl.create_default_context(cafile=str(CA_PEM))
         context.check_hostname = True
+    # Only this node answers the probe: in a cluster the driver would otherwise route the
+    # query to whichever node is up.
+    only_this_node = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]))
     cluster = Cluster(
-        ["127.0.0.1"],
+        [host],
         port=port,
+        execution_profiles={EXEC_PROFILE_DEFAULT: only_this_node},
         auth_provider=provider,
         ssl_context=context,
         connect_timeout=3,
@@ -340,6 +346,52 @@ def probe_cassandra(port: int, auth: bool = False, tls: bool = False) -> str:
         cluster.shutdown()
 
 
+SINGLE_NODE_TOPOLOGY = {
+    "cluster_name": "statestore-local",
+    "snitch": "SimpleSnitch",
+    "token_allocation": "allocate_tokens_for_local_replication_factor: 1",
+    "address": "127.0.0.1",
+    "seeds": "127.0.0.1",
+}
+
+
+def cassandra_command(
+    conf: Path, data_dir: Path, log_dir: Path, jmx_port: int, heap: str, gossip: list[str], extra: tuple[str, ...] = ()
+) -> list[str]:
+    """The java command line of one Cassandra node rendered into `conf`."""
+    jars = _jars("cassandra")
+    jamm = next((j for j in jars if j.name.startswith("jamm-")), None)
+    if jamm is None:
+        raise StackError(f"the jamm agent jar is missing from {LIB / 'cassandra'}; rerun scripts/install-jvm")
+    jpms = [
+        line.strip()
+        for line in (STACK_CONF / "jvm17-server.options").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    return [
+        "java",
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        "-Xss512k",
+        "-XX:+UseG1GC",
+        "-XX:MaxDirectMemorySize=512m",
+        *jpms,
+        f"-javaagent:{jamm}",
+        f"-Dcassandra.config={conf.as_uri()}",
+        "-Dcassandra-foreground=yes",
+        f"-Dcassandra.storagedir={data_dir}",
+        f"-Dcassandra.logdir={log_dir}",
+        f"-Dlogback.configurationFile={(STACK_CONF / 'logback.xml').as_uri()}",
+        f"-Dcassandra.jmx.local.port={jmx_port}",
+        *gossip,
+        "-Dcassandra.superuser_setup_delay_ms=0",
+        *extra,
+        "-cp",
+        ":".join(str(j) for j in jars),
+        "org.apache.cassandra.service.CassandraDaemon",
+    ]
+
+
 def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
     mode = CassandraMode(auth=auth, tls=tls)
     if running_pid("cassandra"):
@@ -350,10 +402,6 @@ def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
     _ensure_port_free(ports.cassandra, "Cassandra CQL", "STATESTORE_CASSANDRA_PORT")
     _ensure_port_free(ports.cassandra_storage, "Cassandra storage", "STATESTORE_CASSANDRA_STORAGE_PORT")
     _ensure_port_free(ports.cassandra_jmx, "Cassandra JMX", "STATESTORE_CASSANDRA_JMX_PORT")
-    jars = _jars("cassandra")
-    jamm = next((j for j in jars if j.name.startswith("jamm-")), None)
-    if jamm is None:
-        raise StackError(f"the jamm agent jar is missing from {LIB / 'cassandra'}; rerun scripts/install-jvm")
     data_dir = DATA / "cassandra"
     conf = RUN / "cassandra.yaml"
     _render(
@@ -365,36 +413,18 @@ def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
         authenticator="PasswordAuthenticator" if auth else "AllowAllAuthenticator",
         authorizer="CassandraAuthorizer" if auth else "AllowAllAuthorizer",
         client_encryption_options=_client_encryption_options(tls),
+        **SINGLE_NODE_TOPOLOGY,
     )
-    jpms = [
-        line.strip()
-        for line in (STACK_CONF / "jvm17-server.options").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
     log_dir = LOGS / "cassandra"
-    argv = [
-        "java",
-        "-Xms1g",
-        "-Xmx1g",
-        "-Xss512k",
-        "-XX:+UseG1GC",
-        "-XX:MaxDirectMemorySize=512m",
-        *jpms,
-        f"-javaagent:{jamm}",
-        f"-Dcassandra.config={conf.as_uri()}",
-        "-Dcassandra-foreground=yes",
-        f"-Dcassandra.storagedir={data_dir}",
-        f"-Dcassandra.logdir={log_dir}",
-        f"-Dlogback.configurationFile={(STACK_CONF / 'logback.xml').as_uri()}",
-        f"-Dcassandra.jmx.local.port={ports.cassandra_jmx}",
+    argv = cassandra_command(
+        conf,
+        data_dir,
+        log_dir,
+        ports.cassandra_jmx,
+        heap="1g",
         # One node, no peers: nothing to wait for in gossip.
-        "-Dcassandra.skip_wait_for_gossip_to_settle=0",
-        "-Dcassandra.ring_delay_ms=0",
-        "-Dcassandra.superuser_setup_delay_ms=0",
-        "-cp",
-        ":".join(str(j) for j in jars),
-        "org.apache.cassandra.service.CassandraDaemon",
-    ]
+        gossip=["-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=0"],
+    )
     log = log_dir / "stdout.log"
     mode.record()
     proc = _spawn("cassandra", argv, log)
@@ -407,15 +437,15 @@ def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
 # ---------------------------------------------------------------- Kafka
 
 
-def probe_kafka(port: int) -> int:
-    """Fetch real cluster metadata; returns the number of brokers."""
+def probe_kafka(port: int, host: str = "127.0.0.1") -> int:
+    """Fetch real cluster metadata from the broker at `host`; returns the number of brokers."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     # librdkafka prints every refused connection while the broker starts: log them quietly.
     quiet = logging.getLogger("stack.kafka-probe")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "socket.timeout.ms": 3000, "logger": quiet})
+    admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "socket.timeout.ms": 3000, "logger": quiet})
     metadata = admin.list_topics(timeout=3)
     if not metadata.brokers:
         raise RuntimeError("no broker in metadata yet")
@@ -426,11 +456,11 @@ def probe_kafka(port: int) -> int:
     return len(metadata.brokers)
 
 
-def _kafka_java(jars: list[Path], log_dir: Path, main: str, *args: str) -> list[str]:
+def _kafka_java(jars: list[Path], log_dir: Path, main: str, *args: str, heap: str = "512m") -> list[str]:
     return [
         "java",
-        "-Xms512m",
-        "-Xmx512m",
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
         "-XX:+UseG1GC",
         f"-Dkafka.logs.dir={log_dir}",
         f"-Dlog4j2.configurationFile={STACK_CONF / 'kafka-log4j2.properties'}",
@@ -439,6 +469,30 @@ def _kafka_java(jars: list[Path], log_dir: Path, main: str, *args: str) -> list[
         main,
         *args,
     ]
+
+
+def format_kafka_storage(jars: list[Path], log_dir: Path, conf: Path, data_dir: Path, cluster_id: str | None) -> None:
+    """Format a broker's log dir once: a standalone controller without `cluster_id`, else a
+    voter of the static quorum in its properties, all voters sharing `cluster_id`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if (data_dir / "meta.properties").exists():
+        return
+    standalone = cluster_id is None
+    cluster_id = cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    fmt = _kafka_java(
+        jars,
+        log_dir,
+        "kafka.tools.StorageTool",
+        "format",
+        *(["--standalone"] if standalone else []),
+        "-t",
+        cluster_id,
+        "-c",
+        str(conf),
+    )
+    result = subprocess.run(fmt, capture_output=True, text=True, cwd=STATE)
+    if result.returncode != 0:
+        raise StackError(f"formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
 
 
 def start_kafka(ports: Ports) -> None:
@@ -453,28 +507,17 @@ def start_kafka(ports: Ports) -> None:
     _render(
         STACK_CONF / "kafka-server.properties",
         conf,
+        node_id=1,
+        address="127.0.0.1",
+        quorum=f"controller.quorum.bootstrap.servers=127.0.0.1:{ports.kafka_controller}",
         broker_port=ports.kafka,
         controller_port=ports.kafka_controller,
         data_dir=data_dir,
+        replication=1,
+        min_insync=1,
     )
     log_dir = LOGS / "kafka"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    if not (data_dir / "meta.properties").exists():
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        fmt = _kafka_java(
-            jars,
-            log_dir,
-            "kafka.tools.StorageTool",
-            "format",
-            "--standalone",
-            "-t",
-            cluster_id,
-            "-c",
-            str(conf),
-        )
-        result = subprocess.run(fmt, capture_output=True, text=True, cwd=STATE)
-        if result.returncode != 0:
-            raise StackError(f"formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
+    format_kafka_storage(jars, log_dir, conf, data_dir, cluster_id=None)
     log = log_dir / "stdout.log"
     proc = _spawn("kafka", _kafka_java(jars, log_dir, "kafka.Kafka", str(conf)), log)
     started = time.monotonic()
@@ -504,34 +547,62 @@ def down(only: tuple[str, ...] = COMPONENTS) -> None:
 
 
 def status(only: tuple[str, ...] = COMPONENTS) -> bool:
-    ports = Ports.from_env()
-    healthy = True
-    probes = {
-        "cassandra": lambda: probe_cassandra(ports.cassandra, **dataclasses.asdict(CassandraMode.recorded())),
-        "kafka": lambda: probe_kafka(ports.kafka),
-    }
-    for name, probe in probes.items():
-        if name not in only:
-            continue
-        pid = running_pid(name)
-        if pid is None:
-            print(f"{name}: not running")
-            healthy = False
-            continue
-        try:
-            probe()
-            print(f"{name}: running (pid {pid}), answering")
-        except Exception as exc:  # noqa: BLE001 - report any probe failure as-is
-            print(f"{name}: running (pid {pid}) but not answering: {exc}")
-            healthy = False
-    return healthy
+    rows = single_status_rows(only)
+    for row in rows:
+        print(describe(row))
+    return all(row["state"] == "running" for row in rows)
+
+
+def describe(row: dict) -> str:
+    """One status row for people: what runs where, and whether it answers."""
+    where = f"{row['address']}, pid {row['pid']}"
+    shown = {"stopped": "not running", "running": f"running ({where}), answering"}
+    return f"{row['name']}: {shown.get(row['state'], f'running ({where}) but not answering')}"
 
 
 def reset() -> None:
     down()
-    shutil.rmtree(DATA, ignore_errors=True)
-    shutil.rmtree(LOGS, ignore_errors=True)
-    print(f"deleted {DATA} and {LOGS}")
+    cluster_dir = STATE / "cluster"
+    for path in (DATA, LOGS, cluster_dir):
+        shutil.rmtree(path, ignore_errors=True)
+    print(f"deleted {DATA}, {LOGS} and {cluster_dir}")
+
+
+def single_status_rows(only: tuple[str, ...] = COMPONENTS) -> list[dict]:
+    ports = Ports.from_env()
+    probes = {
+        "cassandra": lambda: probe_cassandra(ports.cassandra, **dataclasses.asdict(CassandraMode.recorded())),
+        "kafka": lambda: probe_kafka(ports.kafka),
+    }
+    rows = []
+    for name in (n for n in probes if n in only):
+        pid = running_pid(name)
+        state = "stopped"
+        if pid is not None:
+            try:
+                probes[name]()
+                state = "running"
+            except Exception:  # noqa: BLE001 - any probe failure means "not answering"
+                state = "not answering"
+        rows.append({"name": name, "address": "127.0.0.1", "pid": pid, "state": state})
+    return rows
+
+
+def single_connection_env() -> dict[str, str]:
+    ports = Ports.from_env()
+    return {
+        "STATESTORE_CASSANDRA_HOSTS": "127.0.0.1",
+        "STATESTORE_CASSANDRA_PORT": str(ports.cassandra),
+        "STATESTORE_KAFKA_BOOTSTRAP": f"127.0.0.1:{ports.kafka}",
+    }
+
+
+def _cluster():
+    """The cluster module, sharing this module's state (run as a script, this is __main__)."""
+    sys.modules.setdefault("stack", sys.modules[__name__])
+    import cluster
+
+    return cluster
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -540,19 +611,41 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     commands = {
-        "up": "start Cassandra and Kafka",
-        "down": "stop Cassandra and Kafka",
+        "up": "start Cassandra and Kafka (--nodes 3: the local cluster, with Spark standalone)",
+        "down": "stop Cassandra and Kafka (--nodes 3: the local cluster)",
         "status": "report what runs; exit 1 unless all answer",
-        "reset": "stop both and delete their data",
+        "reset": "stop everything (single node and cluster) and delete the data",
+        "stop": "stop one process by name (e.g. cassandra-2, kafka-3, spark-worker-1)",
+        "start": "start one stopped process again by name",
+        "env": "print the STATESTORE_* settings for clients, as shell exports (eval them)",
     }
     for name, help_text in commands.items():
         command = sub.add_parser(name, help=help_text)
+        if name == "env":
+            command.add_argument("--nodes", type=int, choices=(1, 3), default=1, help="3: the local cluster's")
+            continue
+        if name in ("stop", "start"):
+            command.add_argument("name", help="a name from `status --nodes 3 --json` (or cassandra, kafka)")
+            if name == "stop":
+                command.add_argument("--kill", action="store_true", help="SIGKILL at once, as a crash would")
+            continue
         if name != "reset":
             command.add_argument(
                 "--only",
                 choices=COMPONENTS,
                 action="append",
                 help="just this component (repeatable; default: both)",
+            )
+            command.add_argument(
+                "--nodes",
+                type=int,
+                choices=(1, 3),
+                default=1,
+                help="1: the single-node stack (default); 3: the local cluster (stack/cluster.py)",
+            )
+        if name == "status":
+            command.add_argument(
+                "--json", action="store_true", help='print every process as {"name","address","pid","state"}'
             )
         if name == "up":
             command.add_argument(
@@ -567,19 +660,48 @@ def main(argv: list[str] | None = None) -> int:
             )
     args = parser.parse_args(argv)
     only = tuple(getattr(args, "only", None) or COMPONENTS)
+    clustered = getattr(args, "nodes", 1) > 1
     try:
-        if args.command == "up":
-            up(args.auth, only, args.tls)
+        if args.command == "env":
+            settings = _cluster().connection_env(args.nodes) if clustered else single_connection_env()
+            print("\n".join(f"export {key}={value}" for key, value in settings.items()))
+        elif args.command in ("stop", "start") and args.name not in COMPONENTS:
+            if args.command == "stop":
+                _cluster().stop(args.name, kill=args.kill)
+            else:
+                _cluster().start(args.name)
+        elif args.command == "stop":
+            _stop_single(args.name, args.kill)
+        elif args.command == "start":
+            up(auth=CassandraMode.recorded().auth, only=(args.name,), tls=CassandraMode.recorded().tls)
+        elif args.command == "up":
+            if clustered and (args.auth or args.tls):
+                raise StackError("--auth and --tls are for the single-node stack; the cluster runs without them")
+            _cluster().up(args.nodes) if clustered else up(args.auth, only, args.tls)
         elif args.command == "down":
-            down(only)
+            _cluster().down() if clustered else down(only)
         elif args.command == "status":
-            return 0 if status(only) else 1
+            rows = _cluster().status_rows() if clustered else single_status_rows(only)
+            if args.json:
+                print(json.dumps(rows, indent=2))
+            else:
+                for row in rows:
+                    print(describe(row))
+            return 0 if all(row["state"] == "running" for row in rows) else 1
         else:
+            _cluster().down()
             reset()
     except StackError as exc:
         print(f"stack: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _stop_single(name: str, kill: bool) -> None:
+    pid = running_pid(name)
+    if pid is not None and kill:
+        os.kill(pid, signal.SIGKILL)
+    print(f"{name}: {'stopped' if _stop(name) or pid else 'was not running'}")
 
 
 if __name__ == "__main__":

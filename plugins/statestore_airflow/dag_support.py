@@ -100,21 +100,37 @@ def library_zip(target_dir: Path | None = None) -> str:
     return str(target)
 
 
-def spark_submission(args: list[str], conf: dict[str, str] | None = None) -> dict[str, Any]:
+def spark_master() -> str | None:
+    """The master of the `spark_default` connection (at run time: it reads the connection)."""
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(SPARK_CONN_ID).host
+
+
+def spark_submission(args: list[str], conf: dict[str, str] | None = None, master: str | None = None) -> dict[str, Any]:
     """What a SparkSubmitOperator takes from XCom: application args, --conf, --py-files, --jars
-    or --packages, and the Python the driver and executors run."""
+    or --packages, and the Python the driver runs.
+
+    Executors run STATESTORE_EXECUTOR_PYTHON if set; else, for a local master (or none given),
+    this Python; else their own machines' python3 with the library from --py-files: a path
+    that exists here need not exist on a worker (README "Running on a cluster").
+    """
     jars = connector_jars()
-    defaults = {}
+    defaults = {"spark.pyspark.driver.python": sys.executable}
     if SPARK_LOG_CONFIG.is_file():  # warnings only: Spark's INFO lines would bury the job's own log
         defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{SPARK_LOG_CONFIG}"
+    executor_python = os.environ.get("STATESTORE_EXECUTOR_PYTHON")
+    if executor_python is None and (master is None or master.startswith("local")):
+        executor_python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    if executor_python:
+        defaults["spark.pyspark.python"] = executor_python
     return {
         "application_args": args,
         "conf": {str(k): str(v) for k, v in {**defaults, **(conf or {})}.items()},
         "py_files": library_zip(),
         "jars": ",".join(jars),
         "packages": "" if jars else KAFKA_CONNECTOR_PACKAGE,
-        # Driver and executors must run one Python minor version with the library's dependencies.
-        "python": os.environ.get("PYSPARK_PYTHON") or sys.executable,
+        "python": sys.executable,
     }
 
 

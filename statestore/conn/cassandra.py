@@ -153,6 +153,15 @@ def session_for(config: CassandraConfig) -> Session:
         return session
 
 
+def hosts_down(config: CassandraConfig) -> list[str] | None:
+    """The nodes this process's session for `config` sees down, or None without a session."""
+    with _lock:
+        cached = _sessions.get(config)
+    if cached is None or cached[0].is_shutdown:
+        return None
+    return sorted(str(host.endpoint) for host in cached[0].metadata.all_hosts() if not host.is_up)
+
+
 def close_all() -> None:
     with _lock:
         for cluster, _ in _sessions.values():

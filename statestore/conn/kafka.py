@@ -51,12 +51,21 @@ def partition_count(config: KafkaConfig, topic: str) -> int | None:
 
 
 def ensure_topic(config: KafkaConfig, topic: str, partitions: int) -> int:
-    """Create `topic` with `partitions` unless it exists; return its partition count."""
+    """Create `topic` with `partitions` unless it exists; return its partition count.
+
+    New topics get the configured replication factor and min.insync.replicas (KafkaConfig).
+    """
     existing = partition_count(config, topic)
     if existing is not None:
         return existing
     admin = AdminClient(_client_config(config))
-    future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic]
+    # With replication 3 and min.insync.replicas 2, an acknowledged line survives one broker lost.
+    insync = config.min_insync_replicas
+    topic_config = {} if insync is None else {"min.insync.replicas": str(insync)}
+    new_topic = NewTopic(
+        topic, num_partitions=partitions, replication_factor=config.topic_replication, config=topic_config
+    )
+    future = admin.create_topics([new_topic])[topic]
     try:
         future.result(timeout=_TIMEOUT_S)
     except KafkaException as exc:

@@ -16,6 +16,7 @@ from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 
+from statestore.conn.cassandra import hosts_down
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import CassandraUnavailableError
 
@@ -33,16 +34,20 @@ def with_retries(
     deadline = time.monotonic() + config.retry_budget_s
     delay = _FIRST_DELAY_S
     attempt = 1
+    # What Cassandra said it lacked, from any attempt: the last error may be a bare client timeout.
+    shortfall = ""
     while True:
         try:
             return action()
         except TRANSIENT as exc:
+            shortfall = _replicas_of(exc) or shortfall
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 where = ", ".join(f"{h}:{config.port}" for h in config.hosts)
                 raise CassandraUnavailableError(
                     f"{what} failed for {config.retry_budget_s:.0f}s ({attempt} attempts) with Cassandra "
-                    f"at {where} unreachable or overloaded; last error: {type(exc).__name__}: {exc}. "
+                    f"at {where} unreachable or overloaded; {_levels(config)}{_down(config)}{shortfall}last error: "
+                    f"{type(exc).__name__}: {exc}. "
                     "Restart the job once Cassandra answers: the counts stay exact (a replayed "
                     "batch skips what it already wrote). Tune with --retry-budget / "
                     "--request-timeout."
@@ -51,3 +56,37 @@ def with_retries(
             sleep(min(delay, remaining))
             delay = min(delay * 2, _MAX_DELAY_S)
             attempt += 1
+
+
+def _levels(config: CassandraConfig) -> str:
+    return (
+        f"entries need {config.dml_consistency}, registry and lease {config.bookkeeping_consistency} "
+        f"(serial {config.serial_consistency}); "
+    )
+
+
+def _down(config: CassandraConfig) -> str:
+    down = hosts_down(config)
+    return f"nodes this process sees down: {', '.join(down) or 'none'}; " if down is not None else ""
+
+
+def _replicas_of(exc: Exception) -> str:
+    """What Cassandra said it lacked, when it said (too few replicas alive for the level)."""
+    if isinstance(exc, Unavailable) and exc.consistency is not None:
+        from cassandra import ConsistencyLevel
+
+        level = ConsistencyLevel.value_to_name.get(exc.consistency, exc.consistency)
+        return (
+            f"consistency {level} needs {exc.required_replicas} replicas but only {exc.alive_replicas} "
+            "are alive (bring the down nodes back, or lower the level with --dml-consistency / "
+            "--bookkeeping-consistency knowing what it gives up); "
+        )
+    if isinstance(exc, (ReadTimeout, WriteTimeout)) and exc.consistency is not None:
+        from cassandra import ConsistencyLevel
+
+        level = ConsistencyLevel.value_to_name.get(exc.consistency, exc.consistency)
+        return (
+            f"consistency {level} needs {exc.required_responses} replicas but only "
+            f"{exc.received_responses} answered in time; "
+        )
+    return ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import zipfile
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -22,6 +23,15 @@ def connector_jars() -> list[str]:
             jars += sorted(str(j) for j in folder.glob("*.jar")) if folder.is_dir() else [entry]
         return jars
     return sorted(str(j) for j in LOCAL_CONNECTOR_DIR.glob("*.jar"))
+
+
+def _runs_locally(master: str | None) -> bool:
+    """Whether executors run in this process's machine: a local[...] master, given or submitted."""
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark import SparkConf
+
+        master = SparkConf().get("spark.master", None)
+    return master is None or master.startswith("local")
 
 
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
@@ -43,9 +53,12 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         # Cassandra; kept apart, the tasks overlap their round trips (BENCHMARKS.md, run B).
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
     }
-    # Python workers run the driver's interpreter (the venv, which has the library) unless
-    # told otherwise; PySpark reads this variable when it creates the SparkContext.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if _runs_locally(master):
+        # Local mode: the Python workers run on this machine, so the driver's interpreter (the
+        # venv, which has the library) is right unless told otherwise. On a cluster it is not:
+        # executors use their own machine's python3 (or spark.pyspark.python) and get the
+        # library from --py-files (README "Running on a cluster").
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Started by spark-submit: its JVM already runs with the submitted --jars and
         # --conf; fill in only what the submitter left unset.
@@ -60,3 +73,19 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
     for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def library_archive(target: Path) -> Path:
+    """Zip the statestore package (its .py files) for `spark-submit --py-files`.
+
+    Executors on other machines import the library from this archive; Spark puts .zip files
+    on their Python path (a wheel's .whl name it would not).
+    """
+    package = Path(__file__).resolve().parents[1]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".zip.partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        for source in sorted(package.rglob("*.py")):
+            archive.write(source, source.relative_to(package.parent).as_posix())
+    partial.replace(target)
+    return target

@@ -222,6 +222,27 @@ class KafkaConfig:
         "--kafka-bootstrap",
         "Kafka bootstrap servers (default 127.0.0.1:9092)",
     )
+    topic_replication: int = setting(
+        1,
+        "STATESTORE_KAFKA_TOPIC_REPLICATION",
+        "--topic-replication",
+        "replication factor of topics this project creates (default 1; 3 on a 3-broker cluster)",
+        _positive_int,
+    )
+    min_insync_replicas: int | None = setting(
+        None,
+        "STATESTORE_KAFKA_MIN_INSYNC_REPLICAS",
+        "--min-insync-replicas",
+        "min.insync.replicas of topics this project creates (default: the broker's; 2 with replication 3)",
+        _positive_int,
+    )
+
+    def __post_init__(self) -> None:
+        if self.min_insync_replicas is not None and self.min_insync_replicas > self.topic_replication:
+            raise ConfigError(
+                f"--min-insync-replicas {self.min_insync_replicas} exceeds --topic-replication "
+                f"{self.topic_replication}: no write could ever be acknowledged; lower it or raise the replication"
+            )
 
 
 def _parse(cls: type, f: dataclasses.Field, raw: Any) -> Any:

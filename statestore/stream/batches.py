@@ -30,6 +30,7 @@ from statestore.store import deadletters, registry
 from statestore.store.lease import StoreLease
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, Timer, partition_applier, run_applier, timed
+from statestore.stream.faults import pause_driver_if_armed
 from statestore.stream.transforms import batch_deltas, batch_version_ms, dead_letter_rows
 
 _log = logging.getLogger("statestore.stream.batches")
@@ -175,6 +176,7 @@ def _apply_batch(
     finally:
         if versioned:
             batch_df.unpersist()
+    pause_driver_if_armed(logical)
     timed(
         clock,
         "registry record_batch",

@@ -5,8 +5,10 @@ the first half of its new values, then kills its process group (driver, executor
 workers: a hard crash of the whole job). With pause-mid-write:<batch_id> it stops them instead
 (SIGSTOP), as a driver frozen by a long GC pause or a suspended VM; a test resumes them with
 SIGCONT once another writer has taken over (the zombie-driver test of fencing); a job pauses
-once only (several tasks of the batch reach the switch). Unset (always, outside tests), it
-costs one environment lookup per slice of deltas.
+once only (several tasks of the batch reach the switch). With pause-before-record:<batch_id>
+the driver stops itself (its own session) after the batch's writes and before recording it:
+on a cluster, where executors run elsewhere, that is a zombie driver. Unset (always, outside
+tests), it costs one environment lookup per slice of deltas and one per batch.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 ENV = "STATESTORE_TEST_FAULT"
 _SIGNALS = {"kill-mid-write": signal.SIGKILL, "pause-mid-write": signal.SIGSTOP}
+_DRIVER_PAUSE = "pause-before-record"
 
 
 def crash_if_armed_mid_write(batch_id: int, write_first: Callable[[int], None], writes: int) -> None:
@@ -28,6 +31,14 @@ def crash_if_armed_mid_write(batch_id: int, write_first: Callable[[int], None], 
     if kind is not None and writes > 1 and (kind != "pause-mid-write" or _first_pause()):
         write_first(writes // 2)
         _signal_job(_SIGNALS[kind])
+
+
+def pause_driver_if_armed(batch_id: int) -> None:
+    """In the driver, between a batch's writes and its registry record: stop the driver's own
+    session (spark-submit's JVM and this Python) when the switch is armed for `batch_id`."""
+    kind, _, target = os.environ.get(ENV, "").partition(":")
+    if kind == _DRIVER_PAUSE and target == str(batch_id):
+        os.killpg(os.getsid(0), signal.SIGSTOP)
 
 
 def _first_pause() -> bool:

@@ -117,3 +117,17 @@ def test_library_mistakes_fail_without_retry_but_outages_are_retried():
         with pytest.raises(type(retried)):
             with dag_support.fail_without_retry():
                 raise retried
+
+
+def test_executors_get_this_python_only_on_a_local_master(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("STATESTORE_EXECUTOR_PYTHON", raising=False)
+    local = dag_support.spark_submission([], master="local[2]")["conf"]
+    assert local["spark.pyspark.python"] == sys.executable == local["spark.pyspark.driver.python"]
+    # On a cluster this machine's path may not exist on the workers: their own python3 runs.
+    remote = dag_support.spark_submission([], master="spark://master:7077")["conf"]
+    assert "spark.pyspark.python" not in remote and remote["spark.pyspark.driver.python"] == sys.executable
+    monkeypatch.setenv("STATESTORE_EXECUTOR_PYTHON", "/opt/python/bin/python3")
+    chosen = dag_support.spark_submission([], master="spark://master:7077")["conf"]
+    assert chosen["spark.pyspark.python"] == "/opt/python/bin/python3"

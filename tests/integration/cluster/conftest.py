@@ -1,0 +1,224 @@
+"""The cluster tier: the local cluster (stack/cluster.py) of 3 Cassandra nodes, 3 Kafka brokers
+and a Spark standalone master with 2 workers, on 127.0.0.1-3 beside the single-node stack.
+
+The cluster is started once for the run if it is not up (and stopped again at the end); every
+test that takes a process down starts it again before it ends. Jobs are submitted to the
+standalone master with the library shipped as a zip: the workers' Python does not have it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import WhiteListRoundRobinPolicy
+
+from statestore.conn import kafka as kafka_io
+from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
+from statestore.conn.spark import connector_jars, library_archive
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.model import Replication
+from tests.integration.conftest import PROJECT, delete_topic
+
+sys.path.insert(0, str(PROJECT / "stack"))
+import cluster as local_cluster
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "tests/integration/cluster" in str(item.fspath):
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The local cluster; what of it was not running is started, and stopped again at the end."""
+    known = local_cluster.recorded_nodes() is not None
+    missing = [row["name"] for row in local_cluster.status_rows() if row["pid"] is None] if known else None
+    if missing is None or missing:
+        local_cluster.up()
+    yield local_cluster
+    if missing is None:
+        local_cluster.down()
+    else:
+        for name in missing:
+            local_cluster.stop(name)
+
+
+@pytest.fixture(scope="session")
+def cluster_env(cluster) -> dict[str, str]:
+    return cluster.connection_env()
+
+
+@pytest.fixture(scope="session")
+def cluster_keyspace(cluster_env):
+    name = f"itc_{uuid.uuid4().hex[:10]}"
+    config = cfg.resolve(CassandraConfig, env=cluster_env, overrides={"keyspace": name})
+    session = session_for(config)
+    create_keyspace(session, name, Replication.network(["dc1:3"]))
+    yield name
+    session.execute(f"DROP KEYSPACE IF EXISTS {name}", execution_profile=DDL_PROFILE, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def cluster_cassandra(cluster_env, cluster_keyspace) -> CassandraConfig:
+    return cfg.resolve(CassandraConfig, env=cluster_env, overrides={"keyspace": cluster_keyspace})
+
+
+@pytest.fixture(scope="session")
+def cluster_session(cluster_cassandra):
+    return session_for(cluster_cassandra)
+
+
+@pytest.fixture(scope="session")
+def cluster_kafka(cluster_env) -> KafkaConfig:
+    return cfg.resolve(KafkaConfig, env=cluster_env)
+
+
+@pytest.fixture
+def cluster_topic(cluster_kafka, request):
+    name = f"itc-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
+    kafka_io.ensure_topic(cluster_kafka, name, 4)
+    yield name
+    delete_topic(cluster_kafka, name)
+
+
+@pytest.fixture(scope="session")
+def library_zip(tmp_path_factory) -> Path:
+    return library_archive(tmp_path_factory.mktemp("dist") / "statestore.zip")
+
+
+@pytest.fixture
+def restore_cluster(cluster):
+    """Whatever a test takes down comes back before the next test."""
+    yield cluster
+    for row in cluster.status_rows():
+        if row["state"] == "stopped":
+            cluster.start(row["name"])
+        else:
+            _resume(row["pid"])
+
+
+def _resume(pid: int | None) -> None:
+    if pid is not None:
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def submit_to_cluster(cluster_env, library_zip: Path, log: Path, *job_args: str, cores: int = 2, env=None):
+    """spark-submit jobs/wordcount_stream.py to the standalone master, as an operator would:
+    the library shipped with --py-files, executors on the workers with the workers' Python."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_PYTHON", "STATESTORE_"))}
+    environment.update(
+        cluster_env,
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        **(env or {}),
+    )
+    argv = [
+        "spark-submit",
+        *("--master", local_cluster.SPARK_MASTER_URL, "--total-executor-cores", str(cores)),
+        *("--executor-memory", "768m", "--driver-memory", "768m"),
+        *("--py-files", str(library_zip), "--jars", ",".join(connector_jars())),
+        "--driver-java-options",
+        f"-Dlog4j.configurationFile=file:{PROJECT / 'stack' / 'spark-log4j2.properties'}",
+        str(PROJECT / "jobs" / "wordcount_stream.py"),
+        *job_args,
+    ]
+    out = open(log, "w")
+    return subprocess.Popen(
+        argv, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=log.parent
+    )
+
+
+def stop_job(proc: subprocess.Popen) -> None:
+    """End a submitted job and everything it started (its session), if it still runs."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGCONT)
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
+
+
+def node_session(address: str, consistency=ConsistencyLevel.ONE):
+    """A session whose every request goes to (and is coordinated by) the node at `address`."""
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy([address]), consistency_level=consistency, request_timeout=30
+    )
+    connection = Cluster([address], port=local_cluster.CQL_PORT, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    return connection, connection.connect()
+
+
+def counts_at(address: str, keyspace: str, store: str, consistency) -> dict[str, int]:
+    """Every count of `store` as read through the node at `address` at `consistency`."""
+    from statestore.core.codecs import decode_long, decode_text
+    from statestore.store import registry
+    from statestore.store.tables import table_for
+
+    connection, session = node_session(address, consistency)
+    try:
+        table = table_for(registry.lookup(session, keyspace, store))
+        return {decode_text(e.key): decode_long(e.value) for e in table.scan_sorted(session)}
+    finally:
+        connection.shutdown()
+
+
+def wait_until(condition, timeout_s: float, what: str, every_s: float = 1.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(every_s)
+    raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+
+
+def job_args(topic: str, store: str, checkpoint: Path, keyspace: str, *extra: str) -> tuple[str, ...]:
+    return ("--topic", topic, "--store", store, "--checkpoint", str(checkpoint), "--keyspace", keyspace, *extra)
+
+
+def progress_of(session, keyspace: str, store: str):
+    """The store's registry progress, or None before the job registered it."""
+    from cassandra import InvalidRequest
+
+    from statestore.conn.retry import TRANSIENT
+    from statestore.core.errors import StoreNotFoundError
+    from statestore.store import registry
+
+    try:
+        return registry.progress(session, keyspace, store)
+    # No store yet, or not even the registry table; or a serial read caught by a node going down.
+    except (StoreNotFoundError, InvalidRequest, *TRANSIENT):
+        return None
+
+
+def recorded_batches(session, keyspace: str, store: str) -> int:
+    """How many batches the store has recorded (-1 before the first)."""
+    found = progress_of(session, keyspace, store)
+    return -1 if found is None or found.last_batch_id is None else found.last_batch_id
+
+
+def finished(proc: subprocess.Popen, log: Path, timeout_s: float = 600) -> int:
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_job(proc)
+        raise AssertionError(f"the job did not end within {timeout_s}s: {log.read_text()[-3000:]}") from None

@@ -1,0 +1,98 @@
+"""Recovery paths a crash or an operator's mistake leads to: --recover-from-store finishing a
+half-written batch, a checkpoint restored from an older copy (rolled back), and a writer whose
+lease is taken from it while it runs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from statestore.core.config import StreamConfig
+from statestore.core.errors import CheckpointMismatchError
+from statestore.store import registry
+from statestore.store.lease import LEASE_TABLE, current_holder
+from statestore.stream.faults import ENV as FAULT_ENV
+from statestore.stream.job import JobConfig, start
+from tests.corpus import generate
+from tests.integration.conftest import dump, produce_lines, run_stream, spark_submit_job, wait_for
+
+
+def test_recover_from_store_finishes_a_half_written_batch(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    lines, truth = generate(3_000, seed=1901)
+    produce_lines(kafka_config, topic, lines)
+    lost = tmp_path / "lost-cp"
+    crashed = spark_submit_job(
+        *("--topic", topic, "--store", store_name, "--checkpoint", str(lost), "--keyspace", keyspace),
+        *("--max-offsets-per-trigger", "1000", "--lease-ttl", "5"),
+        env={FAULT_ENV: "kill-mid-write:1"},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert crashed.wait(timeout=600) != 0
+    half = registry.progress(session, keyspace, store_name)
+    assert (half.last_batch_id, half.pending_batch_id) == (0, 1), "the crash did not leave batch 1 half-written"
+    partial = dump(session, keyspace, store_name)
+    assert partial != dict(truth)
+    # The checkpoint is lost with the machine: a new one continues from the store's position,
+    # finishing batch 1 from its recorded offsets first, then reading the rest.
+    shutil.rmtree(lost)
+    wait_for(lambda: current_holder(session, keyspace, store_name) is None, 60, "the crashed writer's lease to lapse")
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "new-cp", recover_from_store=True)
+    done = registry.progress(session, keyspace, store_name)
+    assert done.last_batch_id >= 2 and done.pending_batch_id in (None, done.last_batch_id)
+    assert dump(session, keyspace, store_name) == dict(truth)
+
+
+def test_a_rolled_back_checkpoint_is_refused(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    checkpoint, older = tmp_path / "cp", tmp_path / "cp-copy"
+    total = None
+    for round_ in range(3):  # three runs: batches 0, 1 and 2; a copy taken after the first
+        lines, truth = generate(200, seed=1910 + round_)
+        produce_lines(kafka_config, topic, lines)
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, checkpoint)
+        total = truth if total is None else total + truth
+        if round_ == 0:
+            shutil.copytree(checkpoint, older)
+    assert registry.progress(session, keyspace, store_name).last_batch_id == 2
+    # The copy restored: same query, but batch ids the store is already past.
+    shutil.rmtree(checkpoint)
+    shutil.copytree(older, checkpoint)
+    more, _ = generate(100, seed=1919)
+    produce_lines(kafka_config, topic, more)
+    with pytest.raises((CheckpointMismatchError, RuntimeError), match="rolled back"):
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, checkpoint)
+    assert dump(session, keyspace, store_name) == dict(total)
+    assert registry.progress(session, keyspace, store_name).last_batch_id == 2
+
+
+def test_a_writer_that_loses_its_lease_mid_run_stops_before_writing_more(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    lines, truth = generate(300, seed=1920)
+    produce_lines(kafka_config, topic, lines)
+    stream = StreamConfig(topic=topic, store=store_name, checkpoint=str(tmp_path / "cp"), trigger="1s", lease_ttl_s=6)
+    running = start(spark, JobConfig(stream, cassandra_config, kafka_config))
+    try:
+        wait_for(lambda: dump(session, keyspace, store_name) == dict(truth), 120, "the first input counted")
+        # Someone else holds the store now (an operator's mistake, or a split brain).
+        session.execute(f"UPDATE {keyspace}.{LEASE_TABLE} SET holder = 'intruder' WHERE store = %s", (store_name,))
+        recorded = registry.progress(session, keyspace, store_name).last_batch_id
+        time.sleep(5)  # the holder's next renewal (every 2 s) finds the lease gone
+        more, _ = generate(100, seed=1921)
+        produce_lines(kafka_config, topic, more)
+        with pytest.raises(StreamingQueryException, match="LeaseLostError"):
+            running.query.awaitTermination(timeout=120)
+    finally:
+        running.stop()
+    # Nothing more was recorded or counted by the writer that lost the lease.
+    assert registry.progress(session, keyspace, store_name).last_batch_id == recorded
+    assert dump(session, keyspace, store_name) == dict(truth)
