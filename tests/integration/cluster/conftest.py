@@ -1,7 +1,8 @@
 """The cluster tier: the local cluster (stack/cluster.py) of 3 Cassandra nodes, 3 Kafka brokers
 and a Spark standalone master with 2 workers, on 127.0.0.1-3 beside the single-node stack.
 
-The cluster is started once for the run if it is not up (and stopped again at the end); every
+The cluster is started once for this package if it is not up (and stopped again once its
+tests are done, so the rest of the suite has the machine to itself); every
 test that takes a process down starts it again before it ends. Jobs are submitted to the
 standalone master with the library shipped as a zip: the workers' Python does not have it.
 """
@@ -39,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.cluster)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster():
     """The local cluster; what of it was not running is started, and stopped again at the end."""
     known = local_cluster.recorded_nodes() is not None
@@ -54,12 +55,12 @@ def cluster():
             local_cluster.stop(name)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_env(cluster) -> dict[str, str]:
     return cluster.connection_env()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_keyspace(cluster_env):
     name = f"itc_{uuid.uuid4().hex[:10]}"
     config = cfg.resolve(CassandraConfig, env=cluster_env, overrides={"keyspace": name})
@@ -69,17 +70,17 @@ def cluster_keyspace(cluster_env):
     session.execute(f"DROP KEYSPACE IF EXISTS {name}", execution_profile=DDL_PROFILE, timeout=120)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_cassandra(cluster_env, cluster_keyspace) -> CassandraConfig:
     return cfg.resolve(CassandraConfig, env=cluster_env, overrides={"keyspace": cluster_keyspace})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_session(cluster_cassandra):
     return session_for(cluster_cassandra)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_kafka(cluster_env) -> KafkaConfig:
     return cfg.resolve(KafkaConfig, env=cluster_env)
 
