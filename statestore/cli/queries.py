@@ -24,6 +24,7 @@ from statestore.http import create_app
 from statestore.store import admin
 from statestore.store.builder import open_store
 from statestore.store.cache import CacheOptions
+from statestore.store.table_stats import cluster_figures
 
 FORMATS = ("table", "csv", "jsonl")
 
@@ -96,9 +97,12 @@ def cmd_count(args) -> int:
     else:
         emit([(args.store, entries, args.exact)], ("store", "entries", "exact"), args.format, sys.stdout)
     if not args.exact:
+        figures = cluster_figures(store.session, store.spec.keyspace, store.spec.table)
+        shortfall = "" if figures.complete else f" (nodes down or failing: {', '.join(figures.nodes_failed)})"
         print(
             "approximate: Cassandra's size estimate of flushed data, refreshed every few minutes (0 before the "
-            "first flush); --exact counts every entry with SELECT COUNT(*), which reads the whole store",
+            f"first flush), from {figures.nodes_answered} of {figures.nodes_total} nodes{shortfall}; --exact counts "
+            "every entry with SELECT COUNT(*), which reads the whole store",
             file=sys.stderr,
         )
     return 0

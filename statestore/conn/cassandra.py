@@ -11,6 +11,7 @@ single-partition write goes straight to a replica.
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import threading
 
@@ -42,17 +43,38 @@ def _profile(config: CassandraConfig, consistency: str) -> ExecutionProfile:
     )
 
 
+def tls_files(config: CassandraConfig) -> list[str]:
+    """The TLS files `config` names: the job ships them to the executors (SparkContext.addFile)."""
+    if not config.ssl:
+        return []
+    return [f for f in (config.ssl_ca_file, config.ssl_cert_file, config.ssl_key_file) if f]
+
+
+def local_copy(path: str | None) -> str | None:
+    """`path` if it exists here; else, on an executor, the copy Spark shipped with the job
+    (tls_files); else `path` unchanged, so the error names what was configured."""
+    if path is None or os.path.exists(path):
+        return path
+    try:
+        from pyspark import SparkFiles
+
+        shipped = SparkFiles.get(os.path.basename(path))
+    except Exception:  # noqa: BLE001 - not on a Spark worker, or no files shipped: keep the path
+        return path
+    return shipped if os.path.exists(shipped) else path
+
+
 def ssl_context(config: CassandraConfig) -> ssl.SSLContext | None:
     """The TLS context `config` asks for, or None for plain connections."""
     if not config.ssl:
         return None
     try:
-        context = ssl.create_default_context(cafile=config.ssl_ca_file)
+        context = ssl.create_default_context(cafile=local_copy(config.ssl_ca_file))
         context.check_hostname = config.ssl_check_hostname
         if not config.ssl_check_hostname:
             context.verify_mode = ssl.CERT_REQUIRED  # still verify the chain
         if config.ssl_cert_file:
-            context.load_cert_chain(config.ssl_cert_file, config.ssl_key_file)
+            context.load_cert_chain(local_copy(config.ssl_cert_file), local_copy(config.ssl_key_file))
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"cannot set up TLS for Cassandra: {exc}") from None
     return context

@@ -59,6 +59,8 @@ class StoreDescription(StoreSummary):
     keyspace: str
     key_syntax: str = Field(description="how to write a key of this store in a URL")
     approximate_entries: int = Field(description="Cassandra's size estimate (flushed data only; 0 before the first)")
+    size_nodes_answered: int = Field(description="how many nodes' estimates approximate_entries combines")
+    size_nodes_total: int = Field(description="how many nodes the cluster has (fewer answered: an underestimate)")
     progress: Progress
     supports: Capabilities
 

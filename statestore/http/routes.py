@@ -18,6 +18,7 @@ from statestore.http.answers import KeyNotFoundError
 from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import read_page, resume, token_ordered
 from statestore.store import admin, registry
+from statestore.store.table_stats import cluster_figures
 from statestore.store.tables.versioned_base import OPEN_END
 
 MAX_LIMIT = 10_000
@@ -67,11 +68,14 @@ def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescriptio
     spec = handle.spec
     progress = registry.progress(handle.session, spec.keyspace, spec.name)
     partitioned = spec.store_type.partitioned
+    figures = cluster_figures(handle.session, spec.keyspace, spec.table)
     return models.StoreDescription(
         **_summary(spec).model_dump(),
         keyspace=spec.keyspace,
         key_syntax=key_syntax(handle.key_codec),
         approximate_entries=handle.approximate_num_entries(),
+        size_nodes_answered=figures.nodes_answered,
+        size_nodes_total=figures.nodes_total,
         progress=models.Progress(
             last_batch_id=progress.last_batch_id,
             last_batch_at=progress.last_batch_at,

@@ -95,6 +95,8 @@ def _store_section(audit: StoreAudit) -> str:
                 ["SSTables", c.sstable_count],
                 ["droppable tombstone ratio", c.droppable_tombstone_ratio],
                 ["nodetool", c.nodetool_error or "ok"],
+                ["nodes answering, CQL (system tables)", f"{c.nodes_answered} of {c.nodes_total}"],
+                ["nodes answering, nodetool", c.nodetool_nodes or "-"],
             ],
         ),
         "",

@@ -5,7 +5,9 @@ and `system_views.max_partition_size` (whole MiB, rounded up). Over JMX with nod
 `tablestats` (largest partition in bytes, live space, SSTables, droppable tombstones) and
 `tablehistograms` (partition size percentiles). All of these cover flushed SSTables only, and
 count a partition once per SSTable it is spread over; the largest partition is the upper
-bound of a histogram bucket (buckets grow by 20%).
+bound of a histogram bucket (buckets grow by 20%). On a cluster every figure gathers every
+node's view (statestore.store.table_stats over CQL, statestore.maintenance.node_figures over
+JMX) and records how many nodes answered.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 
 from statestore.core.errors import NodetoolError
 from statestore.maintenance.units import MIB
-from statestore.store.table_stats import max_partition_mib, size_estimate
+from statestore.store.table_stats import cluster_figures
 
 _log = logging.getLogger("statestore.maintenance")
 
@@ -33,6 +35,9 @@ class CassandraFigures:
     droppable_tombstone_ratio: float | None = None
     memtable_cells: int | None = None
     nodetool_error: str | None = None
+    nodes_answered: int | None = None  # CQL figures: nodes whose view is in them, of nodes_total
+    nodes_total: int | None = None
+    nodetool_nodes: str | None = None  # e.g. "3 of 3", or "2 of 3 (failed: 127.0.0.3:7301)"
 
     @property
     def max_partition_bytes(self) -> int | None:
@@ -56,12 +61,15 @@ def figures_of(session, specs: list, nodetool, percentiles: bool = True, flush: 
     JVM); `flush` first writes the memtables out, so the figures cover every change."""
     figures = []
     for spec in specs:
-        estimate = size_estimate(session, spec.keyspace, spec.table)
+        cluster = cluster_figures(session, spec.keyspace, spec.table)
+        estimate = cluster.size
         figures.append(
             CassandraFigures(
                 estimated_partitions=estimate.partitions if estimate else None,
                 estimated_mean_partition_bytes=estimate.mean_partition_bytes if estimate else None,
-                max_partition_mib=max_partition_mib(session, spec.keyspace, spec.table),
+                max_partition_mib=cluster.max_partition_mib,
+                nodes_answered=cluster.nodes_answered,
+                nodes_total=cluster.nodes_total,
             )
         )
     if nodetool is None:
@@ -72,16 +80,40 @@ def figures_of(session, specs: list, nodetool, percentiles: bool = True, flush: 
         if flush:
             for keyspace in sorted({spec.keyspace for spec in specs}):
                 nodetool.flush(keyspace, *(s.table for s in specs if s.keyspace == keyspace))
-        stats = nodetool.tablestats_of([(spec.keyspace, spec.table) for spec in specs]) if specs else {}
+        stats = {}
+        for keyspace in sorted({spec.keyspace for spec in specs}):  # one call (a JVM) per keyspace and RF
+            tables = [(spec.keyspace, spec.table) for spec in specs if spec.keyspace == keyspace]
+            stats.update(nodetool.tablestats_of(tables, replication_of(session, keyspace)))
         for spec, f in zip(specs, figures, strict=True):
             _from_tablestats(f, stats[(spec.keyspace, spec.table)])
             if percentiles:
                 f.nodetool_partition_percentiles = nodetool.partition_size_percentiles(spec.keyspace, spec.table)
+            f.nodetool_nodes = _nodes_of(nodetool)
     except NodetoolError as exc:
         _log.warning("nodetool figures unavailable: %s", exc)
         for f in figures:
             f.nodetool_error = str(exc)
     return figures
+
+
+def replication_of(session, keyspace: str) -> int:
+    """The keyspace's replication factor over all data centers (1 if unknown)."""
+    meta = session.cluster.metadata.keyspaces.get(keyspace)
+    strategy = getattr(meta, "replication_strategy", None)
+    if strategy is None:
+        return 1
+    per_dc = getattr(strategy, "dc_replication_factors", None)
+    if per_dc:
+        return sum(int(v) for v in per_dc.values())
+    return int(getattr(strategy, "replication_factor", 1) or 1)
+
+
+def _nodes_of(nodetool) -> str:
+    tools = getattr(nodetool, "tools", None)
+    if tools is None:
+        return "1 of 1"
+    failed = f" (failed: {', '.join(nodetool.failed)})" if nodetool.failed else ""
+    return f"{nodetool.answered} of {len(tools)}{failed}"
 
 
 def _from_tablestats(figures: CassandraFigures, stats: dict) -> None:

@@ -6,10 +6,15 @@ Where it comes from (`NodetoolConfig.command`):
   - "off": never (reports then rely on system_views and system.size_estimates);
   - any other text: the command line to run, e.g. "/opt/cassandra/bin/nodetool -u admin -pw secret".
 JMX host and port are added as -h/-p unless the command already sets them.
+
+On a cluster each node answers for itself over its own JMX: with `--nodetool-hosts` (every
+node's host:port) the maintenance jobs ask every node and combine the answers
+(statestore.maintenance.node_figures), and flushes and compactions run on every node.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -50,6 +55,13 @@ class NodetoolConfig:
     jmx_port: int = setting(
         7199, "STATESTORE_CASSANDRA_JMX_PORT", "--jmx-port", "Cassandra JMX port (default 7199)", parse_port
     )
+    hosts: str | None = setting(
+        None,
+        "STATESTORE_NODETOOL_HOSTS",
+        "--nodetool-hosts",
+        "every node's JMX as host:port,host:port,... (default: --jmx-host and --jmx-port, one node)",
+        lambda raw: ",".join(_parse_hosts(raw)),
+    )
     timeout_s: float = setting(
         1800.0,
         "STATESTORE_NODETOOL_TIMEOUT",
@@ -57,6 +69,19 @@ class NodetoolConfig:
         "seconds one nodetool command may take (default 1800: compactions are slow)",
         parse_positive_float,
     )
+
+
+def _parse_hosts(raw: str) -> list[str]:
+    """host:port entries, each checked (pure)."""
+    hosts = [entry.strip() for entry in raw.split(",") if entry.strip()]
+    if not hosts:
+        raise ValueError("name at least one host:port")
+    for entry in hosts:
+        host, _, port = entry.rpartition(":")
+        if not host:
+            raise ValueError(f"{entry!r} is not host:port")
+        parse_port(port)
+    return hosts
 
 
 def _stack_jars() -> Path | None:
@@ -84,8 +109,20 @@ class Nodetool:
         self.env = env
 
     @classmethod
-    def locate(cls, config: NodetoolConfig) -> Nodetool | None:
-        """The nodetool `config` asks for, or None when it is off or nowhere to be found."""
+    def locate(cls, config: NodetoolConfig):
+        """The nodetool `config` asks for (every node's, with `hosts`), or None when it is off or
+        nowhere to be found."""
+        if config.hosts:
+            from statestore.maintenance.node_figures import EveryNode
+
+            found = []
+            for entry in config.hosts.split(","):
+                host, _, port = entry.rpartition(":")
+                one = cls.locate(dataclasses.replace(config, hosts=None, jmx_host=host, jmx_port=int(port)))
+                if one is None:
+                    return None
+                found.append((entry, one))
+            return EveryNode(found)
         target = ["-h", config.jmx_host, "-p", str(config.jmx_port)]
         command = config.command.strip()
         if command == "off":
@@ -130,8 +167,9 @@ class Nodetool:
         """`nodetool tablestats -F json` of one table: Cassandra's own figures, flushed data only."""
         return self.tablestats_of([(keyspace, table)])[(keyspace, table)]
 
-    def tablestats_of(self, tables: list[tuple[str, str]]) -> dict[tuple[str, str], dict]:
-        """tablestats of several (keyspace, table) pairs in one call (each call starts a JVM)."""
+    def tablestats_of(self, tables: list[tuple[str, str]], replication: int = 1) -> dict[tuple[str, str], dict]:
+        """tablestats of several (keyspace, table) pairs in one call (each call starts a JVM);
+        `replication` matters only to EveryNode (one node's figures are its own)."""
         out = self.run("tablestats", "-F", "json", *(f"{k}.{t}" for k, t in tables))
         try:
             stats = json.loads(out[out.index("{") :])

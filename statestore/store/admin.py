@@ -28,7 +28,7 @@ from statestore.store.builder import open_store
 from statestore.store.lease import Holder, LeaseHeldError, current_holder
 from statestore.store.provision import provision_store, table_exists
 from statestore.store.registry import StoreProgress
-from statestore.store.table_stats import SizeEstimate, max_partition_mib, size_estimate
+from statestore.store.table_stats import SizeEstimate, cluster_figures
 
 _log = logging.getLogger(__name__)
 _COMPACTION_PACKAGE = "org.apache.cassandra.db.compaction."
@@ -73,6 +73,8 @@ class StoreDescription:
     partition_stats: PartitionStats | None  # partitioned types, when asked for
     progress: StoreProgress
     writer: Holder | None  # who holds the store's lease now
+    nodes_answered: int = 1  # how many nodes' figures size and max_partition_mib combine
+    nodes_total: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON values (for XCom, the HTTP page and logs)."""
@@ -90,6 +92,8 @@ class StoreDescription:
             "estimated_partitions": None if self.size is None else self.size.partitions,
             "estimated_bytes": None if self.size is None else self.size.total_bytes,
             "max_partition_mib": self.max_partition_mib,
+            "size_nodes_answered": self.nodes_answered,
+            "size_nodes_total": self.nodes_total,
             "entries_per_partition": None if stats is None else list(stats.entries),
             "partition_skew": None if stats is None or stats.skew is None else round(stats.skew, 3),
             "last_batch_id": self.progress.last_batch_id,
@@ -152,15 +156,18 @@ def describe_store(session, keyspace: str, name: str, *, count_partitions: bool 
     stats = None
     if count_partitions and table is not None and spec.store_type.partitioned:
         stats = PartitionStats(_count_per_partition(session, spec))
+    figures = cluster_figures(session, keyspace, spec.table)
     return StoreDescription(
         spec=spec,
         schema_cql=None if table is None else table.export_as_string(),
         table_options=None if table is None else _options_of(table.options),
-        size=size_estimate(session, keyspace, spec.table),
-        max_partition_mib=max_partition_mib(session, keyspace, spec.table),
+        size=figures.size,
+        max_partition_mib=figures.max_partition_mib,
         partition_stats=stats,
         progress=registry.progress(session, keyspace, name),
         writer=current_holder(session, keyspace, name),
+        nodes_answered=figures.nodes_answered,
+        nodes_total=figures.nodes_total,
     )
 
 

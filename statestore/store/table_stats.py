@@ -1,4 +1,13 @@
-"""What Cassandra itself says about a store's table: size estimates and partition sizes.
+"""What Cassandra itself says about a store's table: size estimates and partition sizes, from
+every node of the cluster.
+
+Both sources are node-local. `system.size_estimates` holds each node's estimate over its
+*primary* token ranges only (Cassandra 4.0 on), which do not overlap between nodes: the sum over
+every node is the table's estimate, counting each partition once whatever the replication.
+`system_views.max_partition_size` is the largest partition a node holds: the cluster's is the
+largest of them. Each query goes to one node (`host=`), so the figures do not depend on which
+node coordinates; a node that does not answer is named, and the sum then covers only the
+primary ranges of the nodes that did (an underestimate, said so by `nodes_answered`).
 
 `system.size_estimates` is refreshed every few minutes from flushed SSTables only, so a table
 whose data still sits in memtables reports nothing yet; callers treat None as "no estimate".
@@ -7,6 +16,10 @@ whose data still sits in memtables reports nothing yet; callers treat None as "n
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+_WHERE = " WHERE keyspace_name = %s AND table_name = %s"
+_SIZES = "SELECT partitions_count, mean_partition_size FROM system.size_estimates" + _WHERE
+_MAX = "SELECT mebibytes FROM system_views.max_partition_size" + _WHERE
 
 
 @dataclass(frozen=True)
@@ -19,26 +32,73 @@ class SizeEstimate:
         return self.partitions * self.mean_partition_bytes
 
 
-def size_estimate(session, keyspace: str, table: str) -> SizeEstimate | None:
-    """This node's estimate over all its token ranges (a single node holds them all)."""
-    rows = list(
-        session.execute(
-            "SELECT partitions_count, mean_partition_size FROM system.size_estimates"
-            " WHERE keyspace_name = %s AND table_name = %s",
-            (keyspace, table),
-        )
+@dataclass(frozen=True)
+class NodeFigures:
+    """One node's own view: partitions and bytes over its primary ranges, its largest partition."""
+
+    node: str
+    partitions: int
+    total_bytes: int
+    max_partition_mib: int | None
+
+
+@dataclass(frozen=True)
+class ClusterFigures:
+    """Every answering node's view combined, and how many nodes that was."""
+
+    size: SizeEstimate | None
+    max_partition_mib: int | None
+    nodes_answered: int
+    nodes_total: int
+    nodes_failed: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return self.nodes_answered == self.nodes_total
+
+
+def combine(answers: list[NodeFigures], nodes_total: int, failed: tuple[str, ...] = ()) -> ClusterFigures:
+    """Pure: the cluster's figures from the nodes that answered (primary ranges add up)."""
+    partitions = sum(a.partitions for a in answers)
+    size = None
+    if partitions > 0:
+        size = SizeEstimate(partitions, sum(a.total_bytes for a in answers) // partitions)
+    maxima = [a.max_partition_mib for a in answers if a.max_partition_mib is not None]
+    return ClusterFigures(size, max(maxima) if maxima else None, len(answers), nodes_total, failed)
+
+
+def node_figures(session, keyspace: str, table: str, host=None) -> NodeFigures:
+    """One node's figures; `host` (a driver Host) pins the queries to it (None: any node)."""
+    rows = list(session.execute(_SIZES, (keyspace, table), host=host))
+    maximum = session.execute(_MAX, (keyspace, table), host=host).one()
+    return NodeFigures(
+        node=str(host.endpoint) if host is not None else "coordinator",
+        partitions=sum(r.partitions_count for r in rows),
+        total_bytes=sum(r.partitions_count * r.mean_partition_size for r in rows),
+        max_partition_mib=None if maximum is None else int(maximum.mebibytes),
     )
-    partitions = sum(r.partitions_count for r in rows)
-    if not rows or partitions == 0:
-        return None
-    total = sum(r.partitions_count * r.mean_partition_size for r in rows)
-    return SizeEstimate(partitions, total // partitions)
+
+
+def cluster_figures(session, keyspace: str, table: str) -> ClusterFigures:
+    """Every node's figures combined; nodes down or failing are counted out and named."""
+    hosts = list(session.cluster.metadata.all_hosts())
+    answers, failed = [], []
+    for host in sorted(hosts, key=lambda h: str(h.endpoint)):
+        if not host.is_up:
+            failed.append(str(host.endpoint))
+            continue
+        try:
+            answers.append(node_figures(session, keyspace, table, host))
+        except Exception:  # noqa: BLE001 - any node that cannot answer is reported as such
+            failed.append(str(host.endpoint))
+    return combine(answers, len(hosts), tuple(failed))
+
+
+def size_estimate(session, keyspace: str, table: str) -> SizeEstimate | None:
+    """The table's estimate over the whole cluster (see cluster_figures)."""
+    return cluster_figures(session, keyspace, table).size
 
 
 def max_partition_mib(session, keyspace: str, table: str) -> int | None:
-    """Cassandra's largest partition of the table on this node, in whole MiB (system_views)."""
-    row = session.execute(
-        "SELECT mebibytes FROM system_views.max_partition_size WHERE keyspace_name = %s AND table_name = %s",
-        (keyspace, table),
-    ).one()
-    return None if row is None else int(row.mebibytes)
+    """The largest partition of the table on any node, in whole MiB (system_views)."""
+    return cluster_figures(session, keyspace, table).max_partition_mib

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from statestore.conn.cassandra import require_keyspace, session_for
+from statestore.conn.cassandra import require_keyspace, session_for, tls_files
 from statestore.conn.kafka import partition_count
 from statestore.conn.retry import with_retries
 from statestore.conn.spark import build_session
@@ -110,6 +110,9 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
     """Provision the store, take its lease, check the checkpoint, start the query. `seams`:
     see BatchSeams (benchmarks time or swap a batch's steps there; the job as shipped does not)."""
     session = session_for(job.cassandra)
+    # Executors on other machines open the TLS files too: ship them (conn.cassandra.local_copy).
+    for path in tls_files(job.cassandra):
+        spark.sparkContext.addFile(path)
     spec = with_retries(job.cassandra, "preparing the store", lambda: resolve_store(session, job))
     lease = StoreLease(session, spec.keyspace, spec.name, job.stream.checkpoint, job.stream.lease_ttl_s)
     with_retries(job.cassandra, "taking the store's lease", lease.acquire)

@@ -98,6 +98,8 @@ def test_largest_partition_agrees_with_cassandra_within_20_percent(audited):
     assert big["agreement"] == pytest.approx(scanned / cassandra["nodetool_max_partition_bytes"], abs=0.001)
     # system_views.max_partition_size is the same bucket bound rounded up to whole MiB.
     assert (cassandra["max_partition_mib"] - 1) * MIB < scanned * 1.2
+    # One node: its view is the whole table, and the report says so.
+    assert (cassandra["nodes_answered"], cassandra["nodes_total"], cassandra["nodetool_nodes"]) == (1, 1, "1 of 1")
     assert scanned <= cassandra["max_partition_mib"] * MIB
     assert cassandra["sstable_count"] >= 1 and cassandra["nodetool_partitions"] == 1
 

@@ -45,6 +45,7 @@ def test_create_describe_and_list_a_partitioned_store(session, keyspace, store_n
     assert described.table_options.default_time_to_live == 3600
     assert described.table_options.compaction == "SizeTieredCompactionStrategy"
     assert described.table_options.gc_grace_seconds == 3600
+    assert (described.as_dict()["size_nodes_answered"], described.as_dict()["size_nodes_total"]) == (1, 1)
     # Exact entries per store partition, as Kafka's partitioner spreads the keys.
     expected = Counter(partition_for(w.encode(), 4) for w in words)
     assert described.partition_stats.entries == tuple(expected[p] for p in range(4))
