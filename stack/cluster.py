@@ -115,7 +115,8 @@ def connection_env(nodes: int = REPLICATION) -> dict[str, str]:
         "STATESTORE_KAFKA_BOOTSTRAP": ",".join(f"{h}:{KAFKA_PORT}" for h in hosts.split(",")),
         "STATESTORE_KAFKA_TOPIC_REPLICATION": str(REPLICATION),
         "STATESTORE_KAFKA_MIN_INSYNC_REPLICAS": str(MIN_INSYNC),
-        "STATESTORE_NODETOOL_HOSTS": ",".join(f"127.0.0.{i}:{JMX_PORT_BASE + i}" for i in range(1, nodes + 1)),
+        # Cassandra's local JMX listens on 127.0.0.1 whatever the node's address: ports tell them apart.
+        "STATESTORE_NODETOOL_HOSTS": ",".join(f"127.0.0.1:{JMX_PORT_BASE + i}" for i in range(1, nodes + 1)),
     }
 
 

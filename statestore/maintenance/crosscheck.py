@@ -37,7 +37,7 @@ class CassandraFigures:
     nodetool_error: str | None = None
     nodes_answered: int | None = None  # CQL figures: nodes whose view is in them, of nodes_total
     nodes_total: int | None = None
-    nodetool_nodes: str | None = None  # e.g. "3 of 3", or "2 of 3 (failed: 127.0.0.3:7301)"
+    nodetool_nodes: str | None = None  # e.g. "3 of 3", or "2 of 3 (failed: 127.0.0.1:7301)"
 
     @property
     def max_partition_bytes(self) -> int | None:
