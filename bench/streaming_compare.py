@@ -32,7 +32,7 @@ import bench_common as common
 from compare.experiments import EXPERIMENTS
 from compare.feed import produce_all
 from compare.report import aggregate, render
-from compare.systems import OURS, STATEFUL, SYSTEMS
+from compare.systems import REAL_JOB, STATEFUL, SYSTEMS
 
 BENCH = Path(__file__).resolve().parent
 PROJECT = BENCH.parent
@@ -120,7 +120,7 @@ def phases_of(system: str, round_no: int, profile: bool, only: list[str] | None 
     phases = ["throughput"] if round_no > 1 else ["throughput", "latency"]
     if round_no == 1 and system in STATEFUL:
         phases.append("restart")
-    if round_no == 1 and profile and system in OURS:
+    if round_no == 1 and profile and system in REAL_JOB:
         phases.append("profile")
     return [p for p in phases if only is None or p in only]
 

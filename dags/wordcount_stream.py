@@ -88,6 +88,12 @@ with DAG(
             type="boolean",
             description="with a new checkpoint, continue from the store's recorded position",
         ),
+        "apply_cache": Param(
+            True,
+            type="boolean",
+            description="executors keep each batch's writes and read only what they cannot vouch for; "
+            "turn off when other programs write the store while the stream runs",
+        ),
         "spark_conf": Param({}, type="object", title="Extra Spark settings (--conf)"),
     },
 ) as dag:
@@ -112,6 +118,7 @@ with DAG(
                 starting_offsets=params["starting_offsets"],
                 max_offsets_per_trigger=params["max_offsets_per_trigger"],
                 recover_from_store=params["recover_from_store"],
+                apply_cache=params.get("apply_cache", True),
             )
             cassandra = CassandraStateStoreHook(dag_support.CASSANDRA_CONN_ID).config
             bootstrap = dag_support.kafka_bootstrap(BaseHook.get_connection(dag_support.KAFKA_CONN_ID))
@@ -126,6 +133,8 @@ with DAG(
                 args += [flag, str(value)]
         if stream.recover_from_store:
             args.append("--recover-from-store")
+        if not stream.apply_cache:
+            args.append("--no-apply-cache")
         args += ["--kafka-bootstrap", bootstrap, *dag_support.cassandra_args(cassandra)]
         return dag_support.spark_submission(args, params["spark_conf"], dag_support.spark_master())
 

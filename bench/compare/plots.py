@@ -7,9 +7,11 @@ from pathlib import Path
 _COLOURS = {
     "partitioned": "#1b7837",
     "global": "#7fbf7b",
+    "partitioned-reads": "#a6dba0",
     "rocksdb": "#2166ac",
     "hdfs": "#92c5de",
     "stateless": "#999999",
+    "write-ceiling": "#d6604d",
 }
 
 

@@ -2,11 +2,19 @@
 
   partitioned  our job (statestore.stream.job.start) on a partitioned-kv store
   global       our job on a global-kv store
+  partitioned-reads
+               our job on a partitioned-kv store without the apply cache (--no-apply-cache):
+               every key read before it is written, the design before the cache
   rocksdb      Spark's own stateful word count, groupBy(word).count() in update mode to a
                no-op sink, with the RocksDB state store provider
   hdfs         the same with Spark's default, HDFS-backed (in-memory map) provider
   stateless    the same Kafka read and tokenization to a no-op sink: no state, no shuffle,
                the ceiling of what the machine can do
+  write-ceiling
+               our job on a partitioned-kv store with blind writes instead of the apply
+               (compare/ceiling.py): each batch's distinct keys written once, nothing read,
+               the Cassandra write ceiling of any design that writes every distinct key once
+               per batch (its counts are wrong by design)
 
 All read the topic from the earliest offset with the same maxOffsetsPerTrigger and use the
 session's shuffle partitions (the job's default, 4; for Spark's stores that is also the
@@ -20,16 +28,27 @@ from dataclasses import dataclass
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-OURS = {"partitioned": "partitioned-kv", "global": "global-kv"}
+OURS = {
+    "partitioned": "partitioned-kv",
+    "global": "global-kv",
+    "partitioned-reads": "partitioned-kv",
+    "write-ceiling": "partitioned-kv",
+}
+# Our job with exact counts (the write ceiling runs our job's driver only).
+REAL_JOB = ("partitioned", "global", "partitioned-reads")
+UNCACHED = ("partitioned-reads",)
+BLIND = "write-ceiling"
 PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER}
-SYSTEMS = ("partitioned", "global", "rocksdb", "hdfs", "stateless")
+SYSTEMS = ("partitioned", "partitioned-reads", "global", "rocksdb", "hdfs", "stateless", "write-ceiling")
 STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
 LABELS = {
     "partitioned": "statestore, partitioned-kv",
+    "partitioned-reads": "statestore, partitioned-kv, no apply cache",
     "global": "statestore, global-kv",
     "rocksdb": "Spark, RocksDB provider",
     "hdfs": "Spark, HDFS-backed provider",
     "stateless": "stateless ceiling",
+    "write-ceiling": "Cassandra write ceiling (blind writes)",
 }
 
 
@@ -85,6 +104,7 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
         store_type=OURS[system],
         trigger=target.trigger,
         max_offsets_per_trigger=max_offsets,
+        apply_cache=system not in UNCACHED,
     )
     running = start(spark, JobConfig(stream, cassandra, kafka), seams or SHIPPED)
     return Running(running.query, running.stop)

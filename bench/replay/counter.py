@@ -71,7 +71,7 @@ def _statements(update, deltas: list[Delta], partitions: int, global_layout: boo
     return statements
 
 
-def counter_applier(config, spec, batch_id: int, write_ts: int, version_ms: int | None = None, timer=None):
+def counter_applier(config, spec, batch_id: int, write_ts: int, version_ms: int | None = None, timer=None, cache=None):
     """A drop-in for statestore.stream.apply.partition_applier (same signature, same output:
     one ApplyStats per task) that applies the deltas as blind counter increments: no read, no
     batch tag, no write timestamp. Rows are decoded and sliced by the library's deltas_of (as

@@ -280,6 +280,11 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         # A switch takes no value on the command line; "true" then goes through `resolve`.
         extra = {"action": "store_const", "const": "true"} if f.metadata["switch"] else {}
         group.add_argument(f.metadata["flag"], dest=f.name, default=None, help=help_text, **extra)
+        if f.metadata["switch"] and f.default is True:  # a switch that is on: --no-<flag> turns it off
+            off = "--no-" + f.metadata["flag"].removeprefix("--")
+            group.add_argument(
+                off, dest=f.name, action="store_const", const="false", help=f"turn {f.metadata['flag']} off"
+            )
 
 
 def from_args(cls: type, args: argparse.Namespace, env: Mapping[str, str] | None = None):
@@ -383,6 +388,15 @@ class StreamConfig:
         "--recover-from-store",
         "with a new (empty) checkpoint, finish the store's last batch and continue from where it "
         "ended instead of refusing to start",
+        _bool,
+        switch=True,
+    )
+    apply_cache: bool = setting(
+        True,
+        "STATESTORE_APPLY_CACHE",
+        "--apply-cache",
+        "keep each batch's writes on the executors so the next batch reads only what they cannot vouch "
+        "for (default on; --no-apply-cache reads every key from Cassandra, as before 2026-11)",
         _bool,
         switch=True,
     )

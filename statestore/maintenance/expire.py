@@ -225,6 +225,10 @@ def expire(spark, session, config: CassandraConfig, stores: list[str], options: 
     work = [(index, token_range) for index in range(len(targets)) for token_range in ranges]
     summaries = [ExpirySummary() for _ in targets]
     began = time.monotonic()
+    # A stream's apply cache must not trust what it wrote across these deletes (registry doc).
+    marked = [] if options.dry_run else specs
+    for spec in marked:
+        registry.mark_outside_writes(session, spec, ongoing=True, now_us=time.time_ns() // 1000)
     try:
         if work:
             for index, part in run_over_ranges(spark, work, expire_task(config, targets, options), "expiring"):
@@ -234,6 +238,11 @@ def expire(spark, session, config: CassandraConfig, stores: list[str], options: 
             if not options.dry_run:
                 history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, "failed", cutoff.at_ms)
         raise
+    finally:
+        # Deletes of a failed run are over too; only a killed job leaves the mark "in progress"
+        # (the stream then runs without its cache until the next expiry ends).
+        for spec in marked:
+            registry.mark_outside_writes(session, spec, ongoing=False, now_us=time.time_ns() // 1000)
     seconds = time.monotonic() - began
     results = []
     for spec, run_at, (_, cutoff), stream_ms, summary in zip(

@@ -12,6 +12,11 @@ therefore cannot record anything once a newer writer has taken over: its update 
 (StoreFencedError) and the store's progress never goes back. Progress and epoch reads that a
 writer decides on are serial reads; everything here runs on the bookkeeping profile
 (LOCAL_QUORUM / LOCAL_SERIAL by default), so one replica of three may be down.
+
+Outside writes: a program other than the stream that changes a store's entries while a
+stream may run (the expire job) marks `outside_writes` before its first change (negative: in
+progress) and after its last (positive). The stream's apply cache trusts nothing across a
+change of that mark (statestore.stream.apply_cache).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class StoreProgress:
     pending_offsets: str | None
     last_ts: int | None
     epoch: int | None = None
+    outside_writes: int | None = None
 
     @property
     def has_batches(self) -> bool:
@@ -57,19 +63,24 @@ def create_cql(keyspace: str) -> str:
         " key_format text, value_format text, created_at timestamp, source_topic text,"
         " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
         " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
-        " last_ts bigint, epoch bigint)"
+        " last_ts bigint, epoch bigint, outside_writes bigint)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
 
 def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> None:
     session.execute(create_cql(keyspace), execution_profile=ddl_profile)
-    # A registry made before fencing existed has no epoch column yet: add it (idempotent).
+    # A registry made before fencing (epoch) or outside-write marks existed lacks their
+    # columns: add them (idempotent).
     meta = session.cluster.metadata.keyspaces.get(keyspace)
     table = None if meta is None else meta.tables.get(REGISTRY_TABLE)
-    if table is not None and "epoch" not in table.columns:
+    for column in ("epoch", "outside_writes"):
+        if table is None or column in table.columns:
+            continue
         try:
-            session.execute(f"ALTER TABLE {keyspace}.{REGISTRY_TABLE} ADD epoch bigint", execution_profile=ddl_profile)
+            session.execute(
+                f"ALTER TABLE {keyspace}.{REGISTRY_TABLE} ADD {column} bigint", execution_profile=ddl_profile
+            )
         except InvalidRequest as exc:  # another worker added it first
             if "conflicts with an existing column" not in str(exc):
                 raise
@@ -163,12 +174,13 @@ def _progress(row) -> StoreProgress:
         row.pending_offsets,
         row.last_ts,
         getattr(row, "epoch", None),
+        getattr(row, "outside_writes", None),
     )
 
 
 _PROGRESS_COLUMNS = (
     "last_batch_id, last_batch_at, max_event_time, source_topic, query_id, batch_base,"
-    " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts, epoch"
+    " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts, epoch, outside_writes"
 )
 
 
@@ -260,6 +272,13 @@ def record_batch(
     )
     params = (batch_id, write_ts, offsets, max_event_time_ms, spec.name)
     _fenced(session, update, params, spec, epoch, f"recording batch {batch_id}")
+
+
+def mark_outside_writes(session, spec: StoreSpec, ongoing: bool, now_us: int) -> None:
+    """Mark the store as changed by a program other than its stream: before the first change
+    (`ongoing`, stored negative) and after the last (positive). See the module doc."""
+    update = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET outside_writes = ? WHERE name = ?")
+    session.execute(update, (-now_us if ongoing else now_us, spec.name), execution_profile=BOOKKEEPING_PROFILE)
 
 
 # The condition of a fenced progress update (see _fenced), by "unfenced".

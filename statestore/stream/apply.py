@@ -21,6 +21,7 @@ Cassandra partition) is one batch statement, so a replay sees it wholly written 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
@@ -33,6 +34,7 @@ from statestore.core.model import Entry, StoreSpec
 from statestore.store.tables import table_for
 from statestore.store.tables.versioned_base import RowWrite, Version, plan_latest
 from statestore.stream import faults
+from statestore.stream.apply_cache import BucketCache, CachePlan, bucket_expression
 
 # A timing seam: called with a phase's name and its seconds. The job as shipped passes none
 # (and then no clock is read); benchmarks pass one to see where an apply's time goes.
@@ -65,11 +67,13 @@ def timed(timer: Timer | None, phase: str, step: Callable):
 
 @dataclass(frozen=True)
 class Delta:
-    """A change to one key within one batch: `amount` to add, latest event time seen."""
+    """A change to one key within one batch: `amount` to add, latest event time seen, and the
+    key's apply-cache bucket (statestore.stream.apply_cache; None without the cache)."""
 
     key: bytes
     amount: int
     time_ms: int | None
+    bucket: int | None = None
 
 
 # The key under which a batch's deltas count what it cannot count (statestore.stream.job's
@@ -84,6 +88,8 @@ class ApplyStats:
     skipped: int = 0
     max_time_ms: int | None = None
     uncountable: int = 0  # messages and words the batch sends to the dead-letter table instead
+    read: int = 0  # keys read from Cassandra (the others were vouched for by the apply cache)
+    cache_tokens: tuple[tuple[int, str], ...] = ()  # (bucket, token) of each apply-cache file finished
 
     def __add__(self, other: ApplyStats) -> ApplyStats:
         times = [t for t in (self.max_time_ms, other.max_time_ms) if t is not None]
@@ -93,6 +99,8 @@ class ApplyStats:
             self.skipped + other.skipped,
             max(times) if times else None,
             self.uncountable + other.uncountable,
+            self.read + other.read,
+            self.cache_tokens + other.cache_tokens,
         )
 
 
@@ -134,28 +142,39 @@ def apply_deltas(
     write_ts: int,
     version_ms: int | None = None,
     timer: Timer | None = None,
+    cache: BucketCache | None = None,
 ) -> ApplyStats:
     """Read the current entries of the batch's keys, then write the new absolute values.
     Versioned stores: as versions valid from `version_ms` (None: rewrite current versions).
-    `timer` hears the phases read, plan and write."""
+    Key-value stores with `cache` (the keys' bucket file) read only what it cannot vouch for,
+    and keep what they read and wrote in it. `timer` hears the phases read, plan, write and
+    cache."""
     if not deltas:
         return ApplyStats()
     table = table_for(spec)
     keys = [d.key for d in deltas]
+    cached: dict[bytes, Entry] = {}
     if spec.store_type.versioned:
         current = timed(timer, "read", lambda: table.read_latest(session, keys, concurrency))
         writes, skipped = timed(timer, "plan", lambda: plan_versions(current, deltas, batch_id, version_ms))
         write = table.write_rows
     else:
-        current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency))
+        if cache is not None:
+            cached, keys = timed(timer, "cache", lambda: cache.lookup(keys))
+        current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency)) if keys else {}
+        current.update(cached)
         writes, skipped = timed(timer, "plan", lambda: plan_writes(current, deltas, batch_id))
         write = table.write_entries
     faults.crash_if_armed_mid_write(
         batch_id, lambda half: write(session, writes[:half], concurrency, write_ts), len(writes)
     )
     timed(timer, "write", lambda: write(session, writes, concurrency, write_ts))
+    if cache is not None:
+        written = {w.key for w in writes}
+        read_back = (e for k, e in current.items() if k not in written and k not in cached)
+        timed(timer, "cache", lambda: cache.remember([*writes, *read_back]))
     times = [d.time_ms for d in deltas if d.time_ms is not None]
-    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None)
+    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None, read=len(keys))
 
 
 # Deltas are applied in slices so a task's memory stays bounded whatever its input size.
@@ -167,7 +186,7 @@ def deltas_of(rows: Iterable) -> Iterator[list[Delta]]:
     slice, maybe empty, so every task reports its stats)."""
     deltas: list[Delta] = []
     for row in rows:
-        deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2]))
+        deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2], row[3] if len(row) > 3 else None))
         if len(deltas) >= SLICE:
             yield deltas
             deltas = []
@@ -181,46 +200,89 @@ def partition_applier(
     write_ts: int,
     version_ms: int | None = None,
     timer: Timer | None = None,
+    cache: CachePlan | None = None,
 ):
-    """A function over one task's rows of (word, delta, last_ms) (run by run_applier): it applies them
-    on the executor and yields one ApplyStats per task. Transient Cassandra errors are retried
-    within the retry budget: repeating a slice is safe (see the module doc). `version_ms`:
-    where versioned stores' new versions start (computed once per batch on the driver).
-    `timer` (an AccumulatorTimer: it runs on the executors) hears read, plan and write per
-    slice, `task` per task and `slices` (1 per slice)."""
+    """A function over one task's rows of (word, delta, last_ms[, bucket]) (run by run_applier):
+    it applies them on the executor and yields one ApplyStats per task. Transient Cassandra
+    errors are retried within the retry budget: repeating a slice is safe (see the module doc).
+    `version_ms`: where versioned stores' new versions start (computed once per batch on the
+    driver). `cache`: the batch's apply-cache plan (rows then carry their bucket; see
+    statestore.stream.apply_cache). `timer` (an AccumulatorTimer: it runs on the executors)
+    hears read, plan, write and cache per slice, `task` per task and `slices` (1 per slice)."""
 
-    def apply_slice(deltas: list[Delta]) -> ApplyStats:
+    def apply_slice(deltas: list[Delta], bucket: BucketCache | None) -> ApplyStats:
         if timer is not None:
             timer("slices", 1)
         return with_retries(
             config,
             f"applying batch {batch_id} to store {spec.name}",
             lambda: apply_deltas(
-                session_for(config), spec, batch_id, deltas, config.write_concurrency, write_ts, version_ms, timer
+                session_for(config),
+                spec,
+                batch_id,
+                deltas,
+                config.write_concurrency,
+                write_ts,
+                version_ms,
+                timer,
+                bucket,
             ),
         )
 
+    def apply_cached(rows: Iterator) -> ApplyStats:
+        files: dict[int, BucketCache] = {}
+        try:
+            total = ApplyStats()
+            for deltas in deltas_of(rows):
+                by_bucket: dict[int, list[Delta]] = {}
+                for delta in deltas:
+                    by_bucket.setdefault(delta.bucket, []).append(delta)
+                for number, group in by_bucket.items():
+                    if number not in files:
+                        files[number] = BucketCache.open(cache, number)
+                    total += apply_slice(group, files[number])
+            tokens = tuple((number, file.finish()) for number, file in files.items())
+            return total + ApplyStats(cache_tokens=tokens)
+        finally:
+            for file in files.values():
+                file.close()
+
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
-        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in deltas_of(rows)), ApplyStats()))
+        if cache is None or spec.store_type.versioned:
+            yield timed(timer, "task", lambda: sum((apply_slice(d, None) for d in deltas_of(rows)), ApplyStats()))
+        else:
+            yield timed(timer, "task", lambda: apply_cached(rows))
 
     return apply_partition
 
 
-def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
+def run_applier(
+    deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]], buckets: int | None = None
+) -> ApplyStats:
     """Run `applier` (partition_applier's function, or a drop-in with its contract) on the
     executors over a DataFrame of (word, delta, last_ms); the stats of every task, summed.
-    A row under UNCOUNTABLE is not applied: its delta comes back as `uncountable`.
+    A row under UNCOUNTABLE is not applied: its delta comes back as `uncountable`. With
+    `buckets` (the apply cache), each row also carries its key's bucket.
 
     The rows cross from the JVM as Arrow column batches (mapInArrow), not as pickled Rows
     through `DataFrame.rdd`, which also cost the driver a quarter of a second per batch to
     build (BENCHMARKS.md, streaming profile).
     """
     names = [f.name for f in fields(ApplyStats)]
+    if buckets is not None:
+        from pyspark.sql import functions as F
+
+        deltas_df = deltas_df.withColumn("bucket", F.expr(bucket_expression(buckets)))
+
+    def out(stats: ApplyStats) -> dict:
+        row = asdict(stats)
+        row["cache_tokens"] = json.dumps(stats.cache_tokens)
+        return row
 
     def over_arrow(batches):
         import pyarrow as pa  # on the executor, where Spark calls this with Arrow batches
 
-        schema = pa.schema([(name, pa.int64()) for name in names])
+        schema = pa.schema([(name, pa.string() if name == "cache_tokens" else pa.int64()) for name in names])
         uncountable = 0
 
         def rows():
@@ -233,9 +295,15 @@ def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) 
                         yield row
 
         for stats in applier(rows()):
-            yield pa.RecordBatch.from_pylist([asdict(stats)], schema=schema)
+            yield pa.RecordBatch.from_pylist([out(stats)], schema=schema)
         if uncountable:
-            yield pa.RecordBatch.from_pylist([asdict(ApplyStats(uncountable=uncountable))], schema=schema)
+            yield pa.RecordBatch.from_pylist([out(ApplyStats(uncountable=uncountable))], schema=schema)
 
-    tasks = deltas_df.mapInArrow(over_arrow, ", ".join(f"{name} long" for name in names)).collect()
-    return sum((ApplyStats(**task.asDict()) for task in tasks), ApplyStats())
+    columns = ", ".join(f"{name} {'string' if name == 'cache_tokens' else 'long'}" for name in names)
+    tasks = deltas_df.mapInArrow(over_arrow, columns).collect()
+    return sum((_stats_of(task.asDict()) for task in tasks), ApplyStats())
+
+
+def _stats_of(row: dict) -> ApplyStats:
+    tokens = tuple((int(bucket), token) for bucket, token in json.loads(row.pop("cache_tokens") or "[]"))
+    return ApplyStats(**row, cache_tokens=tokens)

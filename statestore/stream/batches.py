@@ -28,8 +28,10 @@ from statestore.core.errors import StateStoreError
 from statestore.core.model import StoreSpec
 from statestore.store import deadletters, registry
 from statestore.store.lease import StoreLease
+from statestore.store.tables import table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, Timer, partition_applier, run_applier, timed
+from statestore.stream.apply_cache import CacheLedger, CachePlan
 from statestore.stream.faults import pause_driver_if_armed
 from statestore.stream.transforms import batch_deltas, batch_version_ms, dead_letter_rows
 
@@ -117,21 +119,34 @@ def apply_batch(
     batch_base: int,
     epoch: int,
     seams: BatchSeams = SHIPPED,
+    cache: CachePlan | None = None,
 ) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records as logical batch `logical`, which reads
     from `start_offsets` up to `end_offsets` (Spark's JSON), as the writer of store epoch
-    `epoch` (its progress updates are refused once a newer writer took the store)."""
+    `epoch` (its progress updates are refused once a newer writer took the store). `cache`:
+    the batch's apply-cache plan (key-value stores; None reads every key)."""
     return timed(
         seams.driver_timer,
         "apply_batch",
         lambda: _apply_batch(
-            config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, epoch, seams
+            config,
+            spec,
+            batch_df,
+            logical,
+            write_ts,
+            start_offsets,
+            end_offsets,
+            query_id,
+            batch_base,
+            epoch,
+            seams,
+            None if spec.store_type.versioned else cache,
         ),
     )
 
 
 def _apply_batch(
-    config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, epoch, seams
+    config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, epoch, seams, cache
 ) -> BatchResult:
     session = session_for(config)
     clock = seams.driver_timer
@@ -159,11 +174,14 @@ def _apply_batch(
             # once here so all executors (and any replay) agree on it.
             version_ms = batch_version_ms(batch_df)
             applier = seams.make_applier(config, spec, logical, write_ts, version_ms=version_ms, timer=seams.task_timer)
-        elif seams.task_timer is not None:
-            applier = seams.make_applier(config, spec, logical, write_ts, timer=seams.task_timer)
-        else:  # the four-argument call the benchmarks' drop-in appliers take
-            applier = seams.make_applier(config, spec, logical, write_ts)
-        stats = run_applier(batch_deltas(batch_df, with_uncountable=True), applier)
+        else:
+            # Drop-in appliers (benchmarks) take the four arguments, plus timer and cache if used.
+            extra = {} if seams.task_timer is None else {"timer": seams.task_timer}
+            if cache is not None:
+                extra["cache"] = cache
+            applier = seams.make_applier(config, spec, logical, write_ts, **extra)
+        buckets = None if cache is None else cache.buckets
+        stats = run_applier(batch_deltas(batch_df, with_uncountable=True), applier, buckets)
         letters = 0
         if stats.uncountable:
             letters = timed(
@@ -204,9 +222,12 @@ class BatchApplier:
         lease: StoreLease,
         epoch: int,
         seams: BatchSeams = SHIPPED,
+        apply_cache: bool = True,
     ) -> None:
         self.spark = spark
         self.epoch = epoch
+        # The apply cache's tokens of the last batch (statestore.stream.apply_cache); None: off.
+        self.ledger = CacheLedger() if apply_cache else None
         self.seams = seams
         self.config = config
         self.spec = spec
@@ -268,19 +289,29 @@ class BatchApplier:
         start = progress.offsets or timed(
             clock, "first batch start offsets", lambda: first_batch_start(batch_df, offsets)
         )
-        result = apply_batch(
-            self.config,
-            self.spec,
-            batch_df,
-            logical,
-            write_ts_for(progress, logical),
-            start,
-            offsets,
-            self.query_id,
-            base,
-            self.epoch,
-            self.seams,
-        )
+        plan = self.cache_plan(session, progress, logical, batch_df)
+        try:
+            result = apply_batch(
+                self.config,
+                self.spec,
+                batch_df,
+                logical,
+                write_ts_for(progress, logical),
+                start,
+                offsets,
+                self.query_id,
+                base,
+                self.epoch,
+                self.seams,
+                plan,
+            )
+        except BaseException:
+            if self.ledger is not None:
+                self.ledger.forget()
+            raise
+        if plan is not None:
+            tokens = dict(result.stats.cache_tokens)
+            self.ledger.record(logical, plan.buckets, progress.outside_writes, tokens)
         self.last = result
         _log.info(
             "batch %d (spark %d) of store %s: %d keys, %d written, %d already applied, %d dead letters, %.1fs",
@@ -292,6 +323,24 @@ class BatchApplier:
             result.stats.skipped,
             result.dead_letters,
             time.monotonic() - began,
+        )
+
+    def cache_plan(self, session, progress: registry.StoreProgress, logical: int, batch_df) -> CachePlan | None:
+        """The apply cache's plan of this batch (None: the cache is off or cannot serve the store)."""
+        if self.ledger is None or self.spec.store_type.versioned:
+            return None
+        buckets = int(batch_df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        # Files may start complete only at the store's very first batch, when it holds nothing.
+        fresh = not progress.has_batches and self._store_is_empty(session)
+        store = f"{self.spec.keyspace}.{self.spec.name}"
+        return self.ledger.plan(store, logical, buckets, progress.outside_writes, fresh)
+
+    def _store_is_empty(self, session) -> bool:
+        table = table_for(self.spec)
+        return with_retries(
+            self.config,
+            f"checking whether store {self.spec.name} is empty",
+            lambda: next(iter(table.scan_unordered(session, page_size=1)), None) is None,
         )
 
 

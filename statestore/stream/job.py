@@ -123,7 +123,9 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
         starting = with_retries(
             job.cassandra, "checking the checkpoint", lambda: _check_checkpoint(spark, session, job, spec, epoch, seams)
         )
-        applier = BatchApplier(spark, job.cassandra, spec, job.stream.checkpoint, lease, epoch, seams)
+        applier = BatchApplier(
+            spark, job.cassandra, spec, job.stream.checkpoint, lease, epoch, seams, job.stream.apply_cache
+        )
         writer = (
             _kafka_source(spark, job, starting)
             .writeStream.queryName(f"wordcount-{spec.name}")

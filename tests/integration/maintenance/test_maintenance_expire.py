@@ -48,7 +48,10 @@ def test_stream_time_expiry_removes_exactly_the_old_entries(session, keyspace, s
         seeded_store(session, keyspace, f"{store_name}_g", StoreType.GLOBAL_KV),
     ]
     argv = ["--keyspace", keyspace, "--report-dir", str(tmp_path), "--retention", "2d"]
+    began_us = now_micros()
     assert load_job("expire_state").main([*argv, *(a for s in specs for a in ("--store", s.name))]) == 0
+    for spec in specs:  # the deletes are announced as over, for a stream's apply cache
+        assert registry.progress(session, keyspace, spec.name).outside_writes >= began_us
     report = json.loads((tmp_path / "expire_state.json").read_text())
     for spec, result in zip(specs, report["stores"], strict=True):
         left = contents(session, spec)
@@ -128,6 +131,7 @@ def test_processing_time_expiry_dry_run_and_table_ttl(session, keyspace, store_n
     dry = json.loads((tmp_path / "dry" / "expire_state.json").read_text())["stores"][0]
     assert (dry["removed"], dry["scanned"] - dry["kept"], len(contents(session, spec))) == (0, 310, 360)
     assert history.expired_before(session, keyspace, spec.name) is None  # a dry run deletes nothing
+    assert registry.progress(session, keyspace, spec.name).outside_writes is None  # nor announces any
 
     assert load_job("expire_state").main([*argv, "--report-dir", str(tmp_path), "--table-ttl", "30d"]) == 0
     result = json.loads((tmp_path / "expire_state.json").read_text())["stores"][0]

@@ -11,7 +11,15 @@ def test_the_full_run_is_the_issue_s_corpus_and_state_sizes():
     assert (args.words, args.vocab, args.batches) == (5_000_000, 1_000_000, 10)
     assert args.sizes == [10_000, 100_000, 1_000_000]
     assert args.profile is True
-    assert args.systems == ["partitioned", "global", "rocksdb", "hdfs", "stateless"]
+    assert args.systems == [
+        "partitioned",
+        "partitioned-reads",
+        "global",
+        "rocksdb",
+        "hdfs",
+        "stateless",
+        "write-ceiling",
+    ]
 
 
 def test_quick_is_smaller_and_explicit_flags_still_win():

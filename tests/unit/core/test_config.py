@@ -85,3 +85,15 @@ def test_processing_time_triggers(raw, seconds):
 def test_bad_triggers(raw):
     with pytest.raises(ValueError, match="available-now"):
         parse_trigger(raw)
+
+
+def test_a_switch_that_is_on_by_default_has_a_no_flag_and_the_environment_still_counts():
+    parser = argparse.ArgumentParser()
+    cfg.add_arguments(parser, StreamConfig)
+    base = ["--topic", "t", "--store", "s", "--checkpoint", "/tmp/cp"]
+    assert cfg.from_args(StreamConfig, parser.parse_args(base), env={}).apply_cache is True
+    off = parser.parse_args([*base, "--no-apply-cache"])
+    assert cfg.from_args(StreamConfig, off, env={}).apply_cache is False
+    env_off = {"STATESTORE_APPLY_CACHE": "false"}
+    assert cfg.from_args(StreamConfig, parser.parse_args(base), env=env_off).apply_cache is False
+    assert cfg.from_args(StreamConfig, parser.parse_args([*base, "--apply-cache"]), env=env_off).apply_cache is True

@@ -1,0 +1,116 @@
+"""The apply cache on the real stack: batches read only what their executor cannot vouch for,
+and never trust it across a restart or a write from outside the stream (apply_cache doc)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pyspark.errors import StreamingQueryException
+
+from statestore.core.codecs import decode_long, encode_text
+from statestore.core.config import StreamConfig
+from statestore.store import registry
+from statestore.store.builder import open_store
+from statestore.store.tables import table_for
+from statestore.stream.batches import BatchSeams
+from statestore.stream.job import JobConfig, start
+from tests.corpus import generate
+from tests.integration.conftest import dump, produce_lines, run_stream
+
+
+def _run_batches(spark, cassandra_config, kafka_config, topic, store, checkpoint, on_batch=None, **overrides):
+    """An available-now run of several batches; every batch's result, in order."""
+    results = []
+
+    def seen(result):
+        results.append(result)
+        if on_batch is not None:
+            on_batch(result)
+
+    stream = StreamConfig(topic=topic, store=store, checkpoint=str(checkpoint), **overrides)
+    running = start(spark, JobConfig(stream, cassandra_config, kafka_config), BatchSeams(on_batch=seen))
+    try:
+        try:
+            assert running.query.awaitTermination(timeout=600), "the run did not finish within 600 s"
+        except StreamingQueryException as exc:
+            raise RuntimeError(str(exc)) from None
+    finally:
+        running.stop()
+    return results
+
+
+def test_batches_of_a_new_store_read_nothing_and_count_exactly(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    lines, truth = generate(2000, seed=31)
+    produce_lines(kafka_config, topic, lines)
+    results = _run_batches(
+        spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", max_offsets_per_trigger=400
+    )
+    assert len(results) >= 4
+    assert dump(session, keyspace, store_name) == dict(truth)
+    # A new store: every bucket file starts complete, so no batch reads a key from Cassandra,
+    # and every bucket that had keys reported its token.
+    assert [r.stats.read for r in results] == [0] * len(results)
+    assert all(r.stats.cache_tokens for r in results)
+
+    # The same input into another store without the cache: every key is read.
+    uncached = _run_batches(
+        spark,
+        cassandra_config,
+        kafka_config,
+        topic,
+        store_name + "_x",
+        tmp_path / "cp2",
+        max_offsets_per_trigger=400,
+        apply_cache=False,
+    )
+    assert [r.stats.read for r in uncached] == [r.stats.keys for r in uncached]
+    assert dump(session, keyspace, store_name + "_x") == dict(truth)
+
+
+def test_a_restart_trusts_nothing_it_cached_before(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    produce_lines(kafka_config, topic, ["alpha beta"] * 50)
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    # Between runs another program sets a count (the files on the executor still say 50).
+    open_store(session, keyspace, store_name).put("alpha", 1000)
+    produce_lines(kafka_config, topic, ["alpha"] * 5)
+    _, applier = run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    assert dump(session, keyspace, store_name) == {"alpha": 1005, "beta": 50}
+    assert applier.last.stats.read == 1  # the new run's first batch read its key
+
+
+def test_deletes_marked_as_outside_writes_are_seen_by_the_next_batch(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    produce_lines(kafka_config, topic, ["alpha beta"] * 40)
+    deleted = Counter()
+
+    def expire_alpha_after_the_first_batch(result):
+        if deleted:
+            return
+        spec = registry.lookup(session, keyspace, store_name)
+        table = table_for(spec)
+        deleted["alpha"] = decode_long(table.get(session, encode_text("alpha")).value)
+        # What the expire job does around its deletes (statestore.maintenance.expire).
+        registry.mark_outside_writes(session, spec, ongoing=True, now_us=1_000)
+        table.delete(session, encode_text("alpha"))
+        registry.mark_outside_writes(session, spec, ongoing=False, now_us=2_000)
+
+    results = _run_batches(
+        spark,
+        cassandra_config,
+        kafka_config,
+        topic,
+        store_name,
+        tmp_path / "cp",
+        on_batch=expire_alpha_after_the_first_batch,
+        max_offsets_per_trigger=10,
+    )
+    assert len(results) >= 3 and 0 < deleted["alpha"] < 40
+    # The expired word counts again from zero; a trusted cache would have brought it back.
+    assert dump(session, keyspace, store_name) == {"alpha": 40 - deleted["alpha"], "beta": 40}
+    assert results[1].stats.read == results[1].stats.keys  # nothing trusted right after the expiry
+    assert results[2].stats.read == 0  # and trusted again from the batch after

@@ -1,0 +1,84 @@
+"""The apply cache's rules of trust: the driver's ledger (pure) and a bucket's SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+
+from statestore.core.model import Entry
+from statestore.stream.apply_cache import BucketCache, CacheLedger, CachePlan, bucket_expression
+
+KEYS = [b"alpha", b"beta", b"gamma"]
+
+
+def _ledger_after_batch(batch: int, outside_writes: int | None = 7) -> CacheLedger:
+    ledger = CacheLedger()
+    ledger.record(batch, 4, outside_writes, {0: "t0", 3: "t3"})
+    return ledger
+
+
+def test_the_ledger_trusts_only_the_previous_batch_with_nothing_in_between():
+    ledger = _ledger_after_batch(5)
+    assert ledger.plan("ks.s", 6, 4, 7, fresh=False).expected == {0: "t0", 3: "t3"}
+    assert ledger.plan("ks.s", 7, 4, 7, fresh=False).expected == {}  # a batch in between
+    assert ledger.plan("ks.s", 5, 4, 7, fresh=False).expected == {}  # a replay of the same batch
+    assert ledger.plan("ks.s", 6, 8, 7, fresh=False).expected == {}  # other buckets
+    assert ledger.plan("ks.s", 6, 4, 9, fresh=False).expected == {}  # an expiry ran in between
+    assert ledger.plan("ks.s", 6, 4, -9, fresh=True) == CachePlan("ks.s", 4, {}, False)  # one is running
+    ledger.forget()
+    assert ledger.plan("ks.s", 6, 4, 7, fresh=False).expected == {}  # a failed batch
+
+
+def test_a_fresh_store_may_start_complete_files():
+    assert CacheLedger().plan("ks.s", 0, 4, None, fresh=True).fresh is True
+    assert bucket_expression(4) == "pmod(hash(word), 4)"
+
+
+def _finished(path, entries, expected=None, fresh=False) -> str:
+    cache = BucketCache(str(path), expected, fresh)
+    try:
+        cache.remember(entries)
+        return cache.finish()
+    finally:
+        cache.close()
+
+
+@pytest.fixture
+def file(tmp_path):
+    return tmp_path / "bucket.sqlite"
+
+
+def test_a_file_is_trusted_with_the_token_of_its_last_finished_task(file):
+    token = _finished(file, [Entry(b"alpha", b"\x01", 3, 100)])
+    trusted = BucketCache(str(file), token, fresh=False)
+    found, to_read = trusted.lookup(KEYS)
+    trusted.close()
+    assert found == {b"alpha": Entry(b"alpha", b"\x01", 3, 100)}
+    assert to_read == [b"beta", b"gamma"]  # not complete: absent keys are read
+
+    # Any other token (another executor finished the bucket last) empties the file.
+    _finished(file, [Entry(b"beta", b"\x02", 4, None)])
+    stranger = BucketCache(str(file), token, fresh=False)
+    assert stranger.lookup(KEYS) == ({}, KEYS)
+    stranger.close()
+
+
+def test_a_task_that_dies_before_finishing_leaves_a_file_nobody_trusts(file):
+    token = _finished(file, [Entry(b"alpha", b"\x01", 3, None)])
+    dying = BucketCache(str(file), token, fresh=False)
+    dying.remember([Entry(b"alpha", b"\x09", 4, None)])
+    dying.close()  # no finish: the task failed after (some of) its writes
+    again = BucketCache(str(file), token, fresh=False)
+    assert again.trusted is False and again.lookup([b"alpha"]) == ({}, [b"alpha"])
+    again.close()
+
+
+def test_a_complete_file_answers_absent_keys_without_a_read(file):
+    token = _finished(file, [Entry(b"alpha", b"\x01", 0, None)], fresh=True)
+    complete = BucketCache(str(file), token, fresh=False)
+    found, to_read = complete.lookup(KEYS)
+    complete.close()
+    assert set(found) == {b"alpha"} and to_read == []
+    # Completeness is lost with trust: an untrusted file starts incomplete (unless fresh).
+    stranger = BucketCache(str(file), "other", fresh=False)
+    assert stranger.complete is False
+    stranger.close()
