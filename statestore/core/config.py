@@ -275,7 +275,12 @@ def resolve(cls: type, env: Mapping[str, str] | None = None, overrides: Mapping[
 def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """Add one flag per setting of `cls`; unset flags stay None so `resolve` falls through."""
     group = parser.add_argument_group(cls.__doc__.strip().rstrip("."))
+    taken = {action.dest for action in parser._actions}
     for f in dataclasses.fields(cls):
+        # Two sections sharing a field name would share one argparse dest, and one flag's value
+        # would silently land in the other section (`from_args` picks fields by name).
+        if f.name in taken:
+            raise TypeError(f"{cls.__name__}.{f.name} collides with another section's setting of that name")
         help_text = f"{f.metadata['help']} [env {f.metadata['env']}]"
         # A switch takes no value on the command line; "true" then goes through `resolve`.
         extra = {"action": "store_const", "const": "true"} if f.metadata["switch"] else {}

@@ -55,7 +55,7 @@ class NodetoolConfig:
     jmx_port: int = setting(
         7199, "STATESTORE_CASSANDRA_JMX_PORT", "--jmx-port", "Cassandra JMX port (default 7199)", parse_port
     )
-    hosts: str | None = setting(
+    jmx_hosts: str | None = setting(
         None,
         "STATESTORE_NODETOOL_HOSTS",
         "--nodetool-hosts",
@@ -110,15 +110,15 @@ class Nodetool:
 
     @classmethod
     def locate(cls, config: NodetoolConfig):
-        """The nodetool `config` asks for (every node's, with `hosts`), or None when it is off or
+        """The nodetool `config` asks for (every node's, with `jmx_hosts`), or None when it is off or
         nowhere to be found."""
-        if config.hosts:
+        if config.jmx_hosts:
             from statestore.maintenance.node_figures import EveryNode
 
             found = []
-            for entry in config.hosts.split(","):
+            for entry in config.jmx_hosts.split(","):
                 host, _, port = entry.rpartition(":")
-                one = cls.locate(dataclasses.replace(config, hosts=None, jmx_host=host, jmx_port=int(port)))
+                one = cls.locate(dataclasses.replace(config, jmx_hosts=None, jmx_host=host, jmx_port=int(port)))
                 if one is None:
                     return None
                 found.append((entry, one))

@@ -1,4 +1,5 @@
 import argparse
+import dataclasses
 
 import pytest
 
@@ -97,3 +98,17 @@ def test_a_switch_that_is_on_by_default_has_a_no_flag_and_the_environment_still_
     env_off = {"STATESTORE_APPLY_CACHE": "false"}
     assert cfg.from_args(StreamConfig, parser.parse_args(base), env=env_off).apply_cache is False
     assert cfg.from_args(StreamConfig, parser.parse_args([*base, "--apply-cache"]), env=env_off).apply_cache is True
+
+
+def test_two_sections_with_a_same_named_setting_are_refused_when_the_parser_is_built():
+    @dataclasses.dataclass(frozen=True)
+    class Other:
+        """Another section."""
+
+        hosts: str = cfg.setting("x", "STATESTORE_TEST_OTHER_HOSTS", "--other-hosts", "clashes with Cassandra's")
+
+    parser = argparse.ArgumentParser()
+    cfg.add_arguments(parser, CassandraConfig)
+    with pytest.raises(TypeError, match="Other.hosts collides"):
+        cfg.add_arguments(parser, Other)
+

@@ -94,3 +94,26 @@ def test_nodetool_hosts_give_one_nodetool_per_node_and_bad_entries_are_refused()
     assert every.tools[1][1].argv == ["/opt/nodetool", "-h", "10.0.0.2", "-p", "7200"]
     with pytest.raises(ConfigError, match="host:port"):
         cfg.resolve(NodetoolConfig, env={"STATESTORE_NODETOOL_HOSTS": "10.0.0.1"})
+
+
+def test_every_maintenance_job_keeps_cassandra_hosts_and_nodetool_hosts_apart():
+    # They once shared one argparse dest: --cassandra-hosts 127.0.0.1 became the nodetool host list.
+    from statestore.core import config as cfg
+    from statestore.core.config import CassandraConfig
+    from statestore.maintenance import cli as maintenance_cli
+
+    for build in (
+        maintenance_cli.audit_parser,
+        maintenance_cli.expire_parser,
+        maintenance_cli.validate_parser,
+        maintenance_cli.compact_parser,
+    ):
+        parser = build()
+        required = {"--report-dir": "/tmp/r", "--store": "s", "--retention": "1d", "--checkpoint": "/tmp/c"}
+        known = {a for action in parser._actions for a in action.option_strings}
+        argv = [x for flag, value in required.items() if flag in known for x in (flag, value)]
+        args, _ = parser.parse_known_args([*argv, "--cassandra-hosts", "10.0.0.9"])
+        assert cfg.from_args(CassandraConfig, args, env={}).hosts == ("10.0.0.9",)
+        assert cfg.from_args(NodetoolConfig, args, env={}).jmx_hosts is None
+        args, _ = parser.parse_known_args([*argv, "--nodetool-hosts", "10.0.0.1:7199"])
+        assert cfg.from_args(NodetoolConfig, args, env={}).jmx_hosts == "10.0.0.1:7199"
