@@ -109,6 +109,5 @@ def test_two_sections_with_a_same_named_setting_are_refused_when_the_parser_is_b
 
     parser = argparse.ArgumentParser()
     cfg.add_arguments(parser, CassandraConfig)
-    with pytest.raises(TypeError, match="Other.hosts collides"):
+    with pytest.raises(TypeError, match=r"Other\.hosts collides"):
         cfg.add_arguments(parser, Other)
-
