@@ -70,7 +70,7 @@ def profiled_run(worker, index: metrics.RecordIndex) -> dict:
     profiler = cProfile.Profile()
     clock = ForeachBatchClock(profiler)
     seams = replace(worker.seams, driver_timer=clock, task_timer=task_timer)
-    name = f"pf_{worker.system}"
+    name = f"pf_{worker.slug}"
     events, wall = worker.run_to_end(worker.plan["corpus_topic"], name, worker.workdir / name, seams)
     text = io.StringIO()
     stats = pstats.Stats(profiler, stream=text)

@@ -46,6 +46,11 @@ def aggregate(results: list[dict], systems: list[str]) -> dict:
             "verified": "; ".join(sorted({str(t.get("verified")) for t in tps})),
             "latency": first.get("latency"),
             "restart": {s["keys"]: s["restart_s"] for s in (first.get("restart") or {}).get("sizes", [])},
+            "restart_cold": {
+                s["keys"]: s["cold"]["restart_s"]
+                for s in (first.get("restart") or {}).get("sizes", [])
+                if s.get("cold")
+            },
             "restart_detail": (first.get("restart") or {}).get("sizes", []),
             "rss_mb": _peak(memory, "spark_mb", "throughput"),
             "rss_all_mb": _peak(memory, "spark_mb"),
@@ -95,6 +100,9 @@ def add_ratios(systems: dict) -> None:
         sizes = sorted(s["restart"])
         s["restart_growth"] = ratio(s["restart"][sizes[-1]], s["restart"][sizes[0]]) if len(sizes) > 1 else None
         s["restart_x_rocksdb"] = {k: ratio(v, ref.get("restart", {}).get(k)) for k, v in s["restart"].items()}
+        s["cold_x_rocksdb_cold"] = {
+            k: ratio(v, ref.get("restart_cold", {}).get(k)) for k, v in s.get("restart_cold", {}).items()
+        }
 
 
 def targets(systems: dict) -> list[dict]:
@@ -120,14 +128,13 @@ def targets(systems: dict) -> list[dict]:
         span = f"{sizes[-1]:,} vs {sizes[0]:,} keys"
         out.append(_target(f"restart flat: ≤ 1.5 × as long at {span}", ours["restart_growth"], 1.5, False))
         largest = sizes[-1]
-        out.append(
-            _target(
-                f"restart ≤ 0.5 × Spark's RocksDB store at {largest:,} keys (its warm restart)",
-                ours["restart_x_rocksdb"].get(largest),
-                0.5,
-                False,
-            )
-        )
+        cold = ours.get("cold_x_rocksdb_cold", {})
+        if cold.get(largest) is not None:
+            name = f"cold restart ≤ 0.5 × Spark's RocksDB store's cold restart at {largest:,} keys"
+            out.append(_target(name, cold[largest], 0.5, False))
+        else:
+            name = f"restart ≤ 0.5 × Spark's RocksDB store at {largest:,} keys (warm restarts)"
+            out.append(_target(name, ours["restart_x_rocksdb"].get(largest), 0.5, False))
     return out
 
 
@@ -231,6 +238,15 @@ def render(machine: dict, corpus: dict, settings: dict, summary: dict, pngs: lis
         out.append(
             f"| {s['label']} | {cells} | {_x(s['restart_growth'])} | {_x(s['restart_x_rocksdb'].get(sizes[-1]))} |"
         )
+    colds = sorted({k for s in systems.values() for k in s.get("restart_cold", {})})
+    if colds:
+        out += ["", "Cold restarts (a new SparkSession first: no executor state, no loaded store), seconds:", ""]
+        out.append("| system | " + " | ".join(f"{k:,} keys" for k in colds) + " | × RocksDB cold at largest |")
+        out.append("|---|" + "---:|" * (len(colds) + 1))
+        for s in systems.values():
+            if s.get("restart_cold"):
+                cells = " | ".join(_num(s["restart_cold"].get(k), 2) for k in colds)
+                out.append(f"| {s['label']} | {cells} | {_x(s['cold_x_rocksdb_cold'].get(colds[-1]))} |")
     out += ["", "## Targets (our partitioned store)", ""]
     for t in summary["targets"]:
         verdict = "not measured" if t["met"] is None else "**met**" if t["met"] else f"**missed** by {t['by']:.2f}"

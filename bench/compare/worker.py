@@ -79,10 +79,13 @@ class MemorySampler(threading.Thread):
 
 
 class Worker:
-    def __init__(self, plan: dict, spark, cassandra, kafka, sampler: MemorySampler, seams=None) -> None:
+    def __init__(self, plan: dict, spark, cassandra, kafka, sampler: MemorySampler, seams=None, new_session=None):
         self.plan = plan
+        # Builds a fresh SparkSession (a new JVM's worth of executor state): the cold restarts.
+        self.new_session = new_session
         self.seams = seams  # our job's BatchSeams (the plan's experiments); None for Spark's systems
         self.system = plan["system"]
+        self.slug = self.system.replace("-", "_")  # as a store's name (letters, digits, '_')
         self.spark = spark
         self.cassandra = cassandra
         self.kafka = kafka
@@ -116,7 +119,7 @@ class Worker:
 
     def throughput(self) -> dict:
         index = metrics.RecordIndex.from_json(json.loads(Path(self.plan["corpus_index"]).read_text()))
-        name = f"tp_{self.system}_{self.plan['round']}"
+        name = f"tp_{self.slug}_{self.plan['round']}"
         cpu_before, load = self.cpu(), os.getloadavg()[0]
         events, wall = self.run_to_end(self.plan["corpus_topic"], name, self.workdir / name)
         cpu_after = self.cpu()
@@ -169,7 +172,7 @@ class Worker:
         lines = Path(self.plan["corpus_lines"]).read_bytes().split(b"\n")
         words = json.loads(Path(self.plan["corpus_words"]).read_text())
         span = min(len(lines), int(cfg["rate"] * cfg["seconds"] / 5) + 1000)
-        running = self.start(topic, f"lat_{self.system}", self.workdir / "latency", cfg["trigger"])
+        running = self.start(topic, f"lat_{self.slug}", self.workdir / "latency", cfg["trigger"])
         try:
             # A first batch before the clock starts: the session's first query pays for cold
             # code, Python workers and connections, which is not latency at a steady rate.
@@ -205,7 +208,7 @@ class Worker:
         cfg = self.plan["restart"]
         topic = f"{self.plan['tag']}-rs-{self.system}"
         kafka_io.ensure_topic(self.kafka, topic, self.plan["partitions"])
-        name, checkpoint = f"rs_{self.system}", self.workdir / "restart"
+        name, checkpoint = f"rs_{self.slug}", self.workdir / "restart"
         rng = random.Random(7)
         filled, out = 0, []
         for size in cfg["sizes"]:
@@ -234,7 +237,28 @@ class Worker:
             restart = statistics.median(r["restart_s"] for r in runs)
             _log.info("%s restart at %d keys: %.2f s (fill %.1f s)", self.system, size, restart, fill_s)
             out.append({"keys": size, "restart_s": restart, "runs": runs, "fill_s": fill_s})
+            if cfg.get("cold") and self.new_session is not None:
+                out[-1]["cold"] = self.cold_restart(topic, name, checkpoint, size, rng)
+                _log.info("%s cold restart at %d keys: %.2f s", self.system, size, out[-1]["cold"]["restart_s"])
         return {"sizes": out}
+
+    def cold_restart(self, topic: str, name: str, checkpoint: Path, size: int, rng) -> dict:
+        """A restart on what is, to Spark, a new machine: the SparkSession (driver, executor,
+        their local directories and every loaded state store) is stopped and a new one built
+        before the query starts from its checkpoint. Timed from the query's start, as the warm
+        restarts are (the new session's own start-up is the same for every system)."""
+        probe = [
+            fill_line(rng.randrange(size) for _ in range(10)) for _ in range(self.plan["restart"]["probe_words"] // 10)
+        ]
+        produce_all(self.kafka.bootstrap_servers, topic, probe, [10] * len(probe))
+        self.spark.stop()
+        self.spark = self.new_session()
+        started_ms = time.time() * 1000
+        events, _ = self.run_to_end(topic, name, checkpoint)
+        measured = metrics.restart_seconds(started_ms, events)
+        if measured is None:
+            raise AssertionError(f"{self.system}: no batch read the probe after the cold restart at {size} keys")
+        return measured
 
     def state_size(self, name: str, events: list[dict]) -> int | None:
         if self.system in OURS:
@@ -322,8 +346,13 @@ def main(argv: list[str]) -> int:
     kafka = cfg.resolve(KafkaConfig)
     conf = session_conf(plan["system"], plan["shuffle_partitions"], plan["driver_memory"])
     began = time.perf_counter()
-    spark = build_session(f"bench-compare-{plan['system']}", master=plan["master"], conf=conf)
-    spark.sparkContext.setLogLevel("WARN")
+
+    def new_session():
+        session = build_session(f"bench-compare-{plan['system']}", master=plan["master"], conf=conf)
+        session.sparkContext.setLogLevel("WARN")
+        return session
+
+    spark = new_session()
     seams = None
     if plan["system"] in OURS:
         from compare.experiments import seams as experiment_seams
@@ -332,7 +361,7 @@ def main(argv: list[str]) -> int:
         if plan["system"] == BLIND:
             from dataclasses import replace
 
-            import cloudpickle
+            from pyspark import cloudpickle
 
             from compare import ceiling
 
@@ -341,7 +370,7 @@ def main(argv: list[str]) -> int:
             seams = replace(seams, make_applier=ceiling.blind_applier)
     result: dict = {"system": plan["system"], "round": plan["round"], "spark_version": spark.version}
     result["session_start_s"] = time.perf_counter() - began
-    worker = Worker(plan, spark, cassandra, kafka, sampler, seams)
+    worker = Worker(plan, spark, cassandra, kafka, sampler, seams, new_session)
     try:
         for phase in plan["phases"]:
             sampler.phase = phase
@@ -351,7 +380,7 @@ def main(argv: list[str]) -> int:
         sampler.done.set()
         result["memory"] = sampler.peaks
         Path(argv[1]).write_text(json.dumps(result, indent=1))
-        spark.stop()
+        worker.spark.stop()
         close_all()
     return 0
 

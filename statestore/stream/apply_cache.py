@@ -7,8 +7,9 @@ between. The cache keeps them where the next batch of the same keys runs.
 
 Where. Keys are split into buckets, `pmod(hash(word), N)` with N the batch's shuffle
 partitions: Spark's own hash partitioning of the word, so a task of the apply normally holds
-exactly one bucket. Each bucket has one SQLite file in its executor's working directory
-(shared by the executor's Python workers; gone with the application), holding the entries the
+exactly one bucket. Each bucket has one LMDB environment (a memory-mapped, transactional
+key-value file that several processes may open) in its executor's working directory (shared
+by the executor's Python workers; gone with the application), holding the entries the
 bucket's tasks read or wrote, and a `token`: a random id written when a task has written its
 whole batch to Cassandra, and cleared when a task starts using the file.
 
@@ -36,15 +37,35 @@ Versioned stores keep reading: their values are versions, not single entries.
 from __future__ import annotations
 
 import os
-import sqlite3
+import struct
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import lmdb
+
 from statestore.core.model import Entry
 
-# SQLite's limit of host parameters is 32,766 since 3.32; stay well under it.
-_LOOKUP_CHUNK = 900
+# Address space an environment may grow into (the file holds only what is written).
+_MAP_SIZE = 1 << 40
+# An entry's record: batch id, event time, which of the two are set; then the value bytes.
+_RECORD = struct.Struct(">qqB")
+_HAS_BATCH, _HAS_TIME = 1, 2
+
+
+def _record(entry: Entry) -> bytes:
+    flags = (_HAS_BATCH if entry.batch_id is not None else 0) | (_HAS_TIME if entry.time_ms is not None else 0)
+    return _RECORD.pack(entry.batch_id or 0, entry.time_ms or 0, flags) + entry.value
+
+
+def _entry(key: bytes, record: bytes) -> Entry:
+    batch_id, time_ms, flags = _RECORD.unpack_from(record)
+    return Entry(
+        key,
+        record[_RECORD.size :],
+        batch_id if flags & _HAS_BATCH else None,
+        time_ms if flags & _HAS_TIME else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -72,7 +93,14 @@ class CacheLedger:
     outside_writes: int | None = None
     tokens: dict[int, str] = field(default_factory=dict)
 
-    def plan(self, store: str, batch: int, buckets: int, outside_writes: int | None, fresh: bool) -> CachePlan:
+    def plan(
+        self,
+        store: str,
+        batch: int,
+        buckets: int,
+        outside_writes: int | None,
+        fresh: bool,
+    ) -> CachePlan:
         """The plan of batch `batch`: trust last batch's tokens only if nothing happened between."""
         trusted = (
             self.batch == batch - 1
@@ -83,8 +111,19 @@ class CacheLedger:
         quiet = outside_writes is None or outside_writes >= 0
         return CachePlan(store, buckets, dict(self.tokens) if trusted else {}, fresh and quiet)
 
-    def record(self, batch: int, buckets: int, outside_writes: int | None, tokens: dict[int, str]) -> None:
-        self.batch, self.buckets, self.outside_writes, self.tokens = batch, buckets, outside_writes, dict(tokens)
+    def record(
+        self,
+        batch: int,
+        buckets: int,
+        outside_writes: int | None,
+        tokens: dict[int, str],
+    ) -> None:
+        self.batch, self.buckets, self.outside_writes, self.tokens = (
+            batch,
+            buckets,
+            outside_writes,
+            dict(tokens),
+        )
 
     def forget(self) -> None:
         self.batch, self.tokens = None, {}
@@ -102,71 +141,75 @@ def _working_directory() -> str:
 
 
 class BucketCache:
-    """One bucket's SQLite file, opened for one task of batch `batch`.
+    """One bucket's LMDB environment, opened for one task.
 
     Opening decides whether the file is trusted (its token is `expected`) and clears the token
-    either way, so a task that dies before `finish` leaves a file nobody trusts."""
+    either way, so a task that dies before `finish` leaves a file nobody trusts. The task then
+    holds the environment's one write transaction until `finish` commits it (or `close`
+    drops it): a second attempt of the same task waits for the first."""
 
     def __init__(self, path: str, expected: str | None, fresh: bool) -> None:
-        self.path = path
-        self.db = sqlite3.connect(path, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=OFF")  # a cache: the application dies with the machine
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS entries (key BLOB PRIMARY KEY, value BLOB, batch_id INTEGER, time INTEGER)"
+        # No fsync: a cache lives as long as its application, which dies with the machine.
+        self.env = lmdb.open(
+            path,
+            map_size=_MAP_SIZE,
+            max_dbs=2,
+            sync=False,
+            metasync=False,
+            readahead=False,
         )
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 0), token TEXT, complete INTEGER)"
-        )
-        row = self.db.execute("SELECT token, complete FROM meta WHERE id = 0").fetchone()
-        self.trusted = row is not None and expected is not None and row[0] == expected
-        self.complete = bool(row[1]) if self.trusted else fresh
-        self.db.execute("BEGIN")
-        if not self.trusted:
-            self.db.execute("DELETE FROM entries")
-        self.db.execute("INSERT OR REPLACE INTO meta (id, token, complete) VALUES (0, NULL, ?)", (int(self.complete),))
-        self.db.execute("COMMIT")
-        self.db.execute("BEGIN")
+        self.entries = self.env.open_db(b"entries")
+        self.meta = self.env.open_db(b"meta")
+        self.longest_key = self.env.max_key_size()  # longer keys are never cached, always read
+        with self.env.begin(write=True) as txn:
+            token = txn.get(b"token", db=self.meta)
+            self.trusted = token is not None and expected is not None and token.decode() == expected
+            self.complete = txn.get(b"complete", db=self.meta) == b"1" if self.trusted else fresh
+            if not self.trusted:
+                txn.drop(self.entries, delete=False)
+            txn.delete(b"token", db=self.meta)
+            txn.put(b"complete", b"1" if self.complete else b"0", db=self.meta)
+        self.txn = self.env.begin(write=True)
 
     @classmethod
     def open(cls, plan: CachePlan, bucket: int) -> BucketCache:
         directory = os.path.join(_working_directory(), "statestore-apply-cache")
         os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, f"{plan.store}-{plan.buckets}-{bucket}.sqlite")
+        path = os.path.join(directory, f"{plan.store}-{plan.buckets}-{bucket}")
         return cls(path, plan.expected.get(bucket), plan.fresh)
 
     def lookup(self, keys: list[bytes]) -> tuple[dict[bytes, Entry], list[bytes]]:
         """The entries the file vouches for, and the keys that must be read from Cassandra
-        (none when the file is complete: what it lacks, the store lacks)."""
+        (none when the file is complete: what it lacks, the store lacks; but a key too long
+        for LMDB is always read)."""
         found: dict[bytes, Entry] = {}
         if self.trusted:
-            for start in range(0, len(keys), _LOOKUP_CHUNK):
-                chunk = keys[start : start + _LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for key, value, batch_id, time_ms in self.db.execute(
-                    f"SELECT key, value, batch_id, time FROM entries WHERE key IN ({marks})", chunk
-                ):
-                    found[bytes(key)] = Entry(bytes(key), bytes(value), batch_id, time_ms)
+            get = self.txn.get
+            for key in keys:
+                if len(key) <= self.longest_key:
+                    record = get(key, db=self.entries)
+                    if record is not None:
+                        found[key] = _entry(key, record)
         if self.complete:
-            return found, []
+            return found, [k for k in keys if len(k) > self.longest_key]
         return found, [k for k in keys if k not in found]
 
     def remember(self, entries: Iterable[Entry]) -> None:
         """Keep entries as the store now holds them (written by this task, or read from it)."""
-        self.db.executemany(
-            "INSERT OR REPLACE INTO entries (key, value, batch_id, time) VALUES (?, ?, ?, ?)",
-            ((e.key, e.value, e.batch_id, e.time_ms) for e in entries),
-        )
+        items = [(e.key, _record(e)) for e in entries if len(e.key) <= self.longest_key]
+        self.txn.cursor(db=self.entries).putmulti(items)
 
     def finish(self) -> str:
         """After every write of the task reached Cassandra: a new token, committed with the
         entries. Returns it, for the driver's ledger."""
         token = uuid.uuid4().hex
-        self.db.execute("UPDATE meta SET token = ? WHERE id = 0", (token,))
-        self.db.execute("COMMIT")
+        self.txn.put(b"token", token.encode(), db=self.meta)
+        self.txn.commit()
+        self.txn = None
         return token
 
     def close(self) -> None:
-        if self.db.in_transaction:
-            self.db.execute("ROLLBACK")
-        self.db.close()
+        if self.txn is not None:
+            self.txn.abort()
+            self.txn = None
+        self.env.close()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from streaming_compare import parse_args, phases_of
+from streaming_compare import parse_args, phases_of, restart_sizes
 
 
 def test_the_full_run_is_the_issue_s_corpus_and_state_sizes():
     args = parse_args([])
     assert (args.words, args.vocab, args.batches) == (5_000_000, 1_000_000, 10)
-    assert args.sizes == [10_000, 100_000, 1_000_000]
+    assert args.sizes == [10_000, 100_000, 1_000_000, 10_000_000]
+    assert args.cold_restart is True
     assert args.profile is True
     assert args.systems == [
         "partitioned",
@@ -45,3 +46,12 @@ def test_phases_per_system_and_round():
     assert phases_of("stateless", 1, profile=True) == ["throughput", "latency"]
     assert phases_of("global", 2, profile=True) == ["throughput"]  # later rounds: throughput only
     assert phases_of("partitioned", 1, profile=False, only=["restart", "profile"]) == ["restart"]
+
+
+def test_only_the_large_state_systems_fill_ten_million_keys():
+    sizes = [10_000, 1_000_000, 10_000_000]
+    assert restart_sizes("partitioned", sizes) == sizes
+    assert restart_sizes("rocksdb", sizes) == sizes
+    assert restart_sizes("global", sizes) == [10_000, 1_000_000]
+    assert restart_sizes("hdfs", sizes) == [10_000, 1_000_000]
+    assert parse_args(["--no-cold-restart"]).cold_restart is False

@@ -1,4 +1,4 @@
-"""The apply cache's rules of trust: the driver's ledger (pure) and a bucket's SQLite file."""
+"""The apply cache's rules of trust: the driver's ledger (pure) and a bucket's LMDB file."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _finished(path, entries, expected=None, fresh=False) -> str:
 
 @pytest.fixture
 def file(tmp_path):
-    return tmp_path / "bucket.sqlite"
+    return tmp_path / "bucket"
 
 
 def test_a_file_is_trusted_with_the_token_of_its_last_finished_task(file):
@@ -82,3 +82,14 @@ def test_a_complete_file_answers_absent_keys_without_a_read(file):
     stranger = BucketCache(str(file), "other", fresh=False)
     assert stranger.complete is False
     stranger.close()
+
+
+def test_entries_keep_their_batch_and_time_even_when_unset_and_long_keys_are_always_read(file):
+    long_key = b"w" * 600  # over LMDB's key limit (511 bytes)
+    kept = [Entry(b"alpha", b"\x01\x02", None, None), Entry(b"beta", b"", 5, 0), Entry(long_key, b"\x03", 1, 9)]
+    token = _finished(file, kept, fresh=True)
+    complete = BucketCache(str(file), token, fresh=False)
+    found, to_read = complete.lookup([b"alpha", b"beta", long_key])
+    complete.close()
+    assert found == {b"alpha": kept[0], b"beta": kept[1]}
+    assert to_read == [long_key]  # even from a complete file
