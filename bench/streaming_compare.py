@@ -260,6 +260,7 @@ def main(argv=None) -> int:
             "corpus_words": str(workdir / "corpus.words.json"),
             "truth": str(workdir / "truth.json"),
             "max_offsets": max_offsets,
+            "batches": args.batches,
             "partitions": args.partitions,
             "master": args.master,
             "shuffle_partitions": args.shuffle_partitions,

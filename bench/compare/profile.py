@@ -21,6 +21,7 @@ import io
 import json
 import pstats
 import re
+import threading
 import time
 from collections import Counter
 from dataclasses import replace
@@ -40,7 +41,7 @@ DRIVER_LABELS = {
     "checkpoint offsets": "checkpoint offsets",
     "lease check": "lease check",
 }
-EXECUTOR_PHASES = ("read", "plan", "write", "task", "slices")
+EXECUTOR_PHASES = ("read", "plan", "write", "cache", "task", "slices")
 
 
 class ForeachBatchClock(StepClock):
@@ -69,7 +70,17 @@ def profiled_run(worker, index: metrics.RecordIndex) -> dict:
     accumulators, task_timer = executor_timers(worker.spark.sparkContext, EXECUTOR_PHASES)
     profiler = cProfile.Profile()
     clock = ForeachBatchClock(profiler)
-    seams = replace(worker.seams, driver_timer=clock, task_timer=task_timer)
+    # The apply cache's hit rate: keys applied against keys read from Cassandra, every batch.
+    applied = {"keys": 0, "read": 0}
+    earlier = worker.seams.on_batch
+
+    def count_reads(result) -> None:
+        applied["keys"] += result.stats.keys
+        applied["read"] += result.stats.read
+        if earlier is not None:
+            earlier(result)
+
+    seams = replace(worker.seams, driver_timer=clock, task_timer=task_timer, on_batch=count_reads)
     name = f"pf_{worker.slug}"
     events, wall = worker.run_to_end(worker.plan["corpus_topic"], name, worker.workdir / name, seams)
     text = io.StringIO()
@@ -87,6 +98,8 @@ def profiled_run(worker, index: metrics.RecordIndex) -> dict:
         "sustained_words_per_s": result.get("sustained_words_per_s"),
         "driver_s": dict(clock.totals),
         "executor_s": {n: a.value for n, a in accumulators.items()},
+        "keys_applied": applied["keys"],
+        "keys_read": applied["read"],
         "spark_batches": per_batch,
         "cprofile_cumulative": _trim(text.getvalue()),
         "cprofile_own_time": _trim(own.getvalue()),
@@ -128,9 +141,19 @@ def profile_lines(label: str, profile: dict) -> list[str]:
         out.append(f"| driver: {label_} | {seconds:.2f} |")
     names = {"task": "executor apply tasks (sum over tasks)", "read": "↳ read-before-write", "plan": "↳ plan_writes"}
     names["write"] = "↳ write_entries"
-    for key in ("task", "read", "plan", "write"):
+    names["cache"] = "↳ apply cache (LMDB lookups and writes)"
+    for key in ("task", "read", "plan", "write", "cache"):
         if key in executor:
             out.append(f"| {names[key]} | {executor[key]:.2f} |")
+    if profile.get("keys_applied"):
+        keys, read = profile["keys_applied"], profile["keys_read"]
+        out += [
+            "",
+            f"Keys applied {keys:,}, read from Cassandra {read:,}: the apply cache vouched for"
+            f" {1 - read / keys:.1%} of them.",
+        ]
+    if profile.get("restarted"):
+        out += restarted_lines(label, profile["restarted"])
     out += ["", "cProfile of the driver inside foreachBatch, by cumulative time:", "", "```"]
     out += profile["cprofile_cumulative"].splitlines()[:40]
     out += ["```"]
@@ -139,3 +162,61 @@ def profile_lines(label: str, profile: dict) -> list[str]:
 
 def _words(value) -> str:
     return "–" if value is None else f"{value:,.0f}"
+
+
+def restarted_run(worker, index: metrics.RecordIndex) -> dict:
+    """The apply cache where it cannot start complete: the corpus into a fresh store, the query
+    stopped after half its batches and started again from its checkpoint (a new driver: no
+    cache is trusted, and the store is no longer empty, so every key the new run has not seen
+    yet is read). The second half's throughput and hit rate; the final counts are checked."""
+    name = f"rr_{worker.slug}"
+    checkpoint = worker.workdir / name
+    half = max(1, worker.plan.get("batches", 10) // 2)
+    done = threading.Event()
+    batches = 0
+
+    def stop_half_way(result) -> None:
+        nonlocal batches
+        batches += 1
+        if batches >= half:
+            done.set()
+
+    running = worker.start(
+        worker.plan["corpus_topic"], name, checkpoint, "available-now", replace(worker.seams, on_batch=stop_half_way)
+    )
+    try:
+        if not done.wait(timeout=worker.plan["run_timeout_s"]):
+            raise RuntimeError(f"{worker.system}: {half} batches did not finish in time")
+    finally:
+        running.stop()
+    applied = {"keys": 0, "read": 0}
+
+    def count_reads(result) -> None:
+        applied["keys"] += result.stats.keys
+        applied["read"] += result.stats.read
+
+    events, _ = worker.run_to_end(
+        worker.plan["corpus_topic"], name, checkpoint, replace(worker.seams, on_batch=count_reads)
+    )
+    result = metrics.throughput(events, index)
+    return {
+        "first_half_batches": batches,
+        "batches": result["batches"],
+        "sustained_words_per_s": result.get("sustained_words_per_s"),
+        "batch_s": result["batch_s"],
+        "keys_applied": applied["keys"],
+        "keys_read": applied["read"],
+        "verified": worker.verify(name, events),
+    }
+
+
+def restarted_lines(label: str, run: dict) -> list[str]:
+    keys, read = run["keys_applied"], run["keys_read"]
+    return [
+        "",
+        f"Restarted half-way ({label}): after {run['first_half_batches']} batches into a fresh store the"
+        f" query was stopped and started again from its checkpoint; its {run['batches']} batches applied"
+        f" {keys:,} keys and read {read:,} from Cassandra (the cache vouched for {1 - read / max(keys, 1):.1%}),"
+        f" {_words(run['sustained_words_per_s'])} words/s sustained; batch seconds"
+        f" {', '.join(f'{b:.2f}' for b in run['batch_s'])}; {run['verified']}.",
+    ]

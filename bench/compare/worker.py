@@ -271,10 +271,14 @@ class Worker:
         return state_rows(events)
 
     def profile(self) -> dict:
-        from compare.profile import profiled_run
+        from compare.profile import profiled_run, restarted_run
 
         index = metrics.RecordIndex.from_json(json.loads(Path(self.plan["corpus_index"]).read_text()))
-        return profiled_run(self, index)
+        result = profiled_run(self, index)
+        if self.system == "partitioned":  # the apply cache after a restart, on a store with state
+            result["restarted"] = restarted_run(self, index)
+            _log.info("%s restarted half-way: %s", self.system, result["restarted"])
+        return result
 
 
 def fill_line(keys) -> bytes:

@@ -115,6 +115,25 @@ def entry_from_row(row) -> Entry:
     return Entry(row.key, row.value, row.batch_id, None if moment is None else (moment - EPOCH) // MILLISECOND)
 
 
+# A write batch's bound: under Cassandra's batch_size_warn_threshold (5 KiB by default).
+BATCH_BYTES = 4096
+
+
+def write_batches(entries: Iterable[Entry], max_rows: int) -> Iterator[list[Entry]]:
+    """`entries` cut into the groups one UNLOGGED batch writes: at most `max_rows` rows, and a
+    new batch once one reaches BATCH_BYTES (a single larger entry still goes alone)."""
+    batch: list[Entry] = []
+    size = 0
+    for entry in entries:
+        if batch and (size >= BATCH_BYTES or len(batch) >= max_rows):
+            yield batch
+            batch, size = [], 0
+        batch.append(entry)
+        size += len(entry.key) + len(entry.value) + 24
+    if batch:
+        yield batch
+
+
 def chunked(items: Iterable, size: int) -> Iterator[list]:
     chunk: list = []
     for item in items:

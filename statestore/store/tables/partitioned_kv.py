@@ -17,12 +17,10 @@ from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, Entry, KeyRange
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for
-from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, range_condition
+from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, range_condition, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 
-# Cassandra warns past 5 KiB per batch (batch_size_warn_threshold); stay under it.
-_BATCH_BYTES = 4096
 _BATCH_ROWS = 64
 _READ_KEYS = 100
 
@@ -85,16 +83,12 @@ class PartitionedKeyValueTable(KeyValueTable):
         stamp = () if write_ts is None else (write_ts,)
         batches = []
         for partition, group in self._by_partition(entries).items():
-            batch, rows, size = None, 0, 0
-            for entry in group:
-                if batch is None or size >= _BATCH_BYTES or rows >= _BATCH_ROWS:
-                    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-                    batch.is_idempotent = True
-                    batches.append((batch, ()))
-                    rows, size = 0, 0
-                batch.add(upsert, (partition, entry.key, entry.value, _time(entry), entry.batch_id, *stamp))
-                rows += 1
-                size += len(entry.key) + len(entry.value) + 24
+            for rows in write_batches(group, _BATCH_ROWS):
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                batch.is_idempotent = True
+                for entry in rows:
+                    batch.add(upsert, (partition, entry.key, entry.value, _time(entry), entry.batch_id, *stamp))
+                batches.append((batch, ()))
         execute_concurrent(
             session,
             execution_profile=self.profile,

@@ -31,12 +31,10 @@ from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
 from statestore.conn.cassandra import prepare
 from statestore.core.errors import UnsupportedOperationError
 from statestore.core.model import OPEN_END, Version
-from statestore.store.tables.base import EPOCH, MILLISECOND, KeyValueTable, chunked
+from statestore.store.tables.base import BATCH_BYTES, EPOCH, MILLISECOND, KeyValueTable, chunked
 from statestore.store.tables.paging import paged
 
 COLUMNS = "key, valid_to, valid_from, value, batch_id, time"
-# Cassandra warns past 5 KiB per batch (batch_size_warn_threshold); stay under it.
-_BATCH_BYTES = 4096
 _BATCH_ROWS = 64
 _ROW_OVERHEAD = 48
 
@@ -260,7 +258,7 @@ class VersionedTable(KeyValueTable):
         for group in groups.values():
             batch, rows, size = None, 0, 0
             for change in group:
-                if batch is None or size >= _BATCH_BYTES or rows >= _BATCH_ROWS:
+                if batch is None or size >= BATCH_BYTES or rows >= _BATCH_ROWS:
                     batch = BatchStatement(batch_type=BatchType.UNLOGGED)
                     batch.is_idempotent = True
                     work.append((batch, ()))

@@ -141,3 +141,31 @@ def test_plots_are_written_as_png(results, tmp_path):
     assert written == ["throughput.png", "restart.png", "latency.png"]
     for name in written:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_profile_names_the_cache_phase_and_its_hit_rate():
+    from compare.profile import profile_lines
+
+    profile = {
+        "driver_s": {"apply_batch": 5.0},
+        "executor_s": {"task": 9.0, "read": 1.0, "plan": 0.5, "write": 6.0, "cache": 1.5},
+        "spark_batches": [{"batchId": 0, "rows": 10, "triggerExecution": 6.0}],
+        "wall_s": 7.0,
+        "sustained_words_per_s": 1000.0,
+        "keys_applied": 2_000,
+        "keys_read": 500,
+        "cprofile_cumulative": "",
+        "restarted": {
+            "first_half_batches": 5,
+            "batches": 6,
+            "sustained_words_per_s": 70_000.0,
+            "batch_s": [2.0, 1.5],
+            "keys_applied": 1_000,
+            "keys_read": 400,
+            "verified": "all 3 counts equal the ground truth",
+        },
+    }
+    text = "\n".join(profile_lines("ours", profile))
+    assert "| ↳ apply cache (LMDB lookups and writes) | 1.50 |" in text
+    assert "Keys applied 2,000, read from Cassandra 500: the apply cache vouched for 75.0% of them." in text
+    assert "its 6 batches applied 1,000 keys and read 400 from Cassandra (the cache vouched for 60.0%)" in text
