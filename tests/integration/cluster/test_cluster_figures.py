@@ -40,7 +40,9 @@ def test_sizes_sum_every_node_and_name_a_node_down(restore_cluster, cluster_env,
     crosscheck = figures_of(cluster_session, [spec], every, percentiles=True)[0]
     assert crosscheck.nodetool_nodes == "3 of 3" and crosscheck.nodetool_error is None
     assert KEYS / 2 < crosscheck.nodetool_partitions < KEYS * 2, crosscheck
-    one_node = Nodetool.locate(dataclasses.replace(nodetool_config, hosts=None, jmx_host="127.0.0.1", jmx_port=7299))
+    one_node = Nodetool.locate(
+        dataclasses.replace(nodetool_config, jmx_hosts=None, jmx_host="127.0.0.1", jmx_port=7299)
+    )
     assert one_node.tablestats(cluster_keyspace, spec.table)["number_of_partitions_estimate"] > 0
 
     cluster.stop("cassandra-3", kill=True)
