@@ -57,8 +57,16 @@ def cmd_produce(args) -> int:
     if not path.is_file():
         raise StateStoreError(f"{path}: no such file")
     kafka = cfg.from_args(KafkaConfig, args)
+    if args.timestamped:
+        # Every line is checked before the first is sent: a bad line sends nothing.
+        count = sum(1 for _ in kafka_io.timed_lines_of(path))
+        messages = kafka_io.timed_lines_of(path)
+    else:
+        count, messages = None, kafka_io.lines_of(path)
     kafka_io.ensure_topic(kafka, args.topic, args.partitions)
-    sent = kafka_io.produce(kafka, args.topic, kafka_io.lines_of(path))
+    sent = kafka_io.produce(kafka, args.topic, messages)
+    if count is not None and sent != count:
+        raise StateStoreError(f"{path} changed while it was sent: {count} line(s) checked, {sent} sent")
     print(f"produced {sent} message(s) to {args.topic}", file=sys.stderr)
     return 0
 
@@ -159,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.add_argument("file")
     p.add_argument("--partitions", type=int, default=4, help="partitions if the topic must be created (default 4)")
+    p.add_argument(
+        "--timestamped",
+        action="store_true",
+        help="each line is <epoch-millis><TAB><text>: send <text> with that Kafka timestamp (its event time); "
+        "every line is checked first, so a bad line sends nothing",
+    )
 
     queries.add_commands(command)
 

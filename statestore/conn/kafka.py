@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import KafkaError
+from statestore.core.event_time import TimedValue, parse_timestamped_line
 from statestore.core.names import validate_topic
 
 _TIMEOUT_S = 15
@@ -74,8 +75,10 @@ def ensure_topic(config: KafkaConfig, topic: str, partitions: int) -> int:
     return partition_count(config, topic) or partitions
 
 
-def produce(config: KafkaConfig, topic: str, values: Iterable[bytes | None]) -> int:
-    """Send each value as one message (no key); return how many Kafka acknowledged."""
+def produce(config: KafkaConfig, topic: str, values: Iterable[bytes | TimedValue | None]) -> int:
+    """Send each value as one message (no key); return how many Kafka acknowledged. A
+    TimedValue goes with its own timestamp (the record's event time), anything else with the
+    producer's clock."""
     validate_topic(topic)
     producer = Producer(
         {
@@ -93,7 +96,8 @@ def produce(config: KafkaConfig, topic: str, values: Iterable[bytes | None]) -> 
         if err is not None:
             failures.append(str(err))
 
-    for value in values:
+    for item in values:
+        value, stamp = (item.value, item.timestamp_ms) if isinstance(item, TimedValue) else (item, 0)
         if value is not None and len(value) > MAX_MESSAGE_BYTES:
             raise KafkaError(
                 f"message {sent + 1} is {len(value)} bytes, over the {MAX_MESSAGE_BYTES}-byte limit; "
@@ -101,7 +105,8 @@ def produce(config: KafkaConfig, topic: str, values: Iterable[bytes | None]) -> 
             )
         while True:
             try:
-                producer.produce(topic, value=value, on_delivery=on_delivery)
+                # timestamp 0 asks librdkafka for the current time (CreateTime now).
+                producer.produce(topic, value=value, timestamp=stamp, on_delivery=on_delivery)
                 break
             except BufferError:
                 producer.poll(0.5)  # local queue full: let deliveries drain
@@ -124,3 +129,10 @@ def lines_of(path: Path) -> Iterable[bytes]:
             if line.endswith(b"\n"):
                 line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
             yield line
+
+
+def timed_lines_of(path: Path) -> Iterable[TimedValue]:
+    """The lines of a --timestamped file, each with its own event time; TimestampedLineError
+    names the first line that is not <epoch-millis><TAB><text>."""
+    for number, line in enumerate(lines_of(path), start=1):
+        yield parse_timestamped_line(number, line)

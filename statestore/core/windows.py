@@ -1,0 +1,137 @@
+"""Time windows over event time, after Kafka Streams' TimeWindows and SessionWindows. Pure.
+
+Windows are aligned to the epoch and cover [start, end). A tumbling window is a hopping window
+whose hop equals its size; with a smaller hop, a time falls in every window that contains it
+(size/hop windows when the hop divides the size). Windows never start before the epoch.
+
+Stream time is the largest event time a store has applied. A window is **late** for a record
+once it ended more than `grace` before the stream time (the record is not counted in it), and
+**expired** once it started `retention` or more before the stream time (it is never returned,
+and its segment may be dropped). Retention is at least size + grace, so a window expires only
+after it can no longer change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from statestore.core.errors import OptionError
+from statestore.core.event_time import format_duration
+
+DAY_MS = 86_400_000
+MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A windowing: size, hop (= size: tumbling), grace and retention, all in milliseconds.
+
+    Retention defaults to the larger of size + grace and one day (Kafka Streams' old default),
+    so closed windows stay queryable for a while.
+    """
+
+    size_ms: int
+    hop_ms: int | None = None
+    grace_ms: int = 0
+    retention_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.size_ms <= 0:
+            raise OptionError(f"a window lasts more than 0 ms, got {self.size_ms}")
+        if self.hop_ms is None:
+            object.__setattr__(self, "hop_ms", self.size_ms)
+        if not 0 < self.hop_ms <= self.size_ms:
+            raise OptionError(
+                f"the hop ({format_duration(self.hop_ms)}) must be more than 0 and at most the window "
+                f"({format_duration(self.size_ms)}): a larger hop would skip time"
+            )
+        if self.grace_ms < 0:
+            raise OptionError(f"grace cannot be negative, got {self.grace_ms} ms")
+        floor = self.size_ms + self.grace_ms
+        if self.retention_ms is None:
+            object.__setattr__(self, "retention_ms", max(floor, DAY_MS))
+        if self.retention_ms < floor:
+            raise OptionError(
+                f"retention ({format_duration(self.retention_ms)}) must be at least window + grace "
+                f"({format_duration(floor)}): a window would be dropped while it can still change"
+            )
+
+    @property
+    def tumbling(self) -> bool:
+        return self.hop_ms == self.size_ms
+
+    def starts_of(self, time_ms: int) -> list[int]:
+        """The starts of every window containing `time_ms`, ascending."""
+        if time_ms < 0:
+            return []
+        last = time_ms - time_ms % self.hop_ms
+        first = max(0, last - (self.size_ms - 1) // self.hop_ms * self.hop_ms)
+        while first + self.size_ms <= time_ms:  # (size - 1) // hop over-reaches by one hop at most
+            first += self.hop_ms
+        return list(range(first, last + 1, self.hop_ms))
+
+    def end_of(self, start_ms: int) -> int:
+        return start_ms + self.size_ms
+
+    def late(self, start_ms: int, stream_time_ms: int | None) -> bool:
+        """Whether window `start_ms` takes no more records at `stream_time_ms` (None: nothing
+        applied yet, nothing is late)."""
+        return stream_time_ms is not None and self.end_of(start_ms) + self.grace_ms < stream_time_ms
+
+    def expired(self, start_ms: int, stream_time_ms: int | None) -> bool:
+        """Whether window `start_ms` is past retention at `stream_time_ms`: never returned."""
+        return stream_time_ms is not None and start_ms <= stream_time_ms - self.retention_ms
+
+    def segment_ms(self) -> int:
+        """The time span of one storage segment: half the retention, at least a minute (Kafka
+        Streams' rule), so about three segments hold the retained windows and dropping the
+        oldest frees about a third."""
+        return max(self.retention_ms // 2, MINUTE_MS)
+
+
+def segment_of(start_ms: int, segment_ms: int) -> int:
+    return start_ms // segment_ms
+
+
+def expired_segments_below(stream_time_ms: int, retention_ms: int, segment_ms: int) -> int:
+    """The first segment that may still hold a retained window at `stream_time_ms`: every
+    segment below it holds only expired windows (start <= stream time - retention)."""
+    horizon = stream_time_ms - retention_ms  # windows starting at or before it are expired
+    if horizon < 0:
+        return 0
+    # Segment s spans starts [s*S, (s+1)*S - 1]: all expired when (s+1)*S - 1 <= horizon.
+    return (horizon + 1) // segment_ms
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session of one key: events from `start_ms` to `end_ms` (both inclusive, as in Kafka
+    Streams), no two of them further apart than the gap."""
+
+    start_ms: int
+    end_ms: int
+
+
+def merge_into_sessions(existing: list[Session], times: list[int], gap_ms: int) -> tuple[list[Session], list[Session]]:
+    """Sessions after events at `times` join `existing` (one key's sessions).
+
+    Returns (sessions now, sessions replaced): every event closer than or exactly `gap_ms` to
+    a session joins it, and sessions an event bridges merge into one; the replaced ones are
+    removed by the caller. Like Kafka Streams, with inactivity gap `gap_ms`.
+    """
+    if gap_ms <= 0:
+        raise OptionError(f"a session gap lasts more than 0 ms, got {gap_ms}")
+    spans = sorted([(s.start_ms, s.end_ms, s) for s in existing] + [(t, t, None) for t in times], key=lambda x: x[:2])
+    merged: list[tuple[int, int, list[Session]]] = []
+    for start, end, original in spans:
+        if merged and start - merged[-1][1] <= gap_ms:
+            low, high, members = merged[-1]
+            merged[-1] = (low, max(high, end), members + ([original] if original else []))
+        else:
+            merged.append((start, end, [original] if original else []))
+    now, replaced = [], []
+    for start, end, members in merged:
+        session = Session(start, end)
+        now.append(session)
+        replaced.extend(m for m in members if m != session)
+    return now, replaced
