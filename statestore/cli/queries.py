@@ -1,4 +1,4 @@
-"""The CLI's query commands: get, range, prefix, all, count, history, and `serve` (the HTTP API).
+"""The CLI's query commands: get, range, prefix, all, count, history, windows, and `serve` (the HTTP API).
 
 Each opens the store as registered (statestore.store.builder.open_store), reads keys given as text
 with the store's key codec (statestore.core.text) and prints decoded values. What a store type
@@ -22,11 +22,12 @@ from statestore.core.names import validate_store_name
 from statestore.core.text import emit, parse_key, require_versioned, to_text, versioned
 from statestore.http import create_app
 from statestore.store import admin
-from statestore.store.builder import open_store
+from statestore.store.builder import open_store, open_window_store
 from statestore.store.cache import CacheOptions
 from statestore.store.table_stats import cluster_figures
 
 FORMATS = ("table", "csv", "jsonl")
+_LAST_MS = 2**63 - 2
 
 
 def open_from_args(args, count_all: bool = False):
@@ -117,6 +118,20 @@ def cmd_history(args) -> int:
     return 0
 
 
+def cmd_windows(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    store = open_window_store(session_for(config), config.keyspace, validate_store_name(args.store))
+    low, high = args.from_ms or 0, _LAST_MS if args.to_ms is None else args.to_ms
+    if args.key is None:
+        windows = ((w.key, w.start_ms, w.end_ms, w.value) for w in store.fetch_all(low, high))
+    else:
+        key, size = parse_key(args.key, store.key_codec), store.windowing.size_ms
+        windows = ((key, start, start + size, value) for start, value in store.fetch(key, low, high))
+    counted = "count" if store.value_codec.name == "long" else "value"
+    emit(windows, ("key", "window_start", "window_end", counted), args.format, sys.stdout)
+    return 0
+
+
 def cmd_dump(args) -> int:
     _print_pairs(open_from_args(args).all(), args.format)
     return 0
@@ -182,6 +197,12 @@ def add_commands(command) -> None:
         "--from", dest="from_ms", type=_epoch_ms, metavar="MS", help="versions valid at or after this epoch ms"
     )
     p.add_argument("--to", dest="to_ms", type=_epoch_ms, metavar="MS", help="versions valid before this epoch ms")
+
+    p = command("windows", cmd_windows, "a window store's windows, by key then start (retention applied)", fmt="table")
+    p.add_argument("store")
+    p.add_argument("key", nargs="?", help="one key's windows (default: every key)")
+    p.add_argument("--from", dest="from_ms", type=_epoch_ms, metavar="MS", help="windows starting at or after MS")
+    p.add_argument("--to", dest="to_ms", type=_epoch_ms, metavar="MS", help="windows starting at or before MS")
 
     p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
     p.add_argument("store")

@@ -321,8 +321,13 @@ def trigger_seconds(trigger: str) -> float:
 
 
 def _store_type(raw: str) -> str:
-
-    return StoreType.parse(raw).value
+    store_type = StoreType.parse(raw)
+    if store_type.windowed:
+        # Refused here, before any store or topic is touched.
+        raise ValueError(
+            f"the word count does not write {store_type.value} stores yet: use a key-value or versioned type"
+        )
+    return store_type.value
 
 
 def _starting_offsets(raw: str) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from statestore.core.errors import OptionError, ValueTooLargeError
 from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
+from statestore.core.windows import WindowSpec
 
 # Cassandra refuses keys over 64 KiB - 1 byte (partition and clustering keys alike).
 MAX_KEY_BYTES = 65535
@@ -21,6 +22,7 @@ class StoreType(enum.StrEnum):
     GLOBAL_KV = "global-kv"
     PARTITIONED_VERSIONED = "partitioned-versioned"
     GLOBAL_VERSIONED = "global-versioned"
+    PARTITIONED_WINDOW = "partitioned-window"
 
     @classmethod
     def parse(cls, raw: str) -> StoreType:
@@ -36,7 +38,12 @@ class StoreType(enum.StrEnum):
 
     @property
     def partitioned(self) -> bool:
-        return self in (StoreType.PARTITIONED_KV, StoreType.PARTITIONED_VERSIONED)
+        return self in (StoreType.PARTITIONED_KV, StoreType.PARTITIONED_VERSIONED, StoreType.PARTITIONED_WINDOW)
+
+    @property
+    def windowed(self) -> bool:
+        """Keys hold one value per time window (statestore.core.windows), not one value."""
+        return self is StoreType.PARTITIONED_WINDOW
 
 
 @dataclass(frozen=True)
@@ -54,11 +61,16 @@ class StoreSpec:
     table_name: str | None = None
     key_codec: str = "string"
     value_codec: str = "long"
+    windowing: WindowSpec | None = None
 
     def __post_init__(self) -> None:
         validate_keyspace(self.keyspace)
         validate_store_name(self.name)
         object.__setattr__(self, "store_type", StoreType.parse(self.store_type))
+        if self.store_type.windowed and self.windowing is None:
+            raise OptionError(f"a {self.store_type.value} store needs its windowing: give the window size (--window)")
+        if not self.store_type.windowed and self.windowing is not None:
+            raise OptionError(f"a {self.store_type.value} store has no windows: use a window store type")
         if isinstance(self.partitions, bool) or not isinstance(self.partitions, int) or self.partitions < 1:
             raise ValueError(f"a store has at least 1 partition, got {self.partitions!r}")
         if self.table_name is None:
@@ -72,7 +84,8 @@ class StoreSpec:
     @property
     def layout(self) -> tuple:
         """What fixes where data lives: two specs with one layout read the same table alike."""
-        return (self.store_type, self.partitions, self.table_name)
+        windows = None if self.windowing is None else self.windowing.layout
+        return (self.store_type, self.partitions, self.table_name, windows)
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,18 @@ class Entry:
     """A stored entry: raw key and value bytes, the batch that last wrote it, its event time."""
 
     key: bytes
+    value: bytes
+    batch_id: int | None = None
+    time_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class WindowedEntry:
+    """A window store's entry: a key's value in the window starting at `start_ms` (its end is
+    the store's window size later), the batch that last wrote it and its latest event time."""
+
+    key: bytes
+    start_ms: int
     value: bytes
     batch_id: int | None = None
     time_ms: int | None = None

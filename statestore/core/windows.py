@@ -34,6 +34,10 @@ class WindowSpec:
     hop_ms: int | None = None
     grace_ms: int = 0
     retention_ms: int | None = None
+    # The time span of one storage segment (part of the table's partition key). Fixed when the
+    # store is registered: half the retention, at least a minute (Kafka Streams' rule), so
+    # about three segments hold the retained windows and dropping the oldest frees a third.
+    segment_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.size_ms <= 0:
@@ -55,6 +59,28 @@ class WindowSpec:
                 f"retention ({format_duration(self.retention_ms)}) must be at least window + grace "
                 f"({format_duration(floor)}): a window would be dropped while it can still change"
             )
+        if self.segment_ms is None:
+            object.__setattr__(self, "segment_ms", max(self.retention_ms // 2, MINUTE_MS))
+        if self.segment_ms <= 0:
+            raise OptionError(f"a segment lasts more than 0 ms, got {self.segment_ms}")
+
+    def as_dict(self) -> dict[str, int]:
+        """The settings as recorded in the store registry (statestore.store.registry)."""
+        return {
+            "size_ms": self.size_ms,
+            "hop_ms": self.hop_ms,
+            "grace_ms": self.grace_ms,
+            "retention_ms": self.retention_ms,
+            "segment_ms": self.segment_ms,
+        }
+
+    @property
+    def layout(self) -> tuple[int, int, int]:
+        """What fixes where a window's row lives and which rows exist: size, hop and segment."""
+        return (self.size_ms, self.hop_ms, self.segment_ms)
+
+    def segment_of(self, start_ms: int) -> int:
+        return start_ms // self.segment_ms
 
     @property
     def tumbling(self) -> bool:
@@ -82,25 +108,16 @@ class WindowSpec:
         """Whether window `start_ms` is past retention at `stream_time_ms`: never returned."""
         return stream_time_ms is not None and start_ms <= stream_time_ms - self.retention_ms
 
-    def segment_ms(self) -> int:
-        """The time span of one storage segment: half the retention, at least a minute (Kafka
-        Streams' rule), so about three segments hold the retained windows and dropping the
-        oldest frees about a third."""
-        return max(self.retention_ms // 2, MINUTE_MS)
-
-
-def segment_of(start_ms: int, segment_ms: int) -> int:
-    return start_ms // segment_ms
-
-
-def expired_segments_below(stream_time_ms: int, retention_ms: int, segment_ms: int) -> int:
-    """The first segment that may still hold a retained window at `stream_time_ms`: every
-    segment below it holds only expired windows (start <= stream time - retention)."""
-    horizon = stream_time_ms - retention_ms  # windows starting at or before it are expired
-    if horizon < 0:
-        return 0
-    # Segment s spans starts [s*S, (s+1)*S - 1]: all expired when (s+1)*S - 1 <= horizon.
-    return (horizon + 1) // segment_ms
+    def live_segments_from(self, stream_time_ms: int | None) -> int:
+        """The first segment that may still hold a retained window at `stream_time_ms`: every
+        segment below it holds only expired windows (start <= stream time - retention)."""
+        if stream_time_ms is None:
+            return 0
+        horizon = stream_time_ms - self.retention_ms  # windows starting at or before it are expired
+        if horizon < 0:
+            return 0
+        # Segment s spans starts [s*S, (s+1)*S - 1]: all expired when (s+1)*S - 1 <= horizon.
+        return (horizon + 1) // self.segment_ms
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, JsonValue
 
-StoreTypeName = Literal["partitioned-kv", "global-kv", "partitioned-versioned", "global-versioned"]
+StoreTypeName = Literal[
+    "partitioned-kv", "global-kv", "partitioned-versioned", "global-versioned", "partitioned-window"
+]
 
 
 class ErrorBody(BaseModel):

@@ -63,6 +63,18 @@ class MaintenancePlan:
         }
 
 
+# Until the maintenance jobs understand window tables (issue 16), they leave window stores out.
+_WINDOWED = (
+    "window store: the maintenance jobs do not handle window stores yet"
+    " (WindowStore.drop_expired drops expired segments)"
+)
+
+
+def maintained(specs: Iterable[StoreSpec]) -> list[StoreSpec]:
+    """The stores a job run over every store of a keyspace works on: all but window stores."""
+    return [spec for spec in specs if not spec.store_type.windowed]
+
+
 def _expire_reason(store: StoreFacts, retention_set: bool, basis: TimeBasis) -> str | None:
     if not retention_set:
         return "no retention set (the DAG's `retention` param): nothing is expired by default"
@@ -115,7 +127,7 @@ def plan_maintenance(
     for job in JOB_ORDER:
         names = []
         for store in chosen:
-            reason = reasons[job](store)
+            reason = _WINDOWED if store.store_type.windowed else reasons[job](store)
             if reason is None:
                 names.append(store.name)
             else:

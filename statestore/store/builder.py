@@ -25,14 +25,16 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from statestore.conn.cassandra import DDL_PROFILE
 from statestore.core import codecs
 from statestore.core.config import CassandraConfig, resolve
-from statestore.core.errors import OptionError
+from statestore.core.errors import OptionError, UnsupportedOperationError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
 from statestore.core.options import TableOptions
+from statestore.core.windows import WindowSpec
 from statestore.store import registry
 from statestore.store.cache import CacheOptions
 from statestore.store.key_value import KeyValueStore
 from statestore.store.versioned import VersionedStore
+from statestore.store.window import WindowStore
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ class StoreBuilder:
 
     # -- terminal methods: one per store type ----------------------------------------------
 
-    def spec(self, store_type: StoreType, partitions: int = 1) -> StoreSpec:
+    def spec(self, store_type: StoreType, partitions: int = 1, windowing: WindowSpec | None = None) -> StoreSpec:
         o = self.options
         return StoreSpec(
             o.keyspace,
@@ -110,6 +112,7 @@ class StoreBuilder:
             o.table_name_fn(self.name),
             o.key_codec.name,
             o.value_codec.name,
+            windowing,
         )
 
     def _kv(self, spec: StoreSpec) -> KeyValueStore:
@@ -141,6 +144,24 @@ class StoreBuilder:
     def global_versioned_store(self):
         return self._versioned(self.spec(StoreType.GLOBAL_VERSIONED, 1))
 
+    def partitioned_window_store(self, windowing: WindowSpec, partitions: int) -> WindowStore:
+        """PRIMARY KEY ((partition, segment), key, window_start): a value per key and time
+        window, expired windows dropped a segment at a time."""
+        return self._window(self.spec(StoreType.PARTITIONED_WINDOW, partitions, windowing))
+
+    def _window(self, spec: StoreSpec) -> WindowStore:
+        o = self.options
+        return WindowStore(
+            self.session,
+            spec,
+            o.key_codec,
+            o.value_codec,
+            # Untouched builder options leave the window table its own default (TWCS).
+            table_options=None if o.table_options == TableOptions() else o.table_options,
+            dml_profile=o.dml_profile,
+            ddl_profile=o.ddl_profile,
+        )
+
     def _versioned(self, spec: StoreSpec):
 
         o = self.options
@@ -159,15 +180,39 @@ class StoreBuilder:
 
 
 def open_store(session, keyspace: str, name: str, *, cache: CacheOptions | None = None, count_all: bool = False):
-    """An existing store as registered, with its recorded codecs (custom codecs read as bytes)."""
+    """An existing key-value or versioned store as registered, with its recorded codecs (custom
+    codecs read as bytes). A window store is refused, naming how to read it."""
     spec = registry.lookup(session, keyspace, name)
-    builder = StoreBuilder(session, name, StoreOptions(keyspace=keyspace, cache=cache, count_all=count_all))
-    key_codec, value_codec = _codec_or_bytes(spec.key_codec), _codec_or_bytes(spec.value_codec)
-    o = replace(builder.options, key_codec=key_codec, value_codec=value_codec, table_name_fn=lambda _: spec.table)
-    builder = StoreBuilder(session, name, o)
-    if spec.store_type.versioned:
-        return builder._versioned(spec)
-    return builder._kv(spec)
+    if spec.store_type.windowed:
+        raise UnsupportedOperationError(
+            f"store '{name}' is a {spec.store_type.value} store: it holds a value per time window, read it with "
+            f"`statestore windows {name}` (statestore.store.builder.open_window_store)"
+        )
+    builder = _registered(session, spec, cache, count_all)
+    return builder._versioned(spec) if spec.store_type.versioned else builder._kv(spec)
+
+
+def open_window_store(session, keyspace: str, name: str) -> WindowStore:
+    """An existing window store as registered, with its recorded codecs and windowing."""
+    spec = registry.lookup(session, keyspace, name)
+    if not spec.store_type.windowed:
+        raise UnsupportedOperationError(
+            f"store '{name}' is a {spec.store_type.value} store: it has no windows, read it with get, range or all"
+        )
+    return _registered(session, spec, None, False)._window(spec)
+
+
+def _registered(session, spec: StoreSpec, cache: CacheOptions | None, count_all: bool) -> StoreBuilder:
+    """A builder for `spec` as registered: its codecs and table name."""
+    options = StoreOptions(
+        keyspace=spec.keyspace,
+        cache=cache,
+        count_all=count_all,
+        key_codec=_codec_or_bytes(spec.key_codec),
+        value_codec=_codec_or_bytes(spec.value_codec),
+        table_name_fn=lambda _: spec.table,
+    )
+    return StoreBuilder(session, spec.name, options)
 
 
 def _codec_or_bytes(name: str) -> codecs.Codec:

@@ -11,7 +11,7 @@ from statestore.core.errors import StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.options import TableOptions
 from statestore.store import deadletters, registry
-from statestore.store.tables import table_for
+from statestore.store.tables import create_cql_for
 
 DEFAULT_STORE_TYPE = StoreType.PARTITIONED_KV
 
@@ -37,7 +37,7 @@ def provision_store(
         )
     registered = registry.register(session, spec, source_topic, ddl_profile)
     if create_table:
-        session.execute(table_for(registered).create_cql(options), execution_profile=ddl_profile)
+        session.execute(create_cql_for(registered, options), execution_profile=ddl_profile)
     if dead_letters:
         deadletters.ensure_table(session, spec.keyspace, spec.name, ddl_profile)
     return registered

@@ -21,6 +21,7 @@ change of that mark (statestore.stream.apply_cache).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,6 +32,7 @@ from statestore.core.codecs import canonical_name, millis_of
 from statestore.core.errors import StoreFencedError, StoreMismatchError, StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import validate_keyspace, validate_store_name
+from statestore.core.windows import WindowSpec
 
 REGISTRY_TABLE = "statestore_stores"
 
@@ -63,23 +65,23 @@ def create_cql(keyspace: str) -> str:
         " key_format text, value_format text, created_at timestamp, source_topic text,"
         " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
         " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
-        " last_ts bigint, epoch bigint, outside_writes bigint)"
+        " last_ts bigint, epoch bigint, outside_writes bigint, windowing text)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
 
 def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> None:
     session.execute(create_cql(keyspace), execution_profile=ddl_profile)
-    # A registry made before fencing (epoch) or outside-write marks existed lacks their
-    # columns: add them (idempotent).
+    # A registry made before fencing (epoch), outside-write marks or window stores existed
+    # lacks their columns: add them (idempotent).
     meta = session.cluster.metadata.keyspaces.get(keyspace)
     table = None if meta is None else meta.tables.get(REGISTRY_TABLE)
-    for column in ("epoch", "outside_writes"):
+    for column, kind in (("epoch", "bigint"), ("outside_writes", "bigint"), ("windowing", "text")):
         if table is None or column in table.columns:
             continue
         try:
             session.execute(
-                f"ALTER TABLE {keyspace}.{REGISTRY_TABLE} ADD {column} bigint", execution_profile=ddl_profile
+                f"ALTER TABLE {keyspace}.{REGISTRY_TABLE} ADD {column} {kind}", execution_profile=ddl_profile
             )
         except InvalidRequest as exc:  # another worker added it first
             if "conflicts with an existing column" not in str(exc):
@@ -87,6 +89,7 @@ def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> N
 
 
 def _spec(keyspace: str, row) -> StoreSpec:
+    windowing = getattr(row, "windowing", None)
     return StoreSpec(
         keyspace,
         row.name,
@@ -95,7 +98,12 @@ def _spec(keyspace: str, row) -> StoreSpec:
         row.table_name,
         canonical_name(row.key_format or "string"),
         canonical_name(row.value_format or "long"),
+        None if windowing is None else WindowSpec(**json.loads(windowing)),
     )
+
+
+def _windowing_text(spec: StoreSpec) -> str | None:
+    return None if spec.windowing is None else json.dumps(spec.windowing.as_dict(), sort_keys=True)
 
 
 def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_profile: object = DDL_PROFILE) -> StoreSpec:
@@ -107,12 +115,21 @@ def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_prof
     insert = prepare(
         session,
         f"INSERT INTO {spec.keyspace}.{REGISTRY_TABLE} (name, store_type, table_name, partitions,"
-        " key_format, value_format, created_at, source_topic)"
-        " VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now()), ?) IF NOT EXISTS",
+        " key_format, value_format, created_at, source_topic, windowing)"
+        " VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now()), ?, ?) IF NOT EXISTS",
     )
     row = session.execute(
         insert,
-        (spec.name, spec.store_type.value, spec.table, spec.partitions, spec.key_codec, spec.value_codec, source_topic),
+        (
+            spec.name,
+            spec.store_type.value,
+            spec.table,
+            spec.partitions,
+            spec.key_codec,
+            spec.value_codec,
+            source_topic,
+            _windowing_text(spec),
+        ),
         execution_profile=ddl_profile,
     ).one()
     if row.applied:
@@ -124,6 +141,11 @@ def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_prof
             f"{existing.partitions} partition(s) in table {existing.table}; it cannot be reopened as "
             f"{spec.store_type.value} with {spec.partitions} in table {spec.table}. Use another store "
             "name, or omit --store-type/--partitions to reuse the store as it is."
+        )
+    if existing.windowing != spec.windowing and existing.windowing is not None:
+        raise StoreMismatchError(
+            f"store '{spec.name}' counts in windows of {_windowing_text(existing)}; it cannot be reopened with "
+            f"{_windowing_text(spec)}. Use another store name, or the store's own window settings."
         )
     if (existing.key_codec, existing.value_codec) != (spec.key_codec, spec.value_codec):
         raise StoreMismatchError(

@@ -4,11 +4,13 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
 from statestore.core.errors import UnsupportedOperationError
 from statestore.core.model import StoreSpec, StoreType
+from statestore.core.options import TableOptions
 from statestore.store.tables.base import KeyValueTable
 from statestore.store.tables.global_kv import GlobalKeyValueTable
 from statestore.store.tables.global_versioned import GlobalVersionedTable
 from statestore.store.tables.partitioned_kv import PartitionedKeyValueTable
 from statestore.store.tables.partitioned_versioned import PartitionedVersionedTable
+from statestore.store.tables.partitioned_window import PartitionedWindowTable
 
 _TABLES = {
     StoreType.PARTITIONED_KV: PartitionedKeyValueTable,
@@ -21,9 +23,27 @@ _TABLES = {
 def table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> KeyValueTable:
     """The table module of `spec`'s store type (no I/O); statements run with `profile`."""
     table = _TABLES.get(spec.store_type)
+    if spec.store_type.windowed:
+        raise UnsupportedOperationError(
+            f"store '{spec.name}' is {spec.store_type.value}: it holds windows, read it as a window store "
+            "(statestore.store.window.WindowStore)"
+        )
     if table is None:
         raise UnsupportedOperationError(f"store type {spec.store_type.value} has no table module yet")
     return table(spec, profile)
 
 
-__all__ = ["KeyValueTable", "table_for"]
+def window_table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> PartitionedWindowTable:
+    """The table module of a window store (no I/O)."""
+    if not spec.store_type.windowed:
+        raise UnsupportedOperationError(f"store '{spec.name}' is {spec.store_type.value}: it holds no windows")
+    return PartitionedWindowTable(spec, profile)
+
+
+def create_cql_for(spec: StoreSpec, options: TableOptions | None = None) -> str:
+    """The CREATE TABLE of any store type (each type's default options when `options` is None)."""
+    table = window_table_for(spec) if spec.store_type.windowed else table_for(spec)
+    return table.create_cql(options)
+
+
+__all__ = ["KeyValueTable", "PartitionedWindowTable", "create_cql_for", "table_for", "window_table_for"]

@@ -10,9 +10,7 @@ from statestore.core.windows import (
     DAY_MS,
     Session,
     WindowSpec,
-    expired_segments_below,
     merge_into_sessions,
-    segment_of,
 )
 
 
@@ -74,13 +72,21 @@ def test_a_window_expires_only_after_it_is_late(spec, start, stream_time):
 
 @given(st.integers(1, 50), st.integers(1, 50), st.integers(0, 500))
 def test_segments_below_the_bound_hold_only_expired_windows_and_the_bound_one_does_not(segment, retention, stream_time):
-    bound = expired_segments_below(stream_time, retention, segment)
+    spec = WindowSpec(1, retention_ms=retention, segment_ms=segment)
+    bound = spec.live_segments_from(stream_time)
     for start in range(0, 600):
         expired = start <= stream_time - retention
-        if segment_of(start, segment) < bound:
+        if spec.segment_of(start) < bound:
             assert expired
     # the bound is as high as it can be: its segment's first start is not expired, or is the last
     assert bound * segment > stream_time - retention - segment
+    assert spec.live_segments_from(None) == 0
+
+
+def test_segments_default_to_half_the_retention_and_at_least_a_minute():
+    assert WindowSpec(60_000).segment_ms == DAY_MS // 2
+    assert WindowSpec(1000, retention_ms=10_000).segment_ms == 60_000
+    assert WindowSpec(1000, segment_ms=5).layout == (1000, 1000, 5)
 
 
 def _brute_sessions(times, gap):

@@ -1,0 +1,230 @@
+"""The partitioned window store: PRIMARY KEY ((partition, segment), key, window_start).
+
+A key's partition is Kafka's default partitioner on the key bytes, as in the key-value store;
+the segment is the window's start divided by the store's segment span (statestore.core.windows).
+Time in the partition key keeps Cassandra partitions bounded however long a store runs, and
+makes expiry cheap: every window of an expired segment goes with one partition delete per store
+partition, no row tombstones and no scan. Within a Cassandra partition rows sort by key, then
+window start, so one key's windows over a time span are one slice per segment.
+
+TimeWindowCompactionStrategy is the default: rows of one segment are written in one stretch of
+time, so SSTables of old segments stop changing and whole expired SSTables are dropped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import BatchStatement, BatchType
+
+from statestore.conn.cassandra import prepare
+from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
+from statestore.core.options import TableOptions
+from statestore.core.partitioner import partition_for
+from statestore.store.tables.base import EPOCH, MILLISECOND, chunked, range_condition, write_batches
+from statestore.store.tables.base import unset_if_none as _time
+from statestore.store.tables.paging import merge_in_order, paged
+
+_BATCH_ROWS = 64
+_READ_STARTS = 100
+_COLUMNS = "key, window_start, value, batch_id, time"
+
+
+def _entry(row) -> WindowedEntry:
+    moment = row.time
+    time_ms = None if moment is None else (moment - EPOCH) // MILLISECOND
+    return WindowedEntry(row.key, row.window_start, row.value, row.batch_id, time_ms)
+
+
+def _order(entry: WindowedEntry) -> tuple[bytes, int]:
+    return (entry.key, entry.start_ms)
+
+
+class PartitionedWindowTable:
+    """A window store's table; it owns every CQL statement that touches it. No I/O here."""
+
+    def __init__(self, spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> None:
+        if spec.windowing is None:
+            raise ValueError(f"store {spec.name} is not a window store")
+        self.spec = spec
+        self.windowing = spec.windowing
+        self.qualified = f"{spec.keyspace}.{spec.table}"
+        self.profile = profile
+
+    def default_options(self) -> TableOptions:
+        """TWCS with one compaction window per segment span (whole minutes, at least one)."""
+        minutes = max(1, self.windowing.segment_ms // 60_000)
+        return TableOptions(
+            compaction="TimeWindowCompactionStrategy",
+            compaction_options={"compaction_window_unit": "MINUTES", "compaction_window_size": str(minutes)},
+        )
+
+    def create_cql(self, options: TableOptions | None = None) -> str:
+        options = options or self.default_options()
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified} ("
+            " partition int, segment bigint, key blob, window_start bigint, value blob,"
+            " time timestamp, batch_id bigint,"
+            " PRIMARY KEY ((partition, segment), key, window_start))"
+            f" WITH {options.cql(f'statestore partitioned-window store {self.spec.name}')}"
+        )
+
+    def partition_of(self, key: bytes) -> int:
+        return partition_for(key, self.spec.partitions)
+
+    def _home(self, key: bytes, start_ms: int) -> tuple[int, int]:
+        return self.partition_of(key), self.windowing.segment_of(start_ms)
+
+    def write(self, session, entries: list[WindowedEntry], concurrency: int, write_ts: int | None) -> None:
+        """Upsert absolute values, one UNLOGGED batch per Cassandra partition (idempotent, so
+        retries are safe; at `write_ts` microseconds, None: the server's clock)."""
+        using = " USING TIMESTAMP ?" if write_ts is not None else ""
+        upsert = prepare(
+            session,
+            f"INSERT INTO {self.qualified} (partition, segment, key, window_start, value, time, batch_id)"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?){using}",
+        )
+        upsert.is_idempotent = True
+        stamp = () if write_ts is None else (write_ts,)
+        groups: dict[tuple[int, int], list[WindowedEntry]] = defaultdict(list)
+        for entry in entries:
+            groups[self._home(entry.key, entry.start_ms)].append(entry)
+        batches = []
+        for (partition, segment), group in groups.items():
+            for rows in write_batches(group, _BATCH_ROWS):
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                batch.is_idempotent = True
+                for e in rows:
+                    batch.add(upsert, (partition, segment, e.key, e.start_ms, e.value, _time(e), e.batch_id, *stamp))
+                batches.append((batch, ()))
+        execute_concurrent(
+            session,
+            execution_profile=self.profile,
+            statements_and_parameters=batches,
+            concurrency=concurrency,
+            raise_on_first_error=True,
+        )
+
+    def read(
+        self, session, windows: list[tuple[bytes, int]], concurrency: int
+    ) -> dict[tuple[bytes, int], WindowedEntry]:
+        """The stored entries among (key, window start) pairs; missing ones are absent."""
+        select = prepare(
+            session,
+            f"SELECT {_COLUMNS} FROM {self.qualified}"
+            " WHERE partition = ? AND segment = ? AND key = ? AND window_start IN ?",
+        )
+        select.is_idempotent = True
+        starts: dict[tuple[int, int, bytes], list[int]] = defaultdict(list)
+        for key, start in windows:
+            starts[(*self._home(key, start), key)].append(start)
+        work = [
+            (select, (partition, segment, key, chunk))
+            for (partition, segment, key), group in starts.items()
+            for chunk in chunked(sorted(set(group)), _READ_STARTS)
+        ]
+        found = {}
+        for result in execute_concurrent(
+            session, work, concurrency=concurrency, results_generator=True, execution_profile=self.profile
+        ):
+            for row in result.result_or_exc:
+                found[(row.key, row.window_start)] = _entry(row)
+        return found
+
+    def get(self, session, key: bytes, start_ms: int) -> WindowedEntry | None:
+        select = prepare(
+            session,
+            f"SELECT {_COLUMNS} FROM {self.qualified}"
+            " WHERE partition = ? AND segment = ? AND key = ? AND window_start = ?",
+        )
+        select.is_idempotent = True
+        row = session.execute(select, (*self._home(key, start_ms), key, start_ms), execution_profile=self.profile).one()
+        return None if row is None else _entry(row)
+
+    def fetch(
+        self,
+        session,
+        key: bytes,
+        segments: list[int],
+        start_from: int,
+        start_to: int,
+        reverse: bool = False,
+        page_size: int = 5000,
+    ) -> Iterator[WindowedEntry]:
+        """`key`'s windows starting in [start_from, start_to] among `segments` (ascending), by
+        start (descending with `reverse`): one slice per segment, segments in turn."""
+        order = " ORDER BY key DESC, window_start DESC" if reverse else ""
+        select = prepare(
+            session,
+            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
+            f" AND window_start >= ? AND window_start <= ?{order}",
+        )
+        select.is_idempotent = True
+        partition = self.partition_of(key)
+        for segment in reversed(segments) if reverse else segments:
+            for row in paged(session, select, (partition, segment, key, start_from, start_to), page_size, self.profile):
+                yield _entry(row)
+
+    def fetch_range(
+        self,
+        session,
+        segments: list[int],
+        key_range: KeyRange = EVERYTHING,
+        start_from: int | None = None,
+        start_to: int | None = None,
+        reverse: bool = False,
+        page_size: int = 5000,
+    ) -> Iterator[WindowedEntry]:
+        """Windows of keys in `key_range` starting in [start_from, start_to] (None: unbounded)
+        among `segments`, by key then start (both descending with `reverse`). Every store
+        partition of every segment is read concurrently and merged."""
+        condition, params = range_condition(key_range)
+        order = " ORDER BY key DESC, window_start DESC" if reverse else ""
+        select = prepare(
+            session,
+            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}{order}",
+        )
+        select.is_idempotent = True
+        streams = [
+            (
+                _entry(row)
+                for row in paged(session, select, (partition, segment, *params), page_size, self.profile)
+                # CQL cannot bound window_start after a range on key: bound it here.
+                if (start_from is None or row.window_start >= start_from)
+                and (start_to is None or row.window_start <= start_to)
+            )
+            for segment in segments
+            for partition in range(self.spec.partitions)
+        ]
+        return merge_in_order(streams, key=_order, reverse=reverse)
+
+    def segments(self, session) -> list[int]:
+        """The segments that hold rows (or partition tombstones not yet compacted away), in
+        order: a scan of the partition keys only."""
+        rows = session.execute(
+            f"SELECT DISTINCT partition, segment FROM {self.qualified}", execution_profile=self.profile
+        )
+        return sorted({row.segment for row in rows})
+
+    def delete(self, session, key: bytes, start_ms: int) -> None:
+        statement = prepare(
+            session,
+            f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ? AND window_start = ?",
+        )
+        statement.is_idempotent = True
+        session.execute(statement, (*self._home(key, start_ms), key, start_ms), execution_profile=self.profile)
+
+    def drop_segment(self, session, segment: int, concurrency: int = 8) -> None:
+        """Delete every window of `segment`: one partition delete per store partition."""
+        statement = prepare(session, f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ?")
+        statement.is_idempotent = True
+        execute_concurrent(
+            session,
+            [(statement, (partition, segment)) for partition in range(self.spec.partitions)],
+            concurrency=concurrency,
+            raise_on_first_error=True,
+            execution_profile=self.profile,
+        )

@@ -1,0 +1,65 @@
+"""`statestore windows` against a window store on the real Cassandra, and the clear refusals
+when a window store is read as a key-value store or the other way round."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from statestore.cli.main import main
+from statestore.core.windows import WindowSpec
+from statestore.store.builder import StoreBuilder
+
+MINUTE = 60_000
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_windows_prints_key_start_end_count_sorted_and_filtered(capsys, session, keyspace, store_name):
+    store = (
+        StoreBuilder(session, store_name)
+        .with_keyspace(keyspace)
+        .partitioned_window_store(WindowSpec(MINUTE, retention_ms=60 * MINUTE), 4)
+        .create()
+    )
+    now = 1_764_000_000_000 - 1_764_000_000_000 % MINUTE
+    written = {("cat", now): 3, ("cat", now - MINUTE): 1, ("ant", now): 7, ("dog", now - 2 * MINUTE): 2}
+    # One window long past retention: the stream time below hides it.
+    written[("ant", now - 90 * MINUTE)] = 5
+    for (word, start), count in written.items():
+        assert store.put(word, count, start, stream_time_ms=None)
+    session.execute(
+        f"UPDATE {keyspace}.statestore_stores SET max_event_time = %s WHERE name = %s", (now + 1000, store_name)
+    )
+    try:
+        ks = ("--keyspace", keyspace)
+        code, out, _ = _run(capsys, "windows", store_name, "--format", "csv", *ks)
+        rows = list(csv.reader(io.StringIO(out)))
+        assert code == 0 and rows[0] == ["key", "window_start", "window_end", "count"]
+        expected = sorted(
+            [(w, s, c) for (w, s), c in written.items() if s > now + 1000 - 60 * MINUTE], key=lambda t: (t[0], t[1])
+        )
+        assert rows[1:] == [[w, str(s), str(s + MINUTE), str(c)] for w, s, c in expected]
+
+        code, out, _ = _run(capsys, "windows", store_name, "cat", "--from", str(now), "--format", "csv", *ks)
+        assert code == 0 and list(csv.reader(io.StringIO(out)))[1:] == [["cat", str(now), str(now + MINUTE), "3"]]
+
+        code, _, err = _run(capsys, "get", store_name, "cat", *ks)
+        assert code == 2 and f"read it with `statestore windows {store_name}`" in err
+    finally:
+        session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
+        session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (store_name,))
+
+
+def test_windows_of_a_key_value_store_is_refused(capsys, session, keyspace, store_name):
+    store = StoreBuilder(session, store_name).with_keyspace(keyspace).partitioned_key_value_store(2).create()
+    try:
+        code, _, err = _run(capsys, "windows", store_name, "--keyspace", keyspace)
+        assert code == 2 and "it has no windows" in err
+    finally:
+        session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
+        session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (store_name,))
