@@ -24,7 +24,7 @@ from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for
-from statestore.store.tables.base import EPOCH, MILLISECOND, chunked, range_condition, write_batches
+from statestore.store.tables.base import chunked, range_condition, time_ms_of, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 
@@ -34,9 +34,7 @@ _COLUMNS = "key, window_start, value, batch_id, time"
 
 
 def _entry(row) -> WindowedEntry:
-    moment = row.time
-    time_ms = None if moment is None else (moment - EPOCH) // MILLISECOND
-    return WindowedEntry(row.key, row.window_start, row.value, row.batch_id, time_ms)
+    return WindowedEntry(row.key, row.window_start, row.value, row.batch_id, time_ms_of(row.time))
 
 
 def _order(entry: WindowedEntry) -> tuple[bytes, int]:
