@@ -5,13 +5,19 @@ BIN := $(VENV)/bin
 PYTHON ?= python3.11
 
 STORE ?= sample
-INPUT ?= data/sample.txt
+# INPUT: data/sample.txt, or data/sample-timestamped.tsv with WINDOW (scripts/run).
+INPUT ?=
 TOPIC ?= $(STORE)-lines
 CHECKPOINT ?= .stack/checkpoints/$(STORE)
 PARTITIONS ?= 4
 STORE_TYPE ?=
 TRIGGER ?= available-now
 NODES ?= 1
+# Windowed counts (README, "Window stores"): WINDOW=1m [HOP=] [GRACE=] [RETENTION=].
+WINDOW ?=
+HOP ?=
+GRACE ?=
+RETENTION ?=
 PYTEST_ARGS ?=
 
 .PHONY: install venv jvm dist cluster-up cluster-down cluster-status bench-cluster run test test-unit bench-replay bench-query bench-maintenance maintenance lint browser airflow airflow-down stack-up stack-down stack-status stack-reset clean
@@ -54,7 +60,8 @@ dist: venv
 # NODES=3: on the local cluster, submitted to its Spark standalone master.
 run: install dist
 	STORE=$(STORE) INPUT=$(INPUT) TOPIC=$(TOPIC) CHECKPOINT=$(CHECKPOINT) PARTITIONS=$(PARTITIONS) \
-	STORE_TYPE=$(STORE_TYPE) TRIGGER=$(TRIGGER) NODES=$(NODES) scripts/run
+	STORE_TYPE=$(STORE_TYPE) TRIGGER=$(TRIGGER) NODES=$(NODES) \
+	WINDOW=$(WINDOW) HOP=$(HOP) GRACE=$(GRACE) RETENTION=$(RETENTION) scripts/run
 
 # Every test on the real stack; stops the stack afterwards if this target started it.
 test: install browser

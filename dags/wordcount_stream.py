@@ -33,7 +33,15 @@ A second, concurrent run is impossible (`max_active_runs=1`), and a stream with 
 checkpoint is refused while the first holds the store.
 """
 
-STORE_TYPES = ["auto", "partitioned-kv", "global-kv", "partitioned-versioned", "global-versioned"]
+STORE_TYPES = ["auto", "partitioned-kv", "global-kv", "partitioned-versioned", "global-versioned", "partitioned-window"]
+WINDOW_PARAMS = ("window", "hop", "grace", "retention")
+# Durations as the job takes them (statestore.core.event_time.parse_duration): 90s, 1m, 2h, 7d.
+DURATION = r"^[0-9]+(ms|s|m|h|d)$"
+
+
+def _duration_param(title: str, description: str) -> Param:
+    return Param(None, type=["null", "string"], pattern=DURATION, title=title, description=description)
+
 
 with DAG(
     dag_id="wordcount_stream",
@@ -59,7 +67,7 @@ with DAG(
             type="string",
             enum=STORE_TYPES,
             title="Store type",
-            description="auto: the existing store's type, else partitioned-kv",
+            description="auto: the existing store's type, else partitioned-window with a window, else partitioned-kv",
         ),
         "partitions": Param(
             None,
@@ -94,6 +102,23 @@ with DAG(
             description="executors keep each batch's writes and read only what they cannot vouch for; "
             "turn off when other programs write the store while the stream runs",
         ),
+        "window": _duration_param(
+            "Window (windowed counts)",
+            "empty: count per word forever; a duration such as 1m: count per word and event-time window of that "
+            "size (Kafka record timestamps, windows aligned to the epoch, into a partitioned-window store)",
+        ),
+        "hop": _duration_param(
+            "Hop (with a window)", "empty: tumbling windows; a shorter duration: windows start every hop and overlap"
+        ),
+        "grace": _duration_param(
+            "Grace (with a window)",
+            "empty or 0s: none; how long after its end a window still counts late records (later ones are "
+            "dead-lettered with reason late)",
+        ),
+        "retention": _duration_param(
+            "Retention (with a window)",
+            "empty: the larger of window + grace and 1d; how long windows are kept, by stream time",
+        ),
         "spark_conf": Param({}, type="object", title="Extra Spark settings (--conf)"),
     },
 ) as dag:
@@ -105,6 +130,7 @@ with DAG(
         from statestore_airflow.hook import CassandraStateStoreHook
 
         from statestore.core.config import StreamConfig
+        from statestore.core.event_time import format_duration, parse_duration
 
         with dag_support.fail_without_retry():
             checkpoint = params["checkpoint"] or str(dag_support.checkpoint_root() / params["store"])
@@ -119,6 +145,11 @@ with DAG(
                 max_offsets_per_trigger=params["max_offsets_per_trigger"],
                 recover_from_store=params["recover_from_store"],
                 apply_cache=params.get("apply_cache", True),
+                **{
+                    name: parse_duration(params[name], name, zero=name == "grace")
+                    for name in WINDOW_PARAMS
+                    if params.get(name)
+                },
             )
             cassandra = CassandraStateStoreHook(dag_support.CASSANDRA_CONN_ID).config
             bootstrap = dag_support.kafka_bootstrap(BaseHook.get_connection(dag_support.KAFKA_CONN_ID))
@@ -131,6 +162,9 @@ with DAG(
         ):
             if value is not None:
                 args += [flag, str(value)]
+        for name in WINDOW_PARAMS:
+            if getattr(stream, name) is not None:
+                args += [f"--{name}", format_duration(getattr(stream, name))]
         if stream.recover_from_store:
             args.append("--recover-from-store")
         if not stream.apply_cache:

@@ -163,8 +163,9 @@ def maintenance_args(
 
     runs: dict[str, list[list[str]]] = {}
     if stores.get("expire_state"):
-        args = ["--report-dir", str(reports), *over("expire_state"), "--retention", params["retention"]]
-        args += ["--basis", params["basis"], *ranges, *dry]
+        args = ["--report-dir", str(reports), *over("expire_state"), "--basis", params["basis"], *ranges, *dry]
+        if params["retention"] is not None:  # window stores expire by their own retention
+            args += ["--retention", params["retention"]]
         if params["table_ttl"] is not None:
             args += ["--table-ttl", params["table_ttl"]]
         runs["expire_state"] = [args]

@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from statestore.core.errors import ConfigError
+from statestore.core.errors import ConfigError, OptionError
+from statestore.core.event_time import parse_duration
 from statestore.core.model import StoreType
 from statestore.core.names import validate_keyspace, validate_store_name, validate_topic
+from statestore.core.windows import WindowSpec
 
 CONSISTENCY_LEVELS = (
     "ONE",
@@ -321,13 +323,11 @@ def trigger_seconds(trigger: str) -> float:
 
 
 def _store_type(raw: str) -> str:
-    store_type = StoreType.parse(raw)
-    if store_type.windowed:
-        # Refused here, before any store or topic is touched.
-        raise ValueError(
-            f"the word count does not write {store_type.value} stores yet: use a key-value or versioned type"
-        )
-    return store_type.value
+    return StoreType.parse(raw).value
+
+
+def _duration(what: str, zero: bool = False):
+    return lambda raw: parse_duration(raw, what, zero)
 
 
 def _starting_offsets(raw: str) -> str:
@@ -361,8 +361,37 @@ class StreamConfig:
         None,
         "STATESTORE_STORE_TYPE",
         "--store-type",
-        "partitioned-kv or global-kv (default: the existing store's type, else partitioned-kv)",
+        "partitioned-kv, global-kv, their -versioned kinds or partitioned-window (default: the existing "
+        "store's type, else partitioned-window with --window, else partitioned-kv)",
         _store_type,
+    )
+    window: int | None = setting(
+        None,
+        "STATESTORE_WINDOW",
+        "--window",
+        "count per time window of this size by Kafka record time, e.g. 1m (tumbling; a window store)",
+        _duration("window"),
+    )
+    hop: int | None = setting(
+        None,
+        "STATESTORE_HOP",
+        "--hop",
+        "with --window: windows start every HOP (hopping windows; default: the window size, tumbling)",
+        _duration("hop"),
+    )
+    grace: int | None = setting(
+        None,
+        "STATESTORE_GRACE",
+        "--grace",
+        "with --window: how long after its end a window still takes late records (default 0s)",
+        _duration("grace", zero=True),
+    )
+    retention: int | None = setting(
+        None,
+        "STATESTORE_RETENTION",
+        "--retention",
+        "with --window: how long windows are kept by stream time (default: the larger of window + grace and 1d)",
+        _duration("retention"),
     )
     partitions: int | None = setting(
         None,
@@ -424,3 +453,26 @@ class StreamConfig:
                 raise ConfigError(f"{name} is required: pass --{name} or set STATESTORE_{name.upper()}")
         validate_topic(self.topic)
         validate_store_name(self.store)
+        if self.window is None:
+            given = [f"--{name}" for name in ("hop", "grace", "retention") if getattr(self, name) is not None]
+            if given:
+                raise ConfigError(f"{', '.join(given)} only apply to windows: pass --window too (e.g. --window 1m)")
+        windowed = self.store_type is not None and StoreType(self.store_type).windowed
+        if windowed and self.window is None:
+            raise ConfigError(f"a {self.store_type} store counts in windows: pass --window (e.g. --window 1m)")
+        if self.window is not None and self.store_type is not None and not windowed:
+            raise ConfigError(
+                f"--window counts into a window store, not a {self.store_type} store: "
+                "leave out --store-type or pass --store-type partitioned-window"
+            )
+        try:
+            self.windowing  # noqa: B018 - checks the combination (hop <= window, retention >= window + grace)
+        except OptionError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def windowing(self) -> WindowSpec | None:
+        """The windows to count in (None: a key-value count)."""
+        if self.window is None:
+            return None
+        return WindowSpec(self.window, self.hop, self.grace or 0, self.retention)

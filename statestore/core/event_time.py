@@ -19,16 +19,17 @@ class TimestampedLineError(StateStoreError, ValueError):
     """A line of a --timestamped file that is not `<epoch-millis><TAB><text>`."""
 
 
-def parse_duration(text: str, what: str = "duration") -> int:
+def parse_duration(text: str, what: str = "duration", zero: bool = False) -> int:
     """Milliseconds of `text`: digits and a unit (ms, s, m, h, d), e.g. 500ms, 30s, 1m, 2h, 7d.
 
-    Raises ValueError naming `what` and the expected form; a duration is always positive.
+    Raises ValueError naming `what` and the expected form; a duration is positive (or 0, with
+    `zero`: a grace may be none).
     """
     match = _DURATION.fullmatch(text.strip().lower())
     if match is None:
         raise ValueError(f"{what} {text!r} is not a duration: write digits and a unit (ms, s, m, h, d), e.g. 30s or 1m")
     millis = int(match.group(1)) * _UNIT_MS[match.group(2)]
-    if millis <= 0:
+    if millis < 0 or (millis == 0 and not zero):
         raise ValueError(f"{what} {text!r} must be longer than 0")
     return millis
 

@@ -108,6 +108,12 @@ class WindowSpec:
         """Whether window `start_ms` is past retention at `stream_time_ms`: never returned."""
         return stream_time_ms is not None and start_ms <= stream_time_ms - self.retention_ms
 
+    def closed(self, start_ms: int, stream_time_ms: int | None) -> bool:
+        """Whether window `start_ms` refuses a record at `stream_time_ms`: late, or (when the
+        retention is exactly window + grace) expired the moment it closes. The stream's Spark
+        plan (statestore.stream.windowed) states this same rule in Spark SQL."""
+        return self.late(start_ms, stream_time_ms) or self.expired(start_ms, stream_time_ms)
+
     def live_segments_from(self, stream_time_ms: int | None) -> int:
         """The first segment that may still hold a retained window at `stream_time_ms`: every
         segment below it holds only expired windows (start <= stream time - retention)."""
@@ -118,6 +124,11 @@ class WindowSpec:
             return 0
         # Segment s spans starts [s*S, (s+1)*S - 1]: all expired when (s+1)*S - 1 <= horizon.
         return (horizon + 1) // self.segment_ms
+
+    def expired_segments(self, segments: list[int], stream_time_ms: int | None) -> list[int]:
+        """The segments among `segments` that hold only expired windows at `stream_time_ms`."""
+        below = self.live_segments_from(stream_time_ms)
+        return [segment for segment in segments if segment < below]
 
 
 @dataclass(frozen=True)

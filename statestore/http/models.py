@@ -52,6 +52,7 @@ class Capabilities(BaseModel):
     prefix: bool = Field(description="prefix on /entries")
     reverse: bool = Field(description="reverse=true on /entries")
     history: bool = Field(description="/history/{key} and as_of on /keys/{key}")
+    windows: bool = Field(description="/windows (window stores, which have no /keys or /entries)")
     entries_order: Literal["key", "token"] = Field(
         description="the order of /entries: key byte order, or Cassandra's token order (global stores)"
     )
@@ -100,4 +101,18 @@ class History(BaseModel):
     versions: list[Version] = Field(description="oldest first")
     next_from: int | None = Field(
         description="more versions follow: pass this as `from` (with the same `to`) for them; null: no more"
+    )
+
+
+class Window(BaseModel):
+    key: JsonValue
+    window_start: int = Field(description="epoch ms, inclusive")
+    window_end: int = Field(description="epoch ms, exclusive")
+    value: JsonValue = Field(description="the window's value: the count, for the windowed word count")
+
+
+class WindowsPage(BaseModel):
+    windows: list[Window] = Field(description="by key byte order, then window start")
+    next_page_token: str | None = Field(
+        description="pass as page_token, with the same key/from/to, for the next page; null: no more"
     )

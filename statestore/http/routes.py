@@ -10,13 +10,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from statestore.core.errors import StateStoreError
+from statestore.core.errors import StateStoreError, UnsupportedOperationError
 from statestore.core.model import EVERYTHING, KeyRange
 from statestore.core.text import key_syntax, parse_key, require_versioned, to_json, versioned
 from statestore.http import models
 from statestore.http.answers import KeyNotFoundError
 from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import read_page, resume, token_ordered
+from statestore.http.window_paging import WindowQuery, read_window_page
+from statestore.http.window_paging import resume as resume_windows
 from statestore.store import admin, registry
 from statestore.store.table_stats import cluster_figures
 from statestore.store.tables.versioned_base import OPEN_END
@@ -64,10 +66,11 @@ def list_stores(catalog: Catalog) -> models.StoreList:
 
 @router.get("/stores/{store}", summary="Describe a store: layout, codecs, what it supports, progress")
 def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescription:
-    handle = catalog.store(store)
+    handle = _any_store(catalog, store)
     spec = handle.spec
     progress = registry.progress(handle.session, spec.keyspace, spec.name)
-    partitioned = spec.store_type.partitioned
+    windowed = spec.store_type.windowed
+    partitioned = spec.store_type.partitioned and not windowed
     figures = cluster_figures(handle.session, spec.keyspace, spec.table)
     return models.StoreDescription(
         **_summary(spec).model_dump(),
@@ -87,9 +90,19 @@ def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescriptio
             prefix=partitioned,
             reverse=partitioned,
             history=versioned(handle),
+            windows=windowed,
             entries_order="token" if token_ordered(handle) else "key",
         ),
     )
+
+
+def _any_store(catalog: StoreCatalog, store: str):
+    """The store's handle whatever its type: key-value and versioned stores open as such (and
+    refuse window types, naming them), window stores as WindowStores."""
+    try:
+        return catalog.store(store)
+    except UnsupportedOperationError:
+        return catalog.window_store(store)
 
 
 @router.get("/stores/{store}/keys/{key:path}", summary="Get one key (versioned stores: as of a time)")
@@ -153,6 +166,29 @@ def _key_range(handle, from_: str | None, to: str | None, prefix: str | None) ->
     lower = None if from_ is None else encode(parse_key(from_, handle.key_codec))
     upper = None if to is None else encode(parse_key(to, handle.key_codec))
     return KeyRange(lower, upper)
+
+
+@router.get("/stores/{store}/windows", summary="A window store's windows: one key's or every key's, page by page")
+def list_windows(
+    store: StoreName,
+    catalog: Catalog,
+    key: Annotated[str | None, Query(description="only this key's windows (the store's key syntax)")] = None,
+    from_: Annotated[int, Query(alias="from", ge=0, le=MAX_MS, description="earliest window start, epoch ms")] = 0,
+    to: Annotated[int, Query(ge=0, le=MAX_MS, description="latest window start, epoch ms, inclusive")] = MAX_MS,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="windows per page")] = 100,
+    page_token: Annotated[str | None, Query(description="next_page_token of the previous page")] = None,
+) -> models.WindowsPage:
+    windows = catalog.window_store(store)
+    raw_key = None if key is None else windows.key_codec.encode(parse_key(key, windows.key_codec))
+    query = WindowQuery(store, raw_key, from_, to)
+    rows, next_token = read_window_page(windows, query, resume_windows(query, page_token), limit)
+    return models.WindowsPage(
+        windows=[
+            models.Window(key=to_json(w.key), window_start=w.start_ms, window_end=w.end_ms, value=to_json(w.value))
+            for w in map(windows.decode, rows)
+        ],
+        next_page_token=next_token,
+    )
 
 
 @router.get("/stores/{store}/history/{key:path}", summary="Every version of a key (versioned stores)")

@@ -22,7 +22,6 @@ from statestore.maintenance import history, selection
 from statestore.maintenance.audit_scan import AuditSummary, audit_task
 from statestore.maintenance.crosscheck import CassandraFigures, figures_of
 from statestore.maintenance.nodetool import Nodetool
-from statestore.maintenance.plan import maintained
 from statestore.maintenance.scan import default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.selection import Level, PartitionStat, Policy, Thresholds
 from statestore.store import admin, registry
@@ -136,7 +135,7 @@ def audit(
     if stores:
         specs = [registry.lookup(session, config.keyspace, name) for name in stores]
     else:
-        specs = maintained(listing.spec for listing in admin.list_stores(session, config.keyspace))
+        specs = [listing.spec for listing in admin.list_stores(session, config.keyspace)]
     targets = [(spec, shape_of(session, spec)) for spec in specs]
     if options.flush and nodetool is not None:
         flush(nodetool, specs)

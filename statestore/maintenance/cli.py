@@ -108,7 +108,11 @@ def expire_parser() -> argparse.ArgumentParser:
     parser = _base_parser("expire_state", "Delete store entries older than a retention (stream or processing time).")
     parser.add_argument("--store", action="append", required=True, help="a store to expire (repeat for several)")
     parser.add_argument(
-        "--retention", type=_arg(parse_duration_ms), required=True, help="keep entries younger than this: 7d, 12h, 90m"
+        "--retention",
+        type=_arg(parse_duration_ms),
+        default=None,
+        help="keep entries younger than this: 7d, 12h, 90m (required for key-value stores; window stores "
+        "expire by their own retention in stream time, dropping whole segments)",
     )
     parser.add_argument(
         "--basis",

@@ -23,7 +23,6 @@ from statestore.core.errors import ConfigError, NodetoolError
 from statestore.core.model import StoreSpec
 from statestore.maintenance import history
 from statestore.maintenance.crosscheck import CassandraFigures, figures_of
-from statestore.maintenance.plan import maintained
 from statestore.maintenance.prune import PruneSummary, prune_task
 from statestore.maintenance.scan import default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.selection import TimeBasis, expiry_cutoff, tombstone_action
@@ -127,7 +126,7 @@ def compact(
     if stores:
         specs = [registry.lookup(session, config.keyspace, name) for name in stores]
     else:
-        specs = maintained(listing.spec for listing in admin.list_stores(session, config.keyspace))
+        specs = [listing.spec for listing in admin.list_stores(session, config.keyspace)]
     began, now_ms = time.monotonic(), int(time.time() * 1000)
     cutoffs = [_cutoff(session, spec, options, now_ms) for spec in specs]
     before = figures_of(session, specs, nodetool, percentiles=False, flush=True)

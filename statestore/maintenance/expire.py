@@ -27,9 +27,10 @@ from cassandra.query import BatchStatement, BatchType
 from statestore.conn.cassandra import prepare, session_for
 from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig
-from statestore.core.errors import UnsupportedOperationError
+from statestore.core.errors import ConfigError, UnsupportedOperationError
 from statestore.core.model import StoreSpec
 from statestore.maintenance import history
+from statestore.maintenance.expire_windows import expire_window_store
 from statestore.maintenance.scan import TableShape, default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.selection import Cutoff, TimeBasis, expiry_cutoff, is_expired
 from statestore.store import registry
@@ -44,7 +45,7 @@ _BATCH_ROWS = 50
 @dataclass(frozen=True)
 class ExpireOptions:
     basis: TimeBasis
-    retention_ms: int
+    retention_ms: int | None  # None: only window stores, which expire by their own retention
     dry_run: bool = False
     token_ranges: int | None = None
     page_size: int = 5000
@@ -177,6 +178,9 @@ class StoreExpiry:
     table_ttl_s: int | None
     removed_sample: list[str]
     task_seconds: float
+    # What scanned/removed/kept count: entries (key-value stores) or segments (window stores,
+    # statestore.maintenance.expire_windows).
+    unit: str = "entries"
 
 
 @dataclass
@@ -200,18 +204,54 @@ def table_ttl(session, spec: StoreSpec) -> int | None:
     return None if row is None else int(row.default_time_to_live)
 
 
+def _check_expirable(spec: StoreSpec, options: ExpireOptions) -> None:
+    if spec.store_type.versioned:
+        raise UnsupportedOperationError(
+            f"store '{spec.name}' is {spec.store_type.value}: expire its history with "
+            "jobs/compact_state.py --history-retention instead"
+        )
+    if options.retention_ms is None and not spec.store_type.windowed:
+        raise ConfigError(
+            f"store '{spec.name}' is a {spec.store_type.value} store: give --retention (e.g. 7d) to expire it; "
+            "only window stores expire by their own retention"
+        )
+
+
+def _window_result(session, spec: StoreSpec, options: ExpireOptions) -> StoreExpiry:
+    done = expire_window_store(session, spec, options.dry_run)
+    return StoreExpiry(
+        store=spec.name,
+        store_type=spec.store_type.value,
+        basis=TimeBasis.STREAM.value,
+        retention_ms=done.retention_ms,
+        cutoff=_iso(done.cutoff_ms),
+        cutoff_ms=done.cutoff_ms,
+        stream_time=_iso(done.stream_ms),
+        scanned=done.found,
+        removed=done.removed,
+        kept=done.found - len(done.expired),
+        undated=0,
+        dry_run=options.dry_run,
+        table_ttl_s=table_ttl(session, spec),
+        removed_sample=done.sample(),
+        task_seconds=round(done.seconds, 2),
+        unit="segments",
+    )
+
+
 def expire(spark, session, config: CassandraConfig, stores: list[str], options: ExpireOptions) -> ExpiryReport:
-    """Expire `stores` in one Spark job; each store's cutoff is recorded before any delete."""
+    """Expire `stores`: key-value stores in one Spark job, each store's cutoff recorded before
+    any delete; window stores by dropping their expired segments, by their own retention in
+    stream time (statestore.maintenance.expire_windows)."""
     history.ensure_table(session, config.keyspace)
-    specs = [registry.lookup(session, config.keyspace, name) for name in stores]
+    looked_up = [registry.lookup(session, config.keyspace, name) for name in stores]
+    for spec in looked_up:  # every refusal before any delete
+        _check_expirable(spec, options)
+    window_results = [_window_result(session, spec, options) for spec in looked_up if spec.store_type.windowed]
+    specs = [spec for spec in looked_up if not spec.store_type.windowed]
     now_ms = int(time.time() * 1000)
     targets, runs, stream_times = [], [], []
     for spec in specs:
-        if spec.store_type.versioned:
-            raise UnsupportedOperationError(
-                f"store '{spec.name}' is {spec.store_type.value}: expire its history with "
-                "jobs/compact_state.py --history-retention instead"
-            )
         progress = registry.progress(session, spec.keyspace, spec.name)
         stream_ms = None if progress.max_event_time is None else millis_of(progress.max_event_time)
         cutoff = expiry_cutoff(options.basis, options.retention_ms, stream_ms, now_ms)
@@ -271,6 +311,7 @@ def expire(spark, session, config: CassandraConfig, stores: list[str], options: 
         _log.info("store %s: %s", spec.name, counts)
         results.append(result)
     scanned = sum(r.scanned for r in results)
+    results += window_results
     return ExpiryReport(
         keyspace=config.keyspace,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),

@@ -39,7 +39,7 @@ def write(report: ExpiryReport, report_dir: Path) -> list[Path]:
             ],
             [
                 [
-                    s.store,
+                    s.store if s.unit == "entries" else f"{s.store} ({s.unit})",
                     s.basis,
                     _retention(s.retention_ms),
                     s.cutoff,
@@ -56,7 +56,9 @@ def write(report: ExpiryReport, report_dir: Path) -> list[Path]:
         "",
         "An entry expires when its event time (stream basis) or its last write time (processing basis) is "
         "before the cutoff. Entries without an event time are kept (undated). Each delete carries the write "
-        "time read, so an update landing meanwhile wins and the entry stays.",
+        "time read, so an update landing meanwhile wins and the entry stays. Window stores (marked "
+        "'segments') count storage segments: a segment whose every window started a retention or more before "
+        "the stream time is dropped whole, by the store's own retention.",
         "",
     ]
     for s in report.stores:

@@ -63,19 +63,12 @@ class MaintenancePlan:
         }
 
 
-# Until the maintenance jobs understand window tables (issue 16), they leave window stores out.
-_WINDOWED = (
-    "window store: the maintenance jobs do not handle window stores yet"
-    " (WindowStore.drop_expired drops expired segments)"
-)
-
-
-def maintained(specs: Iterable[StoreSpec]) -> list[StoreSpec]:
-    """The stores a job run over every store of a keyspace works on: all but window stores."""
-    return [spec for spec in specs if not spec.store_type.windowed]
-
-
 def _expire_reason(store: StoreFacts, retention_set: bool, basis: TimeBasis) -> str | None:
+    if store.store_type.windowed:
+        # Windows expire by the store's own retention, always in stream time.
+        if not store.has_stream_time:
+            return "window store without a stream time yet (no batch applied): its windows expire by stream time"
+        return None
     if not retention_set:
         return "no retention set (the DAG's `retention` param): nothing is expired by default"
     if store.store_type.versioned:
@@ -86,6 +79,8 @@ def _expire_reason(store: StoreFacts, retention_set: bool, basis: TimeBasis) -> 
 
 
 def _validate_reason(store: StoreFacts) -> str | None:
+    if store.store_type.windowed:
+        return "window store: validation does not recount windowed counts yet"
     if store.store_type.versioned or (store.key_codec, store.value_codec) != ("string", "long"):
         return "not a word-count key-value store (string keys, long values): nothing to recount"
     if not store.has_batches:
@@ -105,7 +100,8 @@ def plan_maintenance(
     """The stores of each job: `requested` ones (empty: every registered store).
 
     expire: key-value stores, only with a retention, and on the stream basis only once the
-    stream has recorded its time; compact and audit: every store; validate: word-count
+    stream has recorded its time; window stores once they have a stream time (by their own
+    retention); compact and audit: every store; validate: word-count
     key-value stores that a stream has fed and that no stream writes right now.
     """
     by_name = {s.name: s for s in stores}
@@ -127,7 +123,7 @@ def plan_maintenance(
     for job in JOB_ORDER:
         names = []
         for store in chosen:
-            reason = _WINDOWED if store.store_type.windowed else reasons[job](store)
+            reason = reasons[job](store)
             if reason is None:
                 names.append(store.name)
             else:

@@ -19,6 +19,7 @@ from statestore.core.names import deadletter_table, validate_keyspace
 INVALID_UTF8 = "invalid_utf8"
 NULL_VALUE = "null_value"
 KEY_TOO_LONG = "key_too_long"
+LATE = "late"  # window stores: every window of the record had closed (or some had; see detail)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
@@ -24,12 +25,18 @@ from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
 from statestore.store import registry
 from statestore.store.provision import provision_store
+from statestore.store.table_stats import size_estimate
 from statestore.store.tables import window_table_for
 
 # Beyond this many segments in a fetch's time span, ask the table which segments exist
 # (one scan of its partition keys) instead of querying every one in turn.
 _SEGMENTS_TO_PROBE = 64
 _NO_STREAM_TIME = object()
+
+
+_SAMPLE_ROWS = 200
+# Bytes a window row holds besides its key and value: window_start, batch_id, time, cell headers.
+_ROW_OVERHEAD = 40
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,7 @@ class WindowStore:
 
     def drop_expired(self, stream_time_ms: Any = _NO_STREAM_TIME) -> list[int]:
         """Drop every segment that holds only expired windows; returns the segments dropped."""
-        below = self.windowing.live_segments_from(self._now(stream_time_ms))
-        doomed = [segment for segment in self.table.segments(self.session) if segment < below]
+        doomed = self.windowing.expired_segments(self.table.segments(self.session), self._now(stream_time_ms))
         for segment in doomed:
             self.table.drop_segment(self.session, segment)
         return doomed
@@ -176,6 +182,19 @@ class WindowStore:
     def backward_all(self, **kwargs) -> Iterator[WindowedValue]:
         return self.all(reverse=True, **kwargs)
 
+    def approximate_num_entries(self) -> int:
+        """Windows stored (expired ones until their segment is dropped), estimated as the
+        key-value store does: Cassandra's size estimate (flushed data only, 0 before the first
+        flush) over the mean size of a sample of rows."""
+        estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)
+        if estimate is None:
+            return 0
+        sample = list(islice(self.raw_windows(EVERYTHING, 0, 2**63 - 1, stream_time_ms=None), _SAMPLE_ROWS))
+        if not sample:
+            return 0
+        mean_row = sum(len(e.key) + len(e.value) + _ROW_OVERHEAD for e in sample) / len(sample)
+        return int(estimate.total_bytes / mean_row)
+
     # -- the pieces ------------------------------------------------------------------------------
 
     def _now(self, stream_time_ms: Any) -> int | None:
@@ -209,12 +228,26 @@ class WindowStore:
             return iter(())
         return self.table.fetch(self.session, raw, self._segments(low, high), low, high, reverse)
 
-    def _range(self, key_range: KeyRange, time_from: int, time_to: int, reverse: bool, now: int | None):
-        low, high = self._retained_span(time_from, time_to, now)
+    def raw_windows(
+        self,
+        key_range: KeyRange,
+        time_from: int,
+        time_to: int,
+        *,
+        reverse: bool = False,
+        stream_time_ms: Any = _NO_STREAM_TIME,
+    ) -> Iterator[WindowedEntry]:
+        """The stored rows of keys in `key_range` (encoded key bytes) starting in [time_from,
+        time_to], by key bytes then start, retention applied: for pagers that resume after a raw
+        (key, start) (statestore.http.window_paging); `decode` turns a row into a WindowedValue."""
+        low, high = self._retained_span(time_from, time_to, self._now(stream_time_ms))
         if high < low:
             return iter(())
-        rows = self.table.fetch_range(self.session, self._segments(low, high), key_range, low, high, reverse)
-        size = self.windowing.size_ms
-        for entry in rows:
-            key = decode_stored(self.key_codec, entry.key, self.name, "key")
-            yield WindowedValue(key, entry.start_ms, entry.start_ms + size, self._value(entry.value))
+        return self.table.fetch_range(self.session, self._segments(low, high), key_range, low, high, reverse)
+
+    def decode(self, entry: WindowedEntry) -> WindowedValue:
+        key = decode_stored(self.key_codec, entry.key, self.name, "key")
+        return WindowedValue(key, entry.start_ms, entry.start_ms + self.windowing.size_ms, self._value(entry.value))
+
+    def _range(self, key_range: KeyRange, time_from: int, time_to: int, reverse: bool, now: int | None):
+        return map(self.decode, self.raw_windows(key_range, time_from, time_to, reverse=reverse, stream_time_ms=now))

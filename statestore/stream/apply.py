@@ -30,7 +30,7 @@ from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.config import CassandraConfig
-from statestore.core.model import Entry, StoreSpec
+from statestore.core.model import Entry, StoreSpec, WindowedEntry
 from statestore.store.tables import table_for
 from statestore.store.tables.versioned_base import RowWrite, Version, plan_latest
 from statestore.stream import faults
@@ -104,20 +104,28 @@ class ApplyStats:
         )
 
 
+def advance(stored: Entry | WindowedEntry | None, delta: Delta, batch_id: int) -> tuple[bytes, int | None] | None:
+    """Pure, the apply's one rule: the (value, event time) batch `batch_id` writes for `delta`
+    over what is `stored` (None: nothing), or None when the stored entry already holds it."""
+    if stored is not None and stored.batch_id is not None and stored.batch_id >= batch_id:
+        return None
+    base = decode_long(stored.value) if stored is not None else 0
+    time_ms = delta.time_ms
+    if stored is not None and stored.time_ms is not None and (time_ms is None or stored.time_ms > time_ms):
+        time_ms = stored.time_ms
+    return encode_long(base + delta.amount), time_ms
+
+
 def plan_writes(current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: int) -> tuple[list[Entry], int]:
     """Pure: the entries batch `batch_id` must write, and how many keys it already wrote."""
     writes: list[Entry] = []
     skipped = 0
     for delta in deltas:
-        stored = current.get(delta.key)
-        if stored is not None and stored.batch_id is not None and stored.batch_id >= batch_id:
+        new = advance(current.get(delta.key), delta, batch_id)
+        if new is None:
             skipped += 1
-            continue
-        base = decode_long(stored.value) if stored is not None else 0
-        time_ms = delta.time_ms
-        if stored is not None and stored.time_ms is not None and (time_ms is None or stored.time_ms > time_ms):
-            time_ms = stored.time_ms
-        writes.append(Entry(delta.key, encode_long(base + delta.amount), batch_id, time_ms))
+        else:
+            writes.append(Entry(delta.key, new[0], batch_id, new[1]))
     return writes, skipped
 
 

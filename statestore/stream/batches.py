@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
+from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import StateStoreError
 from statestore.core.model import StoreSpec
@@ -32,11 +33,17 @@ from statestore.store.tables import table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, Timer, partition_applier, run_applier, timed
 from statestore.stream.apply_cache import CacheLedger, CachePlan
+from statestore.stream.apply_windows import window_applier
 from statestore.stream.faults import pause_driver_if_armed
 from statestore.stream.transforms import batch_deltas, batch_version_ms, dead_letter_rows
+from statestore.stream.windowed import late_letter_rows, windowed_deltas
 
 _log = logging.getLogger("statestore.stream.batches")
 _DEAD_LETTER_CHUNK = 500
+
+
+def _millis(moment) -> int | None:
+    return None if moment is None else millis_of(moment)
 
 
 def now_micros() -> int:
@@ -58,8 +65,9 @@ class BatchResult:
     dead_letters: int
 
 
-def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int) -> int:
-    """Write the batch's dead letters from the driver; returns how many.
+def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int, stream_time_ms: int | None = None) -> int:
+    """Write the batch's dead letters from the driver; returns how many. Window stores: late
+    records too, by the stream time the batch started with (`stream_time_ms`).
 
     Called only for a batch whose apply counted something it could not count (ApplyStats.
     uncountable), which is rare: the driver streams them (one partition at a time, bounded
@@ -68,7 +76,10 @@ def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int) -> int
 
     written = 0
     chunk: list[deadletters.DeadLetter] = []
-    for r in dead_letter_rows(batch_df).toLocalIterator():
+    rows = dead_letter_rows(batch_df)
+    if spec.windowing is not None:
+        rows = rows.unionByName(late_letter_rows(batch_df, spec.windowing, stream_time_ms))
+    for r in rows.toLocalIterator():
         raw = None if r.raw is None else bytes(r.raw)
         chunk.append(deadletters.DeadLetter(r.topic, r.partition, r.offset, r.ts_ms, r.reason, r.detail, raw, batch_id))
         if len(chunk) >= _DEAD_LETTER_CHUNK:
@@ -120,11 +131,13 @@ def apply_batch(
     epoch: int,
     seams: BatchSeams = SHIPPED,
     cache: CachePlan | None = None,
+    stream_time_ms: int | None = None,
 ) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records as logical batch `logical`, which reads
     from `start_offsets` up to `end_offsets` (Spark's JSON), as the writer of store epoch
     `epoch` (its progress updates are refused once a newer writer took the store). `cache`:
-    the batch's apply-cache plan (key-value stores; None reads every key)."""
+    the batch's apply-cache plan (key-value stores; None reads every key). `stream_time_ms`:
+    the store's stream time before this batch (window stores: which windows are closed)."""
     return timed(
         seams.driver_timer,
         "apply_batch",
@@ -140,13 +153,31 @@ def apply_batch(
             batch_base,
             epoch,
             seams,
-            None if spec.store_type.versioned else cache,
+            cache if _cacheable(spec) else None,
+            stream_time_ms,
         ),
     )
 
 
+def _cacheable(spec: StoreSpec) -> bool:
+    """The apply cache holds single current entries: not versions, not windows."""
+    return not (spec.store_type.versioned or spec.store_type.windowed)
+
+
 def _apply_batch(
-    config, spec, batch_df, logical, write_ts, start_offsets, end_offsets, query_id, batch_base, epoch, seams, cache
+    config,
+    spec,
+    batch_df,
+    logical,
+    write_ts,
+    start_offsets,
+    end_offsets,
+    query_id,
+    batch_base,
+    epoch,
+    seams,
+    cache,
+    stream_time_ms,
 ) -> BatchResult:
     session = session_for(config)
     clock = seams.driver_timer
@@ -174,6 +205,8 @@ def _apply_batch(
             # once here so all executors (and any replay) agree on it.
             version_ms = batch_version_ms(batch_df)
             applier = seams.make_applier(config, spec, logical, write_ts, version_ms=version_ms, timer=seams.task_timer)
+        elif spec.windowing is not None:
+            applier = window_applier(config, spec, logical, write_ts, timer=seams.task_timer)
         else:
             # Drop-in appliers (benchmarks) take the four arguments, plus timer and cache if used.
             extra = {} if seams.task_timer is None else {"timer": seams.task_timer}
@@ -181,14 +214,19 @@ def _apply_batch(
                 extra["cache"] = cache
             applier = seams.make_applier(config, spec, logical, write_ts, **extra)
         buckets = None if cache is None else cache.buckets
-        stats = run_applier(batch_deltas(batch_df, with_uncountable=True), applier, buckets)
+        if spec.windowing is not None:
+            deltas = windowed_deltas(batch_df, spec.windowing, stream_time_ms)
+            late = {"stream_time_ms": stream_time_ms}
+        else:
+            deltas, late = batch_deltas(batch_df, with_uncountable=True), {}
+        stats = run_applier(deltas, applier, buckets)
         letters = 0
         if stats.uncountable:
             letters = timed(
                 clock,
                 "dead letters",
                 lambda: with_retries(
-                    config, "writing dead letters", lambda: seams.dead_letters(session, batch_df, spec, logical)
+                    config, "writing dead letters", lambda: seams.dead_letters(session, batch_df, spec, logical, **late)
                 ),
             )
     finally:
@@ -304,6 +342,7 @@ class BatchApplier:
                 self.epoch,
                 self.seams,
                 plan,
+                _millis(progress.max_event_time),
             )
         except BaseException:
             if self.ledger is not None:
@@ -327,7 +366,7 @@ class BatchApplier:
 
     def cache_plan(self, session, progress: registry.StoreProgress, logical: int, batch_df) -> CachePlan | None:
         """The apply cache's plan of this batch (None: the cache is off or cannot serve the store)."""
-        if self.ledger is None or self.spec.store_type.versioned:
+        if self.ledger is None or not _cacheable(self.spec):
             return None
         buckets = int(batch_df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
         # Files may start complete only at the store's very first batch, when it holds nothing.
@@ -380,4 +419,5 @@ def finish_pending_batch(
         progress.batch_base,
         epoch,
         seams,
+        stream_time_ms=_millis(progress.max_event_time),
     )

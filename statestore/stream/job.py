@@ -44,13 +44,18 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
     require_keyspace(session, job.cassandra.keyspace)
     registry.ensure_table(session, job.cassandra.keyspace)
     existing = registry.find(session, job.cassandra.keyspace, job.stream.store)
+    windowing = job.stream.windowing
     store_type = StoreType(job.stream.store_type) if job.stream.store_type else None
+    if store_type is None and windowing is not None:
+        store_type = StoreType.PARTITIONED_WINDOW
     if existing is not None:
+        store_type = store_type or existing.store_type
         wanted = StoreSpec(
             existing.keyspace,
             existing.name,
-            store_type or existing.store_type,
+            store_type,
             job.stream.partitions or existing.partitions,
+            windowing=(windowing or existing.windowing) if store_type.windowed else None,
         )
         return provision_store(session, wanted, job.stream.topic)
     partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)
@@ -59,7 +64,9 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
             f"topic '{job.stream.topic}' does not exist at {job.kafka.bootstrap_servers}: create it "
             f"(`statestore produce {job.stream.topic} FILE` does) or pass --partitions"
         )
-    spec = StoreSpec(job.cassandra.keyspace, job.stream.store, store_type or DEFAULT_STORE_TYPE, partitions)
+    spec = StoreSpec(
+        job.cassandra.keyspace, job.stream.store, store_type or DEFAULT_STORE_TYPE, partitions, windowing=windowing
+    )
     return provision_store(session, spec, job.stream.topic)
 
 

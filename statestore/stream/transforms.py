@@ -72,13 +72,13 @@ def dead_letter_rows(batch_df):
     return unreadable.unionByName(long_words)
 
 
-def _is_readable():
+def is_readable():
     """True for a message whose value is UTF-8 text (the one rule of what can be counted)."""
     return F.col("value").isNotNull() & F.is_valid_utf8("value")
 
 
 def _readable(batch_df):
-    return batch_df.filter(_is_readable())
+    return batch_df.filter(is_readable())
 
 
 def batch_deltas(batch_df, with_uncountable: bool = False):
@@ -90,7 +90,7 @@ def batch_deltas(batch_df, with_uncountable: bool = False):
     at all, so the usual batch, which has none, runs no job of its own to find out.
     """
     value, word = F.col("value"), F.col("word")
-    tokens = F.when(_is_readable(), words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
+    tokens = F.when(is_readable(), words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
     words = batch_df.select(F.explode(tokens).alias("word"), "timestamp").select(
         F.when(F.octet_length(word) > MAX_KEY_BYTES, F.lit(UNCOUNTABLE)).otherwise(word).alias("word"), "timestamp"
     )

@@ -15,7 +15,7 @@ import tests.airflow_env as airflow_env
 import pytest
 
 from statestore.store import registry
-from statestore.store.builder import open_store
+from statestore.store.builder import open_store, open_window_store
 from statestore.store.lease import current_holder
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, wait_for
@@ -159,6 +159,30 @@ def test_wordcount_stream_killed_then_rerun_counts_exactly(
     rerun = dag.test(run_conf={"topic": topic, "store": store_name, "trigger": "available-now"})
     assert rerun.state == "success"
     assert dump(session, keyspace, store_name) == dict(first_truth + more_truth)
+
+
+def test_wordcount_stream_counts_in_the_windows_the_trigger_form_asks_for(
+    dags, connections, session, keyspace, kafka_config, topic, store_name
+):
+    minute = 60_000
+    base = 1_767_225_600_000  # a whole minute
+    _produce_at(kafka_config, topic, ["heron reed", "heron"], base + 5_000)
+    _produce_at(kafka_config, topic, ["heron"], base + minute + 59_000)
+    conf = {"topic": topic, "store": store_name, "window": "1m", "hop": "30s", "grace": "0s"}
+    assert dags["wordcount_stream"].test(run_conf=conf).state == "success"
+    spec = registry.lookup(session, keyspace, store_name)
+    assert spec.store_type.value == "partitioned-window"
+    assert (spec.windowing.size_ms, spec.windowing.hop_ms, spec.windowing.grace_ms) == (minute, 30_000, 0)
+    stored = {(w.key, w.start_ms - base): w.value for w in open_window_store(session, keyspace, store_name).all()}
+    # 0:05 falls in the windows starting -0:30 (before base) and 0:00; 1:59 in 1:00 and 1:30.
+    assert stored == {
+        ("heron", -30_000): 2,
+        ("heron", 0): 2,
+        ("reed", -30_000): 1,
+        ("reed", 0): 1,
+        ("heron", minute): 1,
+        ("heron", minute + 30_000): 1,
+    }
 
 
 def _produce_at(kafka_config, topic: str, lines: list[str], timestamp_ms: int) -> None:

@@ -26,6 +26,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from statestore.core import codecs
+from statestore.core.windows import WindowSpec
 from statestore.store.builder import StoreBuilder
 
 PARTITIONS = 7
@@ -51,6 +52,15 @@ APPLE_HISTORY = [
     {"value": 12, "valid_from": 2000, "valid_to": 3000},
     {"value": None, "valid_from": 3000, "valid_to": 4000},
     {"value": 15, "valid_from": 4000, "valid_to": None},
+]
+
+
+# (key, window start, count): windows over three days, so over several storage segments.
+MINUTE_COUNTS = [
+    (word, day * 86_400_000 + minute * 60_000, 1 + (day * 7 + minute) % 5)
+    for word in ("heron", "mill", "reed", "é", "x/y")
+    for day in (0, 1, 2)
+    for minute in range(0, 30, 7)
 ]
 
 
@@ -119,7 +129,15 @@ def stores(session, keyspace):
         events.put(n, {"v": 1}, 1000)
         events.put(n, {"v": 2}, 2000 + n)
     events.put(5, None, 3000)  # deleted now: not among the current entries
-    return {"words": words, "ids": ids, "prices": prices, "events": events}
+    minutes = (
+        StoreBuilder(session, "http_minutes")
+        .with_keyspace(keyspace)
+        .partitioned_window_store(WindowSpec(60_000), partitions=3)
+        .create()
+    )
+    for key, start, count in MINUTE_COUNTS:
+        minutes.put(key, count, start)
+    return {"words": words, "ids": ids, "prices": prices, "events": events, "minutes": minutes}
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +185,7 @@ def test_list_and_describe(api, keyspace):
         "prefix": False,
         "reverse": False,
         "history": False,
+        "windows": False,
         "entries_order": "token",
     }
     assert described["progress"]["last_batch_id"] is None
@@ -257,6 +276,41 @@ def test_unknown_stores_and_keys_are_404(api, keyspace):
     assert api.get("/stores/http_ids/keys/1000").status_code == 404
 
 
+def _window_pages(api, limit: int, **params) -> list[dict]:
+    pages, token = [], None
+    while True:
+        query = {**params, "limit": limit, **({"page_token": token} if token else {})}
+        response = api.get("/stores/http_minutes/windows", params=query)
+        assert response.status_code == 200, response.text
+        pages.append(response.json())
+        token = pages[-1]["next_page_token"]
+        if token is None:
+            return pages
+
+
+def test_window_stores_page_their_windows_by_key_then_start(api):
+    described = api.get("/stores/http_minutes").json()
+    assert described["type"] == "partitioned-window" and described["supports"]["windows"] is True
+    expected = sorted(((k, s, s + 60_000, v) for k, s, v in MINUTE_COUNTS), key=lambda w: (w[0].encode(), w[1]))
+    pages = _window_pages(api, 7)
+    got = [(w["key"], w["window_start"], w["window_end"], w["value"]) for p in pages for w in p["windows"]]
+    assert got == expected
+    assert len(pages) == -(-len(expected) // 7)
+    # One key, a time span: the span bounds the window start, inclusive at both ends.
+    day1 = 86_400_000
+    one = _window_pages(api, 2, key="x/y", **{"from": day1, "to": day1 + 21 * 60_000})
+    assert [(w["key"], w["window_start"]) for p in one for w in p["windows"]] == [
+        ("x/y", day1 + m * 60_000) for m in (0, 7, 14, 21)
+    ]
+    # A token belongs to its query; a key-value store has no windows.
+    token = _window_pages(api, 7)[0]["next_page_token"]
+    stray = api.get("/stores/http_minutes/windows", params={"key": "mill", "page_token": token})
+    assert stray.status_code == 400 and "another query" in stray.json()["detail"]
+    wrong = api.get("/stores/http_words/windows")
+    assert wrong.status_code == 400 and "no windows" in wrong.json()["detail"]
+    assert api.get("/stores/http_minutes/entries").status_code == 400
+
+
 def test_versioned_get_as_of_and_history(api):
     def get(key, **params):
         return api.get(f"/stores/http_prices/keys/{key}", params=params)
@@ -336,7 +390,7 @@ def test_openapi_document_holds_against_the_server(api):
     for result in schema.get_all_operations():
         operation = result.ok()
         # Real stores too (fixed store names), so generated keys, ranges and tokens reach Cassandra.
-        real = [{"store": name} for name in ("http_words", "http_ids", "http_prices", "http_events")]
+        real = [{"store": name} for name in ("http_words", "http_ids", "http_prices", "http_events", "http_minutes")]
         fixed = [*real, None] if "{store}" in operation.path else [None]
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategies += [operation.as_strategy(mode, path_parameters=params) for params in fixed]

@@ -10,12 +10,14 @@ import time
 import pytest
 
 from statestore.core.codecs import decode_long, encode_long
-from statestore.core.model import Entry, StoreSpec, StoreType
+from statestore.core.model import EVERYTHING, Entry, StoreSpec, StoreType
+from statestore.core.windows import WindowSpec
 from statestore.maintenance import history
 from statestore.maintenance.expire import ExpireOptions, expire_range
 from statestore.maintenance.scan import shape_of, token_splits
 from statestore.maintenance.selection import Cutoff, TimeBasis
 from statestore.store import registry
+from statestore.store.builder import StoreBuilder
 from statestore.store.provision import provision_store
 from statestore.store.tables import table_for
 from statestore.stream.batches import now_micros
@@ -156,3 +158,44 @@ def test_stream_basis_without_stream_time_is_a_clear_error(session, keyspace, st
 def _spark(spark):
     """Every test here runs Spark jobs in-process: share the session."""
     return spark
+
+
+def test_window_stores_expire_by_dropping_whole_segments_past_their_retention(
+    session, keyspace, store_name, tmp_path, capsys
+):
+    minute = 60_000
+    windowing = WindowSpec(minute, retention_ms=10 * minute, segment_ms=2 * minute)
+    windows = StoreBuilder(session, store_name).with_keyspace(keyspace).partitioned_window_store(windowing, 3)
+    windows = windows.create()
+    for key in ("heron", "mill", "reed"):
+        for m in range(30):
+            windows.put(key, m + 1, m * minute, stream_time_ms=None)
+    kv = seeded_store(session, keyspace, f"{store_name}_kv", StoreType.PARTITIONED_KV)
+    # The stream's time: 30 minutes. Windows starting at or before minute 20 are expired;
+    # segments 0-9 (starts 0:00-19:59) hold nothing else, segment 10 still holds minute 21.
+    registry.record_batch(session, windows.spec, 0, now_micros(), None, 30 * minute)
+
+    def stored() -> dict:
+        rows = windows.raw_windows(EVERYTHING, 0, 2**62, stream_time_ms=None)
+        return {(r.key.decode(), r.start_ms // minute) for r in rows}
+
+    argv = ["--keyspace", keyspace, "--store", store_name]
+    # A key-value store without --retention is refused before any segment is dropped.
+    assert load_job("expire_state").main([*argv, "--store", kv.name, "--report-dir", str(tmp_path)]) == 2
+    assert "give --retention" in capsys.readouterr().err
+    assert len(stored()) == 90
+
+    assert load_job("expire_state").main([*argv, "--report-dir", str(tmp_path / "dry"), "--dry-run"]) == 0
+    dry = json.loads((tmp_path / "dry" / "expire_state.json").read_text())["stores"][0]
+    assert (dry["unit"], dry["scanned"], dry["removed"], dry["kept"]) == ("segments", 15, 0, 5)
+    assert len(stored()) == 90
+
+    assert load_job("expire_state").main([*argv, "--report-dir", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "expire_state.json").read_text())["stores"][0]
+    assert (result["scanned"], result["removed"], result["kept"]) == (15, 10, 5)
+    assert (result["retention_ms"], result["cutoff_ms"]) == (10 * minute, 20 * minute)
+    assert stored() == {(key, m) for key in ("heron", "mill", "reed") for m in range(20, 30)}
+    # Minute 20 is still stored (its segment lives on) but expired: reads never return it.
+    assert [w.start_ms // minute for w in windows.fetch_all(0, 2**62) if w.key == "mill"] == list(range(21, 30))
+    assert history.expired_before(session, keyspace, store_name) == 20 * minute
+    assert "(segments)" in (tmp_path / "expire_state.md").read_text()

@@ -21,7 +21,7 @@ FORCED_KILLS = 4  # inside a batch's writes, through the test-only fault switch
 BATCH_LINES = 10_000
 
 
-def _launch(topic, store, checkpoint, keyspace, fault: str | None) -> subprocess.Popen:
+def _launch(topic, store, checkpoint, keyspace, fault: str | None, *job_args: str) -> subprocess.Popen:
     # A session of its own: killing its process group is a crash of driver, executors and
     # Python workers together, as when a machine dies.
     log = open(checkpoint.parent / "job.log", "a")
@@ -39,6 +39,7 @@ def _launch(topic, store, checkpoint, keyspace, fault: str | None) -> subprocess
         # Renewed every third of it: 10 s rides out a stalled Cassandra under load.
         "--lease-ttl",
         "10",
+        *job_args,
         env={FAULT_ENV: fault or ""},
         start_new_session=True,
         stdout=log,

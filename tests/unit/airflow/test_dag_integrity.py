@@ -66,6 +66,8 @@ def test_schedules_and_concurrency(dagbag):
         ("wordcount_stream", {"trigger": "soon"}, "trigger"),
         ("wordcount_stream", {"partitions": 0}, "partitions"),
         ("wordcount_stream", {"store_type": "rocksdb"}, "store_type"),
+        ("wordcount_stream", {"window": "a minute"}, "window"),
+        ("wordcount_stream", {"hop": "-5s"}, "hop"),
         ("state_store_admin", {"action": "explode"}, "action"),
         ("state_store_admin", {"options": "ttl=5"}, "options"),
         ("state_maintenance", {"policy": "ignore"}, "policy"),

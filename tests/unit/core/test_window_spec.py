@@ -1,5 +1,5 @@
 """A window store's description: its windowing is part of its layout, required for window
-types and refused for the others; the stream refuses window types until it writes them."""
+types and refused for the others; the stream's window settings are checked together."""
 
 import pytest
 
@@ -32,6 +32,31 @@ def test_size_hop_and_segment_are_layout_grace_and_retention_are_not():
     assert WindowSpec(**MINUTE.as_dict()) == MINUTE
 
 
-def test_the_stream_refuses_a_window_store_type_before_doing_anything():
-    with pytest.raises(ConfigError, match="does not write partitioned-window stores yet"):
-        cfg.resolve(StreamConfig, env={"STATESTORE_STORE_TYPE": "partitioned-window"})
+BASE = {"STATESTORE_TOPIC": "t", "STATESTORE_STORE": "w", "STATESTORE_CHECKPOINT": "/tmp/c"}
+
+
+def test_the_stream_counts_in_windows_from_its_duration_flags():
+    stream = cfg.resolve(StreamConfig, env={**BASE, "STATESTORE_WINDOW": "1m", "STATESTORE_HOP": "20s"})
+    assert stream.windowing == WindowSpec(60_000, 20_000)
+    assert cfg.resolve(StreamConfig, env=BASE).windowing is None
+    graced = cfg.resolve(StreamConfig, env={**BASE, "STATESTORE_WINDOW": "5m", "STATESTORE_GRACE": "30s"})
+    assert graced.windowing == WindowSpec(300_000, grace_ms=30_000)
+    no_grace = cfg.resolve(StreamConfig, env={**BASE, "STATESTORE_WINDOW": "1m", "STATESTORE_GRACE": "0s"})
+    assert no_grace.windowing == WindowSpec(60_000)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"STATESTORE_HOP": "10s"}, "--hop only apply to windows: pass --window"),
+        ({"STATESTORE_GRACE": "10s", "STATESTORE_RETENTION": "1h"}, "--grace, --retention only apply to windows"),
+        ({"STATESTORE_STORE_TYPE": "partitioned-window"}, "counts in windows: pass --window"),
+        ({"STATESTORE_WINDOW": "1m", "STATESTORE_STORE_TYPE": "global-kv"}, "not a global-kv store"),
+        ({"STATESTORE_WINDOW": "1m", "STATESTORE_HOP": "2m"}, "must be more than 0 and at most the window"),
+        ({"STATESTORE_WINDOW": "1m", "STATESTORE_RETENTION": "30s"}, "must be at least window \\+ grace"),
+        ({"STATESTORE_WINDOW": "soon"}, "window"),
+    ],
+)
+def test_the_stream_refuses_inconsistent_window_settings_before_doing_anything(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        cfg.resolve(StreamConfig, env={**BASE, **settings})

@@ -83,6 +83,17 @@ def test_segments_below_the_bound_hold_only_expired_windows_and_the_bound_one_do
     assert spec.live_segments_from(None) == 0
 
 
+@given(st.integers(1, 50), st.integers(1, 50), st.integers(0, 500), st.sets(st.integers(0, 40)))
+def test_expired_segments_are_exactly_those_whose_every_window_expired(segment, retention, stream_time, stored):
+    spec = WindowSpec(1, retention_ms=retention, segment_ms=segment)
+    doomed = spec.expired_segments(sorted(stored), stream_time)
+    every_start_expired = {
+        s for s in stored if all(spec.expired(start, stream_time) for start in range(s * segment, (s + 1) * segment))
+    }
+    assert set(doomed) == every_start_expired
+    assert spec.expired_segments(sorted(stored), None) == []
+
+
 def test_segments_default_to_half_the_retention_and_at_least_a_minute():
     assert WindowSpec(60_000).segment_ms == DAY_MS // 2
     assert WindowSpec(1000, retention_ms=10_000).segment_ms == 60_000

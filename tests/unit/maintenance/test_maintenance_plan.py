@@ -77,20 +77,11 @@ def test_the_plan_serializes_for_xcom():
     assert {"job": EXPIRE, "store": "fresh", "reason": plan["skipped"][0]["reason"]} in plan["skipped"]
 
 
-def test_window_stores_are_left_out_of_every_job_with_the_reason():
+def test_window_stores_expire_by_their_own_retention_once_they_have_a_stream_time():
     windows = facts("per_minute", StoreType.PARTITIONED_WINDOW)
-    plan = plan_maintenance([*STORES, windows], retention_set=True, basis=TimeBasis.PROCESSING)
-    for job in (EXPIRE, COMPACT, AUDIT, VALIDATE):
-        assert "per_minute" not in plan.stores[job]
-        assert reasons(plan, job)["per_minute"].startswith("window store")
-    assert plan.stores[AUDIT] == tuple(sorted(s.name for s in STORES))
-
-
-def test_jobs_over_every_store_leave_window_stores_out():
-    from statestore.core.model import StoreSpec
-    from statestore.core.windows import WindowSpec
-    from statestore.maintenance.plan import maintained
-
-    kv = StoreSpec("ks", "counts", StoreType.PARTITIONED_KV, 4)
-    window = StoreSpec("ks", "per_minute", StoreType.PARTITIONED_WINDOW, 4, windowing=WindowSpec(60_000))
-    assert maintained([kv, window]) == [kv]
+    unstreamed = facts("per_hour", StoreType.PARTITIONED_WINDOW, streamed=False)
+    plan = plan_maintenance([*STORES, windows, unstreamed], retention_set=False)
+    assert plan.stores[EXPIRE] == ("per_minute",)  # no retention set: only the window store
+    assert reasons(plan, EXPIRE)["per_hour"].startswith("window store without a stream time")
+    assert {"per_minute", "per_hour"} <= set(plan.stores[AUDIT]) & set(plan.stores[COMPACT])
+    assert reasons(plan, VALIDATE)["per_minute"].startswith("window store")

@@ -1,0 +1,97 @@
+"""Expiry of window stores: drop whole segments whose every window is past the store's retention.
+
+A window store's retention is part of the store (recorded with its windowing, and applied by
+every read), and is measured in stream time: the largest event time the stream applied. So the
+expire job uses the store's own retention on the stream basis, whatever retention and basis it
+was given for key-value stores. Segments are in the table's partition key
+(statestore.store.tables.partitioned_window): an expired segment goes with one partition delete
+per store partition, no scan of its rows and no row tombstones. Which segments go is pure
+(WindowSpec.expired_segments); listing and dropping them are the side effects, here.
+
+No race with the stream needs settling: the stream never writes a window that is closed at its
+stream time, and every window of an expired segment closed before it (retention >= window +
+grace), so nothing the stream writes can land in a segment being dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from statestore.core.errors import UnsupportedOperationError
+from statestore.core.model import StoreSpec
+from statestore.maintenance import history
+from statestore.store.builder import open_window_store
+
+_log = logging.getLogger("statestore.maintenance.expire_windows")
+_SAMPLE = 20
+
+
+@dataclass(frozen=True)
+class WindowExpiry:
+    """What expiry did to one window store: the segments it found and those that expired."""
+
+    retention_ms: int
+    cutoff_ms: int
+    stream_ms: int
+    found: int
+    expired: tuple[int, ...]
+    segment_ms: int
+    dry_run: bool
+    seconds: float
+
+    @property
+    def removed(self) -> int:
+        return 0 if self.dry_run else len(self.expired)
+
+    def sample(self) -> list[str]:
+        span = self.segment_ms
+        return [f"segment {s}: windows starting {s * span} to {(s + 1) * span - 1} ms" for s in self.expired][:_SAMPLE]
+
+
+def expire_window_store(session, spec: StoreSpec, dry_run: bool) -> WindowExpiry:
+    """Drop `spec`'s expired segments (or only find them, `dry_run`), recorded in the
+    maintenance history like any expiry (cutoff: stream time - retention)."""
+    windows = open_window_store(session, spec.keyspace, spec.name)
+    retention = windows.windowing.retention_ms
+    stream_ms = windows.stream_time()
+    if stream_ms is None:
+        raise UnsupportedOperationError(
+            f"window store '{spec.name}' has no stream time yet (no batch applied): its windows expire by "
+            "stream time, so there is nothing to expire; run the stream first"
+        )
+    cutoff_ms = stream_ms - retention
+    run_at = history.now()
+    history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, _status(dry_run, "running"), cutoff_ms)
+    began = time.monotonic()
+    try:
+        stored = windows.table.segments(session)
+        doomed = windows.windowing.expired_segments(stored, stream_ms)
+        if not dry_run:
+            for segment in doomed:
+                windows.table.drop_segment(session, segment)
+    except BaseException:
+        if not dry_run:
+            history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, "failed", cutoff_ms)
+        raise
+    result = WindowExpiry(
+        retention,
+        cutoff_ms,
+        stream_ms,
+        len(stored),
+        tuple(doomed),
+        windows.windowing.segment_ms,
+        dry_run,
+        time.monotonic() - began,
+    )
+    counts = {"scanned": result.found, "removed": result.removed, "would_remove": len(doomed)}
+    history.record(
+        session, spec.keyspace, spec.name, history.EXPIRE, run_at, _status(dry_run, "done"), cutoff_ms, counts
+    )
+    _log.info("window store %s: segments %s", spec.name, counts)
+    return result
+
+
+def _status(dry_run: bool, status: str) -> str:
+    return "dry-run" if dry_run else status

@@ -1,0 +1,94 @@
+"""The replay-safe apply of one micro-batch's (word, window) deltas to a window store.
+
+The same rule as the key-value apply (statestore.stream.apply, `advance`), per window: every
+window row remembers the batch that last wrote it; batch B skips a row already written by B or
+later and writes old + delta with batch_id = B to any other, as an absolute value. A replay
+of B, which has the same records and (statestore.stream.windowed) the same stream time and so
+the same open windows, completes exactly the rows the first attempt did not reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from statestore.conn.cassandra import session_for
+from statestore.conn.retry import with_retries
+from statestore.core.config import CassandraConfig
+from statestore.core.model import StoreSpec, WindowedEntry
+from statestore.store.tables import window_table_for
+from statestore.stream import faults
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, advance, timed
+
+WindowKey = tuple[bytes, int]  # (key, window start)
+
+
+def plan_window_writes(
+    current: dict[WindowKey, WindowedEntry], deltas: Iterable[tuple[int, Delta]], batch_id: int
+) -> tuple[list[WindowedEntry], int]:
+    """Pure: the window rows batch `batch_id` writes for (window start, delta) pairs, and how
+    many it had already written."""
+    writes: list[WindowedEntry] = []
+    skipped = 0
+    for start, delta in deltas:
+        new = advance(current.get((delta.key, start)), delta, batch_id)
+        if new is None:
+            skipped += 1
+        else:
+            writes.append(WindowedEntry(delta.key, start, new[0], batch_id, new[1]))
+    return writes, skipped
+
+
+def apply_window_deltas(
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    deltas: list[tuple[int, Delta]],
+    concurrency: int,
+    write_ts: int,
+    timer: Timer | None = None,
+) -> ApplyStats:
+    """Read the batch's windows of its keys, then write their new absolute values."""
+    if not deltas:
+        return ApplyStats()
+    table = window_table_for(spec)
+    windows = [(delta.key, start) for start, delta in deltas]
+    current = timed(timer, "read", lambda: table.read(session, windows, concurrency))
+    writes, skipped = timed(timer, "plan", lambda: plan_window_writes(current, deltas, batch_id))
+    faults.crash_if_armed_mid_write(
+        batch_id, lambda half: table.write(session, writes[:half], concurrency, write_ts), len(writes)
+    )
+    timed(timer, "write", lambda: table.write(session, writes, concurrency, write_ts))
+    times = [d.time_ms for _, d in deltas if d.time_ms is not None]
+    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None, read=len(windows))
+
+
+def window_deltas_of(rows: Iterable) -> Iterator[list[tuple[int, Delta]]]:
+    """A task's rows of (word, delta, last_ms, window_start) as slices of at most SLICE
+    (at least one slice, maybe empty, so every task reports its stats)."""
+    deltas: list[tuple[int, Delta]] = []
+    for row in rows:
+        deltas.append((int(row[3]), Delta(row[0].encode("utf-8"), int(row[1]), row[2])))
+        if len(deltas) >= SLICE:
+            yield deltas
+            deltas = []
+    yield deltas
+
+
+def window_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, timer: Timer | None = None):
+    """A function over one task's rows of (word, delta, last_ms, window_start), run by
+    statestore.stream.apply.run_applier like partition_applier; transient Cassandra errors are
+    retried within the retry budget (repeating a slice is safe, see the module doc)."""
+
+    def apply_slice(deltas: list[tuple[int, Delta]]) -> ApplyStats:
+        return with_retries(
+            config,
+            f"applying batch {batch_id} to store {spec.name}",
+            lambda: apply_window_deltas(
+                session_for(config), spec, batch_id, deltas, config.write_concurrency, write_ts, timer
+            ),
+        )
+
+    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
+        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in window_deltas_of(rows)), ApplyStats()))
+
+    return apply_partition

@@ -1,0 +1,124 @@
+"""The windowed word count's Spark transforms of one micro-batch: (word, window) deltas and
+the batch's late records. Pure DataFrame plans, like statestore.stream.transforms.
+
+Windows come from each record's Kafka timestamp (statestore.core.windows: aligned to the
+epoch, [start, end)). A record counts in every window containing its time that is still open
+at the stream time the batch started with (the store's largest applied event time, recorded
+with the previous batch, so a replay decides the same). A record with words and at least one
+closed window is late: it is not counted in the closed ones and becomes a dead letter with
+reason `late`. The rules are WindowSpec.starts_of and WindowSpec.closed, stated here again in
+Spark SQL so they run in the JVM; tests check the two against each other.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from statestore.core.event_time import format_duration
+from statestore.core.model import MAX_KEY_BYTES
+from statestore.core.windows import WindowSpec
+from statestore.store import deadletters
+from statestore.stream.apply import UNCOUNTABLE
+from statestore.stream.tokenize import words_column
+from statestore.stream.transforms import is_readable
+
+# The window start of an UNCOUNTABLE row: it counts the batch's dead letters, in no window.
+NO_WINDOW = -1
+
+
+def _long(value: int):
+    return F.lit(value).cast("bigint")
+
+
+def window_starts(time_ms, windowing: WindowSpec):
+    """The starts of every window containing `time_ms` (a bigint column), ascending: the
+    Spark SQL form of WindowSpec.starts_of."""
+    hop, size = windowing.hop_ms, windowing.size_ms
+    last = time_ms - F.pmod(time_ms, _long(hop))
+    first = F.greatest(_long(0), last - _long((size - 1) // hop * hop))
+    first = F.when(first + _long(size) <= time_ms, first + _long(hop)).otherwise(first)
+    return F.when(time_ms < 0, F.array().cast("array<bigint>")).otherwise(F.sequence(first, last, _long(hop)))
+
+
+def open_starts(starts, windowing: WindowSpec, stream_time_ms: int | None):
+    """`starts` without the windows closed at `stream_time_ms`: WindowSpec.closed in Spark SQL."""
+    if stream_time_ms is None:
+        return starts
+    size, grace, retention = windowing.size_ms, windowing.grace_ms, windowing.retention_ms
+    return F.filter(
+        starts,
+        lambda s: ~((s + _long(size + grace) < _long(stream_time_ms)) | (s <= _long(stream_time_ms - retention))),
+    )
+
+
+def _windowed_records(batch_df, windowing: WindowSpec, stream_time_ms: int | None):
+    """Per record: its words (null when unreadable), time, every window and the open ones."""
+    time_ms = F.unix_millis("timestamp")
+    starts = window_starts(time_ms, windowing)
+    return batch_df.select(
+        "topic",
+        "partition",
+        "offset",
+        "value",
+        F.when(is_readable(), words_column(F.col("value").cast("string"))).alias("words"),
+        time_ms.alias("ts_ms"),
+        starts.alias("starts"),
+        open_starts(starts, windowing, stream_time_ms).alias("open"),
+    )
+
+
+def _late():
+    """A record with words (the tokenizer may leave empty strings) and a closed window."""
+    has_words = F.size(F.filter("words", lambda w: F.length(w) > 0)) > 0
+    return has_words & (F.size("open") < F.size("starts"))
+
+
+def windowed_deltas(batch_df, windowing: WindowSpec, stream_time_ms: int | None):
+    """(word, delta, last_ms, window_start) for every countable word in every open window of
+    its record, plus UNCOUNTABLE rows (window NO_WINDOW) whose deltas count the messages and
+    words statestore.stream.transforms sends to dead letters and the late records, so the
+    apply tells whether the batch has dead letters at all (see transforms.batch_deltas)."""
+    word = F.col("word")
+    records = _windowed_records(batch_df, windowing, stream_time_ms)
+    tokens = F.coalesce("words", F.array(F.lit(UNCOUNTABLE)))
+    tokens = F.when(_late(), F.concat(tokens, F.array(F.lit(UNCOUNTABLE)))).otherwise(tokens)
+    words = records.select(F.explode(tokens).alias("word"), "ts_ms", "open").select(
+        F.when(F.octet_length(word) > MAX_KEY_BYTES, F.lit(UNCOUNTABLE)).otherwise(word).alias("word"), "ts_ms", "open"
+    )
+    in_windows = words.filter(F.length(word) > 0).select(
+        "word",
+        "ts_ms",
+        F.explode(F.when(word == F.lit(UNCOUNTABLE), F.array(_long(NO_WINDOW))).otherwise(F.col("open"))).alias(
+            "window_start"
+        ),
+    )
+    return (
+        in_windows.groupBy("word", "window_start")
+        .agg(F.count("*").alias("delta"), F.max("ts_ms").alias("last_ms"))
+        .select("word", "delta", "last_ms", "window_start")
+    )
+
+
+def late_letter_rows(batch_df, windowing: WindowSpec, stream_time_ms: int | None):
+    """The batch's late records as dead-letter rows (topic, partition, offset, ts_ms, reason,
+    detail, raw), like statestore.stream.transforms.dead_letter_rows."""
+    if stream_time_ms is None:
+        return batch_df.sparkSession.createDataFrame(
+            [], "topic string, partition int, offset long, ts_ms long, reason string, detail string, raw binary"
+        )
+    records = _windowed_records(batch_df, windowing, stream_time_ms).filter(_late())
+    grace = format_duration(windowing.grace_ms) if windowing.grace_ms else "no grace"
+    return records.select(
+        "topic",
+        "partition",
+        "offset",
+        "ts_ms",
+        F.lit(deadletters.LATE).alias("reason"),
+        F.format_string(
+            f"%d of its %d window(s) had closed at stream time {stream_time_ms} ms ({grace}): its words were "
+            "not counted in them",
+            F.size("starts") - F.size("open"),
+            F.size("starts"),
+        ).alias("detail"),
+        F.col("value").alias("raw"),
+    )

@@ -1,0 +1,125 @@
+"""The windowed word count end to end (Kafka timestamps -> Spark -> a partitioned-window
+store), against a reference written here from the definitions alone: windows aligned to the
+epoch, [start, end); a record counts in a window unless, at the stream time its batch started
+with (the largest event time of the earlier batches), the window ended more than the grace
+before it or started a retention or more before it; a record with a closed window is a dead
+letter with reason `late`."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from statestore.conn import kafka as kafka_io
+from statestore.core.event_time import TimedValue
+from statestore.store import deadletters, registry
+from statestore.store.builder import open_window_store
+from tests.integration.conftest import run_stream
+
+BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a whole minute
+WORDS = ["river", "ledger", "stone", "reed", "heron", "mill", "ford", "weir"]
+
+
+class Reference:
+    """Counts per (word, window start) and late records, batch by batch, by brute force."""
+
+    def __init__(self, size: int, hop: int, grace: int, retention: int) -> None:
+        self.size, self.hop, self.grace, self.retention = size, hop, grace, retention
+        self.counts: Counter = Counter()
+        self.late: Counter = Counter()
+        self.stream_time: int | None = None
+
+    def windows(self, t: int) -> list[int]:
+        first = max(0, (t - self.size) // self.hop * self.hop)
+        return [s for s in range(first, t + 1, self.hop) if s <= t < s + self.size]
+
+    def closed(self, start: int) -> bool:
+        now = self.stream_time
+        return now is not None and (start + self.size + self.grace < now or start <= now - self.retention)
+
+    def batch(self, records: list[tuple[int, str]]) -> None:
+        for t, text in records:
+            words = text.split()
+            windows = self.windows(t)
+            if words and any(self.closed(s) for s in windows):
+                self.late[text] += 1
+            for word in words:
+                for start in windows:
+                    if not self.closed(start):
+                        self.counts[(word, start)] += 1
+        times = [t for t, text in records if text.split()]
+        if times:
+            self.stream_time = max([*times, *([self.stream_time] if self.stream_time is not None else [])])
+
+
+def _records(rng: random.Random, n: int, earliest: int, latest: int, tag: str) -> list[tuple[int, str]]:
+    """n records at random times in [earliest, latest), each with a unique tag word so the
+    dead letters can be matched to their records."""
+    return [
+        (rng.randrange(earliest, latest), " ".join([*rng.choices(WORDS, k=rng.randint(1, 4)), f"{tag}{i}"]))
+        for i in range(n)
+    ]
+
+
+def _run_batch(spark, cassandra_config, kafka_config, topic, store, checkpoint, records, **windows) -> None:
+    """One available-now run reads what is new as one batch."""
+    kafka_io.produce(kafka_config, topic, [TimedValue(text.encode(), t) for t, text in records])
+    run_stream(spark, cassandra_config, kafka_config, topic, store, checkpoint, **windows)
+
+
+def _stored(session, keyspace, store) -> Counter:
+    windows = open_window_store(session, keyspace, store)
+    return Counter({(w.key, w.start_ms): w.value for w in windows.all()})
+
+
+def _late_letters(session, keyspace, store) -> Counter:
+    letters = list(deadletters.read_all(session, keyspace, store))
+    assert {d.reason for d in letters} <= {deadletters.LATE}
+    return Counter(d.raw.decode() for d in letters)
+
+
+def test_tumbling_windows_with_out_of_order_and_late_records_equal_the_reference(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    rng = random.Random(16)
+    minute, grace = 60_000, 15_000
+    reference = Reference(minute, minute, grace, 86_400_000)
+    windows = {"window": minute, "grace": grace}
+    batches = [
+        # Minutes 0-4 in random order: nothing is late in a store's first batch.
+        _records(rng, 300, BASE_MS, BASE_MS + 5 * minute, "a"),
+        # 5:00-5:10, plus stragglers from minutes 2-4: stream time is 4:59.x, so minute 2 and
+        # minute 3 closed (end + 15 s grace before it) and minute 4 is open.
+        _records(rng, 200, BASE_MS + 5 * minute, BASE_MS + 5 * minute + 10_000, "b")
+        + _records(rng, 120, BASE_MS + 2 * minute, BASE_MS + 5 * minute, "c"),
+        # Only stragglers: at stream time 5:09.x minute 4 is still open by its grace alone.
+        _records(rng, 80, BASE_MS + 3 * minute, BASE_MS + 5 * minute + 10_000, "d"),
+    ]
+    for records in batches:
+        rng.shuffle(records)
+        _run_batch(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", records, **windows)
+        reference.batch(records)
+
+    assert reference.late and sum(reference.late.values()) < 200  # the corpus has both kinds
+    assert _stored(session, keyspace, store_name) == reference.counts
+    assert _late_letters(session, keyspace, store_name) == reference.late
+    spec = registry.lookup(session, keyspace, store_name)
+    assert spec.store_type.value == "partitioned-window" and spec.windowing.grace_ms == grace
+    assert registry.progress(session, keyspace, store_name).max_event_time is not None
+
+
+def test_hopping_windows_count_each_word_in_size_over_hop_windows(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    rng = random.Random(61)
+    size, hop = 60_000, 20_000
+    # Every record at least a window after the epoch-aligned BASE: all size/hop windows exist.
+    records = _records(rng, 400, BASE_MS + size, BASE_MS + 6 * size, "h")
+    _run_batch(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", records, window=size, hop=hop)
+    reference = Reference(size, hop, 0, 86_400_000)
+    reference.batch(records)
+    stored = _stored(session, keyspace, store_name)
+    assert stored == reference.counts
+    words = sum(len(text.split()) for _, text in records)
+    assert sum(stored.values()) == words * (size // hop)
+    assert not list(deadletters.read_all(session, keyspace, store_name))
