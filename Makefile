@@ -13,8 +13,10 @@ PARTITIONS ?= 4
 STORE_TYPE ?=
 TRIGGER ?= available-now
 NODES ?= 1
-# Windowed counts (README, "Window stores"): WINDOW=1m [HOP=] [GRACE=] [RETENTION=].
+# Windowed counts (README, "Window stores"): WINDOW=1m [HOP=] [GRACE=] [RETENTION=];
+# sessioned counts: SESSION_GAP=5m [GRACE=] [RETENTION=].
 WINDOW ?=
+SESSION_GAP ?=
 HOP ?=
 GRACE ?=
 RETENTION ?=
@@ -61,7 +63,7 @@ dist: venv
 run: install dist
 	STORE=$(STORE) INPUT=$(INPUT) TOPIC=$(TOPIC) CHECKPOINT=$(CHECKPOINT) PARTITIONS=$(PARTITIONS) \
 	STORE_TYPE=$(STORE_TYPE) TRIGGER=$(TRIGGER) NODES=$(NODES) \
-	WINDOW=$(WINDOW) HOP=$(HOP) GRACE=$(GRACE) RETENTION=$(RETENTION) scripts/run
+	WINDOW=$(WINDOW) HOP=$(HOP) SESSION_GAP=$(SESSION_GAP) GRACE=$(GRACE) RETENTION=$(RETENTION) scripts/run
 
 # Every test on the real stack; stops the stack afterwards if this target started it.
 test: install browser

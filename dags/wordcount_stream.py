@@ -33,8 +33,16 @@ A second, concurrent run is impossible (`max_active_runs=1`), and a stream with 
 checkpoint is refused while the first holds the store.
 """
 
-STORE_TYPES = ["auto", "partitioned-kv", "global-kv", "partitioned-versioned", "global-versioned", "partitioned-window"]
-WINDOW_PARAMS = ("window", "hop", "grace", "retention")
+STORE_TYPES = [
+    "auto",
+    "partitioned-kv",
+    "global-kv",
+    "partitioned-versioned",
+    "global-versioned",
+    "partitioned-window",
+    "partitioned-session",
+]
+WINDOW_PARAMS = ("window", "hop", "session_gap", "grace", "retention")
 # Durations as the job takes them (statestore.core.event_time.parse_duration): 90s, 1m, 2h, 7d.
 DURATION = r"^[0-9]+(ms|s|m|h|d)$"
 
@@ -67,7 +75,8 @@ with DAG(
             type="string",
             enum=STORE_TYPES,
             title="Store type",
-            description="auto: the existing store's type, else partitioned-window with a window, else partitioned-kv",
+            description="auto: the existing store's type, else partitioned-window with a window, partitioned-session "
+            "with a session gap, else partitioned-kv",
         ),
         "partitions": Param(
             None,
@@ -110,14 +119,19 @@ with DAG(
         "hop": _duration_param(
             "Hop (with a window)", "empty: tumbling windows; a shorter duration: windows start every hop and overlap"
         ),
+        "session_gap": _duration_param(
+            "Session gap (sessioned counts)",
+            "empty: no sessions; a duration such as 5m: count per word and session (its records no further apart "
+            "than the gap, by Kafka record timestamps) into a partitioned-session store; not with a window",
+        ),
         "grace": _duration_param(
-            "Grace (with a window)",
+            "Grace (with a window or session gap)",
             "empty or 0s: none; how long after its end a window still counts late records (later ones are "
             "dead-lettered with reason late)",
         ),
         "retention": _duration_param(
-            "Retention (with a window)",
-            "empty: the larger of window + grace and 1d; how long windows are kept, by stream time",
+            "Retention (with a window or session gap)",
+            "empty: the larger of window (gap) + grace and 1d; how long windows (sessions) are kept, by stream time",
         ),
         "spark_conf": Param({}, type="object", title="Extra Spark settings (--conf)"),
     },
@@ -164,7 +178,7 @@ with DAG(
                 args += [flag, str(value)]
         for name in WINDOW_PARAMS:
             if getattr(stream, name) is not None:
-                args += [f"--{name}", format_duration(getattr(stream, name))]
+                args += [f"--{name.replace('_', '-')}", format_duration(getattr(stream, name))]
         if stream.recover_from_store:
             args.append("--recover-from-store")
         if not stream.apply_cache:

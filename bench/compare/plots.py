@@ -12,6 +12,8 @@ _COLOURS = {
     "hdfs": "#92c5de",
     "stateless": "#999999",
     "write-ceiling": "#d6604d",
+    "partitioned-window": "#762a83",
+    "rocksdb-window": "#5aae61",
 }
 
 

@@ -10,6 +10,13 @@
   hdfs         the same with Spark's default, HDFS-backed (in-memory map) provider
   stateless    the same Kafka read and tokenization to a no-op sink: no state, no shuffle,
                the ceiling of what the machine can do
+  partitioned-window
+               our windowed job (--window 1m --grace 1m) on a partitioned-window store
+  rocksdb-window
+               Spark's own windowed word count, groupBy(window(timestamp, 1 minute), word)
+               .count() after a 1-minute watermark, update mode to a no-op sink, RocksDB
+               (the grace and the watermark delay keep every record of the corpus on time:
+               its partitions are read in step, but not to the millisecond)
   write-ceiling
                our job on a partitioned-kv store with blind writes instead of the apply
                (compare/ceiling.py): each batch's distinct keys written once, nothing read,
@@ -33,14 +40,28 @@ OURS = {
     "global": "global-kv",
     "partitioned-reads": "partitioned-kv",
     "write-ceiling": "partitioned-kv",
+    "partitioned-window": "partitioned-window",
 }
+WINDOW_MS = 60_000  # the windowed systems' tumbling window, and their grace (watermark delay)
 # Our job with exact counts (the write ceiling runs our job's driver only).
-REAL_JOB = ("partitioned", "global", "partitioned-reads")
+REAL_JOB = ("partitioned", "global", "partitioned-reads", "partitioned-window")
 UNCACHED = ("partitioned-reads",)
 BLIND = "write-ceiling"
-PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER}
-SYSTEMS = ("partitioned", "partitioned-reads", "global", "rocksdb", "hdfs", "stateless", "write-ceiling")
+PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER, "rocksdb-window": ROCKSDB_PROVIDER}
+SYSTEMS = (
+    "partitioned",
+    "partitioned-reads",
+    "global",
+    "rocksdb",
+    "hdfs",
+    "stateless",
+    "write-ceiling",
+    "partitioned-window",
+    "rocksdb-window",
+)
 STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
+# Not in the default run (`--systems` names them): the windowed word count and Spark's own.
+WINDOWED = ("partitioned-window", "rocksdb-window")
 LABELS = {
     "partitioned": "statestore, partitioned-kv",
     "partitioned-reads": "statestore, partitioned-kv, no apply cache",
@@ -49,6 +70,8 @@ LABELS = {
     "hdfs": "Spark, HDFS-backed provider",
     "stateless": "stateless ceiling",
     "write-ceiling": "Cassandra write ceiling (blind writes)",
+    "partitioned-window": "statestore, partitioned-window (1 min windows)",
+    "rocksdb-window": "Spark, RocksDB provider, window(1 min) groupBy",
 }
 
 
@@ -105,13 +128,16 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
         trigger=target.trigger,
         max_offsets_per_trigger=max_offsets,
         apply_cache=system not in UNCACHED,
+        window=WINDOW_MS if system in WINDOWED else None,
+        grace=WINDOW_MS if system in WINDOWED else None,
     )
     running = start(spark, JobConfig(stream, cassandra, kafka), seams or SHIPPED)
     return Running(running.query, running.stop)
 
 
-def native_words(spark, topic: str, bootstrap: str, max_offsets: int | None):
-    """The words of the topic as a streaming DataFrame: our job's tokenization."""
+def native_words(spark, topic: str, bootstrap: str, max_offsets: int | None, with_time: bool = False):
+    """The words of the topic as a streaming DataFrame: our job's tokenization (`with_time`:
+    with each record's Kafka timestamp as `timestamp`)."""
     from pyspark.sql import functions as F
 
     from statestore.stream.tokenize import words_column
@@ -124,14 +150,21 @@ def native_words(spark, topic: str, bootstrap: str, max_offsets: int | None):
     )
     if max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
-    words = reader.load().select(F.explode(words_column(F.col("value").cast("string"))).alias("word"))
+    timed = ["timestamp"] if with_time else []
+    words = reader.load().select(F.explode(words_column(F.col("value").cast("string"))).alias("word"), *timed)
     return words.filter(F.length("word") > 0)
 
 
 def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
-    words = native_words(spark, target.topic, kafka.bootstrap_servers, max_offsets)
+    words = native_words(spark, target.topic, kafka.bootstrap_servers, max_offsets, system in WINDOWED)
     if system == "stateless":
         output, mode = words, "append"
+    elif system in WINDOWED:
+        from pyspark.sql import functions as F
+
+        windows = F.window("timestamp", f"{WINDOW_MS // 1000} seconds")
+        late_by = f"{WINDOW_MS // 1000} seconds"
+        output, mode = words.withWatermark("timestamp", late_by).groupBy(windows, "word").count(), "update"
     else:
         output, mode = words.groupBy("word").count(), "update"
     writer = (

@@ -33,7 +33,7 @@ from bench_common import cassandra_pid, cpu_ticks_of, process_tree_ticks
 
 from compare import metrics
 from compare.feed import FixedRateFeed, produce_all
-from compare.systems import BLIND, OURS, Running, Target, session_conf, start_system, state_rows
+from compare.systems import BLIND, OURS, WINDOWED, Running, Target, session_conf, start_system, state_rows
 
 _log = logging.getLogger("bench.compare_worker")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -159,6 +159,10 @@ class Worker:
         if self.system == "stateless":
             return "no state"
         rows = state_rows(events)
+        if self.system in WINDOWED:  # a row per (window, word): at least one per word
+            if rows is None or rows < len(truth):
+                raise AssertionError(f"{self.system}: {rows} (window, word) rows in state, {len(truth)} words")
+            return f"{rows} (window, word) rows in state for {len(truth)} distinct words"
         if rows != len(truth):
             raise AssertionError(f"{self.system}: {rows} keys in state, {len(truth)} distinct words in the input")
         return f"{rows} keys in state = distinct words"
@@ -294,13 +298,22 @@ def fill_line(keys) -> bytes:
 
 
 def read_counts(cassandra, store: str) -> dict[str, int]:
+    """Each word's count; a window store's: the sum over the word's windows (every word once
+    per tumbling window it was seen in, so the sums are the words' counts)."""
     from statestore.conn.cassandra import session_for
     from statestore.core.codecs import decode_long
     from statestore.store import registry
+    from statestore.store.builder import open_window_store
     from statestore.store.tables import table_for
 
     session = session_for(cassandra)
-    table = table_for(registry.lookup(session, cassandra.keyspace, store))
+    spec = registry.lookup(session, cassandra.keyspace, store)
+    if spec.store_type.windowed:
+        sums: Counter = Counter()
+        for window in open_window_store(session, cassandra.keyspace, store).all():
+            sums[window.key] += window.value
+        return dict(sums)
+    table = table_for(spec)
     return {e.key.decode("utf-8"): decode_long(e.value) for e in table.scan_unordered(session)}
 
 

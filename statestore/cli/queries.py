@@ -22,7 +22,7 @@ from statestore.core.names import validate_store_name
 from statestore.core.text import emit, parse_key, require_versioned, to_text, versioned
 from statestore.http import create_app
 from statestore.store import admin
-from statestore.store.builder import open_store, open_window_store
+from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.cache import CacheOptions
 from statestore.store.table_stats import cluster_figures
 
@@ -132,6 +132,17 @@ def cmd_windows(args) -> int:
     return 0
 
 
+def cmd_sessions(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    store = open_session_store(session_for(config), config.keyspace, validate_store_name(args.store))
+    # A key's sessions never overlap: by end is by start too.
+    found = store.all() if args.key is None else store.fetch(parse_key(args.key, store.key_codec))
+    counted = "count" if store.value_codec.name == "long" else "value"
+    rows = ((s.key, s.start_ms, s.end_ms, s.value) for s in found)
+    emit(rows, ("key", "session_start", "session_end", counted), args.format, sys.stdout)
+    return 0
+
+
 def cmd_dump(args) -> int:
     _print_pairs(open_from_args(args).all(), args.format)
     return 0
@@ -203,6 +214,12 @@ def add_commands(command) -> None:
     p.add_argument("key", nargs="?", help="one key's windows (default: every key)")
     p.add_argument("--from", dest="from_ms", type=_epoch_ms, metavar="MS", help="windows starting at or after MS")
     p.add_argument("--to", dest="to_ms", type=_epoch_ms, metavar="MS", help="windows starting at or before MS")
+
+    p = command(
+        "sessions", cmd_sessions, "a session store's sessions, by key then start (retention applied)", fmt="table"
+    )
+    p.add_argument("store")
+    p.add_argument("key", nargs="?", help="one key's sessions (default: every key)")
 
     p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
     p.add_argument("store")

@@ -19,7 +19,7 @@ from statestore.core.errors import ConfigError, OptionError
 from statestore.core.event_time import parse_duration
 from statestore.core.model import StoreType
 from statestore.core.names import validate_keyspace, validate_store_name, validate_topic
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 
 CONSISTENCY_LEVELS = (
     "ONE",
@@ -379,18 +379,27 @@ class StreamConfig:
         "with --window: windows start every HOP (hopping windows; default: the window size, tumbling)",
         _duration("hop"),
     )
+    session_gap: int | None = setting(
+        None,
+        "STATESTORE_SESSION_GAP",
+        "--session-gap",
+        "count per session of each word: its records no further apart than this, e.g. 5m (a session store)",
+        _duration("session gap"),
+    )
     grace: int | None = setting(
         None,
         "STATESTORE_GRACE",
         "--grace",
-        "with --window: how long after its end a window still takes late records (default 0s)",
+        "with --window or --session-gap: how long a window still takes late records after its end (sessions: "
+        "how much older than the stream time a record may be) (default 0s)",
         _duration("grace", zero=True),
     )
     retention: int | None = setting(
         None,
         "STATESTORE_RETENTION",
         "--retention",
-        "with --window: how long windows are kept by stream time (default: the larger of window + grace and 1d)",
+        "with --window or --session-gap: how long windows (sessions) are kept by stream time "
+        "(default: the larger of window (gap) + grace and 1d)",
         _duration("retention"),
     )
     partitions: int | None = setting(
@@ -453,26 +462,40 @@ class StreamConfig:
                 raise ConfigError(f"{name} is required: pass --{name} or set STATESTORE_{name.upper()}")
         validate_topic(self.topic)
         validate_store_name(self.store)
-        if self.window is None:
-            given = [f"--{name}" for name in ("hop", "grace", "retention") if getattr(self, name) is not None]
+        if self.window is not None and self.session_gap is not None:
+            raise ConfigError("give either --window or --session-gap: a store counts in windows or in sessions")
+        if self.window is None and self.hop is not None:
+            raise ConfigError("--hop only apply to windows: pass --window too (e.g. --window 1m)")
+        if self.window is None and self.session_gap is None:
+            given = [f"--{name}" for name in ("grace", "retention") if getattr(self, name) is not None]
             if given:
-                raise ConfigError(f"{', '.join(given)} only apply to windows: pass --window too (e.g. --window 1m)")
-        windowed = self.store_type is not None and StoreType(self.store_type).windowed
-        if windowed and self.window is None:
-            raise ConfigError(f"a {self.store_type} store counts in windows: pass --window (e.g. --window 1m)")
-        if self.window is not None and self.store_type is not None and not windowed:
-            raise ConfigError(
-                f"--window counts into a window store, not a {self.store_type} store: "
-                "leave out --store-type or pass --store-type partitioned-window"
-            )
+                raise ConfigError(
+                    f"{', '.join(given)} only apply to windows: pass --window (e.g. --window 1m) or --session-gap"
+                )
+        kind = None if self.store_type is None else StoreType(self.store_type)
+        kinds = (
+            ("--window", self.window, StoreType.PARTITIONED_WINDOW),
+            ("--session-gap", self.session_gap, StoreType.PARTITIONED_SESSION),
+        )
+        for flag, given, wanted in kinds:
+            if given is not None and kind is not None and kind is not wanted:
+                raise ConfigError(
+                    f"{flag} counts into a {wanted} store, not a {kind} store: "
+                    f"leave out --store-type or pass --store-type {wanted}"
+                )
+        for flag, given, wanted in kinds:
+            if kind is wanted and given is None:
+                raise ConfigError(f"a {kind} store counts in windows: pass {flag} (e.g. {flag} 1m)")
         try:
             self.windowing  # noqa: B018 - checks the combination (hop <= window, retention >= window + grace)
         except OptionError as exc:
             raise ConfigError(str(exc)) from None
 
     @property
-    def windowing(self) -> WindowSpec | None:
-        """The windows to count in (None: a key-value count)."""
+    def windowing(self) -> WindowSpec | SessionSpec | None:
+        """The windows or sessions to count in (None: a key-value count)."""
+        if self.session_gap is not None:
+            return SessionSpec(self.session_gap, self.grace or 0, self.retention)
         if self.window is None:
             return None
         return WindowSpec(self.window, self.hop, self.grace or 0, self.retention)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from statestore.core.errors import OptionError, ValueTooLargeError
 from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 
 # Cassandra refuses keys over 64 KiB - 1 byte (partition and clustering keys alike).
 MAX_KEY_BYTES = 65535
@@ -23,6 +23,7 @@ class StoreType(enum.StrEnum):
     PARTITIONED_VERSIONED = "partitioned-versioned"
     GLOBAL_VERSIONED = "global-versioned"
     PARTITIONED_WINDOW = "partitioned-window"
+    PARTITIONED_SESSION = "partitioned-session"
 
     @classmethod
     def parse(cls, raw: str) -> StoreType:
@@ -38,12 +39,22 @@ class StoreType(enum.StrEnum):
 
     @property
     def partitioned(self) -> bool:
-        return self in (StoreType.PARTITIONED_KV, StoreType.PARTITIONED_VERSIONED, StoreType.PARTITIONED_WINDOW)
+        return self is not StoreType.GLOBAL_KV and self is not StoreType.GLOBAL_VERSIONED
 
     @property
     def windowed(self) -> bool:
         """Keys hold one value per time window (statestore.core.windows), not one value."""
         return self is StoreType.PARTITIONED_WINDOW
+
+    @property
+    def sessioned(self) -> bool:
+        """Keys hold one value per session (statestore.core.windows.SessionSpec)."""
+        return self is StoreType.PARTITIONED_SESSION
+
+    @property
+    def timed(self) -> bool:
+        """Windows or sessions: values per stretch of event time, kept for a retention."""
+        return self.windowed or self.sessioned
 
 
 @dataclass(frozen=True)
@@ -61,15 +72,17 @@ class StoreSpec:
     table_name: str | None = None
     key_codec: str = "string"
     value_codec: str = "long"
-    windowing: WindowSpec | None = None
+    windowing: WindowSpec | SessionSpec | None = None
 
     def __post_init__(self) -> None:
         validate_keyspace(self.keyspace)
         validate_store_name(self.name)
         object.__setattr__(self, "store_type", StoreType.parse(self.store_type))
-        if self.store_type.windowed and self.windowing is None:
+        if self.store_type.windowed and not isinstance(self.windowing, WindowSpec):
             raise OptionError(f"a {self.store_type.value} store needs its windowing: give the window size (--window)")
-        if not self.store_type.windowed and self.windowing is not None:
+        if self.store_type.sessioned and not isinstance(self.windowing, SessionSpec):
+            raise OptionError(f"a {self.store_type.value} store needs its session gap (--session-gap)")
+        if not self.store_type.timed and self.windowing is not None:
             raise OptionError(f"a {self.store_type.value} store has no windows: use a window store type")
         if isinstance(self.partitions, bool) or not isinstance(self.partitions, int) or self.partitions < 1:
             raise ValueError(f"a store has at least 1 partition, got {self.partitions!r}")
@@ -105,6 +118,19 @@ class WindowedEntry:
 
     key: bytes
     start_ms: int
+    value: bytes
+    batch_id: int | None = None
+    time_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class SessionEntry:
+    """A session store's entry: a key's value over the session [start_ms, end_ms] (both
+    inclusive, as in Kafka Streams), the batch that last wrote it and its latest event time."""
+
+    key: bytes
+    start_ms: int
+    end_ms: int
     value: bytes
     batch_id: int | None = None
     time_ms: int | None = None

@@ -132,6 +132,68 @@ class WindowSpec:
 
 
 @dataclass(frozen=True)
+class SessionSpec:
+    """Session windows, after Kafka Streams' SessionWindows: per key, events no more than
+    `gap_ms` apart form one session [first event, last event]. All in milliseconds.
+
+    A record is **late** once it is more than `grace` older than the stream time (it is not
+    counted; Kafka Streams judges by the end of the session it would merge into, which needs
+    the store's sessions before deciding: here it is decided from the record alone, so the
+    batch's dead letters are known before its writes). A session is **expired** once it ended
+    `retention` or more before the stream time. Retention defaults to the larger of gap + grace
+    and one day; segments (by session end) to half of it, at least a minute.
+    """
+
+    gap_ms: int
+    grace_ms: int = 0
+    retention_ms: int | None = None
+    segment_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.gap_ms <= 0:
+            raise OptionError(f"a session gap lasts more than 0 ms, got {self.gap_ms}")
+        if self.grace_ms < 0:
+            raise OptionError(f"grace cannot be negative, got {self.grace_ms} ms")
+        floor = self.gap_ms + self.grace_ms
+        if self.retention_ms is None:
+            object.__setattr__(self, "retention_ms", max(floor, DAY_MS))
+        if self.retention_ms < floor:
+            raise OptionError(
+                f"retention ({format_duration(self.retention_ms)}) must be at least gap + grace "
+                f"({format_duration(floor)}): a session would be dropped while it can still grow"
+            )
+        if self.segment_ms is None:
+            object.__setattr__(self, "segment_ms", max(self.retention_ms // 2, MINUTE_MS))
+        if self.segment_ms <= 0:
+            raise OptionError(f"a segment lasts more than 0 ms, got {self.segment_ms}")
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "gap_ms": self.gap_ms,
+            "grace_ms": self.grace_ms,
+            "retention_ms": self.retention_ms,
+            "segment_ms": self.segment_ms,
+        }
+
+    @property
+    def layout(self) -> tuple[str, int]:
+        """What fixes where a session's row lives: the segment span (sessions by their end)."""
+        return ("sessions", self.segment_ms)
+
+    def segment_of(self, end_ms: int) -> int:
+        return end_ms // self.segment_ms
+
+    def late(self, time_ms: int, stream_time_ms: int | None) -> bool:
+        return stream_time_ms is not None and time_ms + self.grace_ms < stream_time_ms
+
+    def expired(self, end_ms: int, stream_time_ms: int | None) -> bool:
+        return stream_time_ms is not None and end_ms <= stream_time_ms - self.retention_ms
+
+    live_segments_from = WindowSpec.live_segments_from
+    expired_segments = WindowSpec.expired_segments
+
+
+@dataclass(frozen=True)
 class Session:
     """A session of one key: events from `start_ms` to `end_ms` (both inclusive, as in Kafka
     Streams), no two of them further apart than the gap."""

@@ -16,7 +16,7 @@ from statestore.conn.cassandra import session_for
 from statestore.core.config import CassandraConfig, resolve
 from statestore.core.errors import StoreNotFoundError
 from statestore.core.names import validate_store_name
-from statestore.store.builder import open_store, open_window_store
+from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.cache import CacheOptions
 
 ConfigSource = CassandraConfig | Callable[[], CassandraConfig] | None
@@ -81,6 +81,11 @@ class StoreCatalog:
         are scans, so the registry read is small beside them)."""
         validate_store_name(name)
         return open_window_store(self.session(), self.keyspace, name)
+
+    def session_store(self, name: str):
+        """The SessionStore named `name`, opened like window_store."""
+        validate_store_name(name)
+        return open_session_store(self.session(), self.keyspace, name)
 
     def forget(self, name: str) -> None:
         with self._lock:

@@ -12,7 +12,12 @@ from typing import Literal
 from pydantic import BaseModel, Field, JsonValue
 
 StoreTypeName = Literal[
-    "partitioned-kv", "global-kv", "partitioned-versioned", "global-versioned", "partitioned-window"
+    "partitioned-kv",
+    "global-kv",
+    "partitioned-versioned",
+    "global-versioned",
+    "partitioned-window",
+    "partitioned-session",
 ]
 
 
@@ -53,6 +58,7 @@ class Capabilities(BaseModel):
     reverse: bool = Field(description="reverse=true on /entries")
     history: bool = Field(description="/history/{key} and as_of on /keys/{key}")
     windows: bool = Field(description="/windows (window stores, which have no /keys or /entries)")
+    sessions: bool = Field(description="/sessions (session stores, which have no /keys or /entries)")
     entries_order: Literal["key", "token"] = Field(
         description="the order of /entries: key byte order, or Cassandra's token order (global stores)"
     )
@@ -115,4 +121,18 @@ class WindowsPage(BaseModel):
     windows: list[Window] = Field(description="by key byte order, then window start")
     next_page_token: str | None = Field(
         description="pass as page_token, with the same key/from/to, for the next page; null: no more"
+    )
+
+
+class SessionWindow(BaseModel):
+    key: JsonValue
+    session_start: int = Field(description="epoch ms of the session's first event, inclusive")
+    session_end: int = Field(description="epoch ms of the session's last event, inclusive")
+    value: JsonValue = Field(description="the session's value: its event count, for the sessioned word count")
+
+
+class SessionsPage(BaseModel):
+    sessions: list[SessionWindow] = Field(description="by key byte order, then session end")
+    next_page_token: str | None = Field(
+        description="pass as page_token, with the same key, for the next page; null: no more"
     )

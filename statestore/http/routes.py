@@ -17,8 +17,8 @@ from statestore.http import models
 from statestore.http.answers import KeyNotFoundError
 from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import read_page, resume, token_ordered
-from statestore.http.window_paging import WindowQuery, read_window_page
-from statestore.http.window_paging import resume as resume_windows
+from statestore.http.timed_paging import WindowQuery, read_timed_page
+from statestore.http.timed_paging import resume as resume_timed
 from statestore.store import admin, registry
 from statestore.store.table_stats import cluster_figures
 from statestore.store.tables.versioned_base import OPEN_END
@@ -69,8 +69,8 @@ def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescriptio
     handle = _any_store(catalog, store)
     spec = handle.spec
     progress = registry.progress(handle.session, spec.keyspace, spec.name)
-    windowed = spec.store_type.windowed
-    partitioned = spec.store_type.partitioned and not windowed
+    timed = spec.store_type.timed
+    partitioned = spec.store_type.partitioned and not timed
     figures = cluster_figures(handle.session, spec.keyspace, spec.table)
     return models.StoreDescription(
         **_summary(spec).model_dump(),
@@ -90,7 +90,8 @@ def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescriptio
             prefix=partitioned,
             reverse=partitioned,
             history=versioned(handle),
-            windows=windowed,
+            windows=spec.store_type.windowed,
+            sessions=spec.store_type.sessioned,
             entries_order="token" if token_ordered(handle) else "key",
         ),
     )
@@ -102,7 +103,8 @@ def _any_store(catalog: StoreCatalog, store: str):
     try:
         return catalog.store(store)
     except UnsupportedOperationError:
-        return catalog.window_store(store)
+        spec = registry.lookup(catalog.session(), catalog.keyspace, store)
+        return catalog.session_store(store) if spec.store_type.sessioned else catalog.window_store(store)
 
 
 @router.get("/stores/{store}/keys/{key:path}", summary="Get one key (versioned stores: as of a time)")
@@ -181,11 +183,46 @@ def list_windows(
     windows = catalog.window_store(store)
     raw_key = None if key is None else windows.key_codec.encode(parse_key(key, windows.key_codec))
     query = WindowQuery(store, raw_key, from_, to)
-    rows, next_token = read_window_page(windows, query, resume_windows(query, page_token), limit)
+    rows, next_token = read_timed_page(
+        lambda key_range: windows.raw_windows(key_range, from_, to),
+        lambda row: (row.key, (row.start_ms,)),
+        query,
+        resume_timed(query, page_token),
+        limit,
+    )
     return models.WindowsPage(
         windows=[
             models.Window(key=to_json(w.key), window_start=w.start_ms, window_end=w.end_ms, value=to_json(w.value))
             for w in map(windows.decode, rows)
+        ],
+        next_page_token=next_token,
+    )
+
+
+@router.get("/stores/{store}/sessions", summary="A session store's sessions: one key's or every key's, page by page")
+def list_sessions(
+    store: StoreName,
+    catalog: Catalog,
+    key: Annotated[str | None, Query(description="only this key's sessions (the store's key syntax)")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="sessions per page")] = 100,
+    page_token: Annotated[str | None, Query(description="next_page_token of the previous page")] = None,
+) -> models.SessionsPage:
+    sessions = catalog.session_store(store)
+    raw_key = None if key is None else sessions.key_codec.encode(parse_key(key, sessions.key_codec))
+    query = WindowQuery(store, raw_key, 0, MAX_MS)
+    rows, next_token = read_timed_page(
+        sessions.raw_sessions,
+        lambda row: (row.key, (row.end_ms, row.start_ms)),
+        query,
+        resume_timed(query, page_token),
+        limit,
+    )
+    return models.SessionsPage(
+        sessions=[
+            models.SessionWindow(
+                key=to_json(s.key), session_start=s.start_ms, session_end=s.end_ms, value=to_json(s.value)
+            )
+            for s in map(sessions.decode, rows)
         ],
         next_page_token=next_token,
     )

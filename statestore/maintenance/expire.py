@@ -210,7 +210,7 @@ def _check_expirable(spec: StoreSpec, options: ExpireOptions) -> None:
             f"store '{spec.name}' is {spec.store_type.value}: expire its history with "
             "jobs/compact_state.py --history-retention instead"
         )
-    if options.retention_ms is None and not spec.store_type.windowed:
+    if options.retention_ms is None and not spec.store_type.timed:
         raise ConfigError(
             f"store '{spec.name}' is a {spec.store_type.value} store: give --retention (e.g. 7d) to expire it; "
             "only window stores expire by their own retention"
@@ -247,8 +247,8 @@ def expire(spark, session, config: CassandraConfig, stores: list[str], options: 
     looked_up = [registry.lookup(session, config.keyspace, name) for name in stores]
     for spec in looked_up:  # every refusal before any delete
         _check_expirable(spec, options)
-    window_results = [_window_result(session, spec, options) for spec in looked_up if spec.store_type.windowed]
-    specs = [spec for spec in looked_up if not spec.store_type.windowed]
+    window_results = [_window_result(session, spec, options) for spec in looked_up if spec.store_type.timed]
+    specs = [spec for spec in looked_up if not spec.store_type.timed]
     now_ms = int(time.time() * 1000)
     targets, runs, stream_times = [], [], []
     for spec in specs:

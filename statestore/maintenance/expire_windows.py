@@ -1,16 +1,20 @@
-"""Expiry of window stores: drop whole segments whose every window is past the store's retention.
+"""Expiry of window and session stores: drop whole segments whose every window (session) is
+past the store's retention.
 
 A window store's retention is part of the store (recorded with its windowing, and applied by
 every read), and is measured in stream time: the largest event time the stream applied. So the
 expire job uses the store's own retention on the stream basis, whatever retention and basis it
 was given for key-value stores. Segments are in the table's partition key
-(statestore.store.tables.partitioned_window): an expired segment goes with one partition delete
-per store partition, no scan of its rows and no row tombstones. Which segments go is pure
-(WindowSpec.expired_segments); listing and dropping them are the side effects, here.
+(statestore.store.tables.partitioned_window, .partitioned_session: windows by start, sessions by
+end): an expired segment goes with one partition delete per store partition, no scan of its rows
+and no row tombstones. Which segments go is pure (WindowSpec/SessionSpec.expired_segments);
+listing and dropping them are the side effects, here.
 
 No race with the stream needs settling: the stream never writes a window that is closed at its
 stream time, and every window of an expired segment closed before it (retention >= window +
-grace), so nothing the stream writes can land in a segment being dropped.
+grace; for sessions: a record more than grace older than the stream time is late, and a
+session it joins ends at or after the record), so nothing the stream writes can land in a
+segment being dropped.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import logging
 import time
 from dataclasses import dataclass
 
+from statestore.core.codecs import millis_of
 from statestore.core.errors import UnsupportedOperationError
 from statestore.core.model import StoreSpec
 from statestore.maintenance import history
-from statestore.store.builder import open_window_store
+from statestore.store import registry
+from statestore.store.tables import session_table_for, window_table_for
 
 _log = logging.getLogger("statestore.maintenance.expire_windows")
 _SAMPLE = 20
@@ -47,30 +53,31 @@ class WindowExpiry:
 
     def sample(self) -> list[str]:
         span = self.segment_ms
-        return [f"segment {s}: windows starting {s * span} to {(s + 1) * span - 1} ms" for s in self.expired][:_SAMPLE]
+        return [f"segment {s}: times {s * span} to {(s + 1) * span - 1} ms" for s in self.expired][:_SAMPLE]
 
 
 def expire_window_store(session, spec: StoreSpec, dry_run: bool) -> WindowExpiry:
     """Drop `spec`'s expired segments (or only find them, `dry_run`), recorded in the
     maintenance history like any expiry (cutoff: stream time - retention)."""
-    windows = open_window_store(session, spec.keyspace, spec.name)
-    retention = windows.windowing.retention_ms
-    stream_ms = windows.stream_time()
+    table = session_table_for(spec) if spec.store_type.sessioned else window_table_for(spec)
+    retention = spec.windowing.retention_ms
+    moment = registry.progress(session, spec.keyspace, spec.name).max_event_time
+    stream_ms = None if moment is None else millis_of(moment)
     if stream_ms is None:
         raise UnsupportedOperationError(
-            f"window store '{spec.name}' has no stream time yet (no batch applied): its windows expire by "
-            "stream time, so there is nothing to expire; run the stream first"
+            f"{spec.store_type.value} store '{spec.name}' has no stream time yet (no batch applied): it expires "
+            "by stream time, so there is nothing to expire; run the stream first"
         )
     cutoff_ms = stream_ms - retention
     run_at = history.now()
     history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, _status(dry_run, "running"), cutoff_ms)
     began = time.monotonic()
     try:
-        stored = windows.table.segments(session)
-        doomed = windows.windowing.expired_segments(stored, stream_ms)
+        stored = table.segments(session)
+        doomed = spec.windowing.expired_segments(stored, stream_ms)
         if not dry_run:
             for segment in doomed:
-                windows.table.drop_segment(session, segment)
+                table.drop_segment(session, segment)
     except BaseException:
         if not dry_run:
             history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, "failed", cutoff_ms)
@@ -81,7 +88,7 @@ def expire_window_store(session, spec: StoreSpec, dry_run: bool) -> WindowExpiry
         stream_ms,
         len(stored),
         tuple(doomed),
-        windows.windowing.segment_ms,
+        spec.windowing.segment_ms,
         dry_run,
         time.monotonic() - began,
     )

@@ -64,8 +64,8 @@ class MaintenancePlan:
 
 
 def _expire_reason(store: StoreFacts, retention_set: bool, basis: TimeBasis) -> str | None:
-    if store.store_type.windowed:
-        # Windows expire by the store's own retention, always in stream time.
+    if store.store_type.timed:
+        # Windows and sessions expire by the store's own retention, always in stream time.
         if not store.has_stream_time:
             return "window store without a stream time yet (no batch applied): its windows expire by stream time"
         return None
@@ -79,7 +79,7 @@ def _expire_reason(store: StoreFacts, retention_set: bool, basis: TimeBasis) -> 
 
 
 def _validate_reason(store: StoreFacts) -> str | None:
-    if store.store_type.windowed:
+    if store.store_type.timed:
         return "window store: validation does not recount windowed counts yet"
     if store.store_type.versioned or (store.key_codec, store.value_codec) != ("string", "long"):
         return "not a word-count key-value store (string keys, long values): nothing to recount"

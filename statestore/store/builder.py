@@ -29,10 +29,11 @@ from statestore.core.errors import OptionError, UnsupportedOperationError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
 from statestore.core.options import TableOptions
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store import registry
 from statestore.store.cache import CacheOptions
 from statestore.store.key_value import KeyValueStore
+from statestore.store.session import SessionStore
 from statestore.store.versioned import VersionedStore
 from statestore.store.window import WindowStore
 
@@ -102,7 +103,9 @@ class StoreBuilder:
 
     # -- terminal methods: one per store type ----------------------------------------------
 
-    def spec(self, store_type: StoreType, partitions: int = 1, windowing: WindowSpec | None = None) -> StoreSpec:
+    def spec(
+        self, store_type: StoreType, partitions: int = 1, windowing: WindowSpec | SessionSpec | None = None
+    ) -> StoreSpec:
         o = self.options
         return StoreSpec(
             o.keyspace,
@@ -149,9 +152,17 @@ class StoreBuilder:
         window, expired windows dropped a segment at a time."""
         return self._window(self.spec(StoreType.PARTITIONED_WINDOW, partitions, windowing))
 
+    def partitioned_session_store(self, sessions: SessionSpec, partitions: int) -> SessionStore:
+        """PRIMARY KEY ((partition, segment), key, session_end, session_start): a value per key
+        and session, expired sessions dropped a segment at a time."""
+        return self._timed(SessionStore, self.spec(StoreType.PARTITIONED_SESSION, partitions, sessions))
+
     def _window(self, spec: StoreSpec) -> WindowStore:
+        return self._timed(WindowStore, spec)
+
+    def _timed(self, kind, spec: StoreSpec):
         o = self.options
-        return WindowStore(
+        return kind(
             self.session,
             spec,
             o.key_codec,
@@ -183,13 +194,27 @@ def open_store(session, keyspace: str, name: str, *, cache: CacheOptions | None 
     """An existing key-value or versioned store as registered, with its recorded codecs (custom
     codecs read as bytes). A window store is refused, naming how to read it."""
     spec = registry.lookup(session, keyspace, name)
-    if spec.store_type.windowed:
+    if spec.store_type.timed:
+        command, opener = (
+            ("sessions", "open_session_store") if spec.store_type.sessioned else ("windows", "open_window_store")
+        )
         raise UnsupportedOperationError(
-            f"store '{name}' is a {spec.store_type.value} store: it holds a value per time window, read it with "
-            f"`statestore windows {name}` (statestore.store.builder.open_window_store)"
+            f"store '{name}' is a {spec.store_type.value} store: it holds a value per {command[:-1]}, read it with "
+            f"`statestore {command} {name}` (statestore.store.builder.{opener})"
         )
     builder = _registered(session, spec, cache, count_all)
     return builder._versioned(spec) if spec.store_type.versioned else builder._kv(spec)
+
+
+def open_session_store(session, keyspace: str, name: str) -> SessionStore:
+    """An existing session store as registered, with its recorded codecs and session settings."""
+    spec = registry.lookup(session, keyspace, name)
+    if not spec.store_type.sessioned:
+        raise UnsupportedOperationError(
+            f"store '{name}' is a {spec.store_type.value} store: it has no sessions"
+            + (f", read its windows with `statestore windows {name}`" if spec.store_type.windowed else "")
+        )
+    return _registered(session, spec, None, False)._timed(SessionStore, spec)
 
 
 def open_window_store(session, keyspace: str, name: str) -> WindowStore:

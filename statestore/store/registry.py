@@ -32,7 +32,7 @@ from statestore.core.codecs import canonical_name, millis_of
 from statestore.core.errors import StoreFencedError, StoreMismatchError, StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import validate_keyspace, validate_store_name
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 
 REGISTRY_TABLE = "statestore_stores"
 
@@ -98,8 +98,15 @@ def _spec(keyspace: str, row) -> StoreSpec:
         row.table_name,
         canonical_name(row.key_format or "string"),
         canonical_name(row.value_format or "long"),
-        None if windowing is None else WindowSpec(**json.loads(windowing)),
+        _windowing_of(StoreType(row.store_type), windowing),
     )
+
+
+def _windowing_of(store_type: StoreType, text: str | None) -> WindowSpec | SessionSpec | None:
+    if text is None:
+        return None
+    settings = json.loads(text)
+    return SessionSpec(**settings) if store_type.sessioned else WindowSpec(**settings)
 
 
 def _windowing_text(spec: StoreSpec) -> str | None:
@@ -144,8 +151,8 @@ def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_prof
         )
     if existing.windowing != spec.windowing and existing.windowing is not None:
         raise StoreMismatchError(
-            f"store '{spec.name}' counts in windows of {_windowing_text(existing)}; it cannot be reopened with "
-            f"{_windowing_text(spec)}. Use another store name, or the store's own window settings."
+            f"store '{spec.name}' counts in windows or sessions of {_windowing_text(existing)}; it cannot be "
+            f"reopened with {_windowing_text(spec)}. Use another store name, or the store's own settings."
         )
     if (existing.key_codec, existing.value_codec) != (spec.key_codec, spec.value_codec):
         raise StoreMismatchError(

@@ -99,6 +99,17 @@ def size_estimate(session, keyspace: str, table: str) -> SizeEstimate | None:
     return cluster_figures(session, keyspace, table).size
 
 
+def rows_estimate(session, keyspace: str, table: str, sample: list, overhead: int) -> int:
+    """Rows of a table whose rows hold a key, a value and `overhead` more bytes: Cassandra's
+    size estimate (flushed data only; 0 before the first flush) over the mean size of a
+    `sample` of its rows (objects with .key and .value bytes)."""
+    estimate = size_estimate(session, keyspace, table)
+    if estimate is None or not sample:
+        return 0
+    mean_row = sum(len(row.key) + len(row.value) + overhead for row in sample) / len(sample)
+    return int(estimate.total_bytes / mean_row)
+
+
 def max_partition_mib(session, keyspace: str, table: str) -> int | None:
     """The largest partition of the table on any node, in whole MiB (system_views)."""
     return cluster_figures(session, keyspace, table).max_partition_mib

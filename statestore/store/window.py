@@ -25,7 +25,7 @@ from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
 from statestore.store import registry
 from statestore.store.provision import provision_store
-from statestore.store.table_stats import size_estimate
+from statestore.store.table_stats import rows_estimate
 from statestore.store.tables import window_table_for
 
 # Beyond this many segments in a fetch's time span, ask the table which segments exist
@@ -184,16 +184,9 @@ class WindowStore:
 
     def approximate_num_entries(self) -> int:
         """Windows stored (expired ones until their segment is dropped), estimated as the
-        key-value store does: Cassandra's size estimate (flushed data only, 0 before the first
-        flush) over the mean size of a sample of rows."""
-        estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)
-        if estimate is None:
-            return 0
+        key-value store does (statestore.store.table_stats.rows_estimate)."""
         sample = list(islice(self.raw_windows(EVERYTHING, 0, 2**63 - 1, stream_time_ms=None), _SAMPLE_ROWS))
-        if not sample:
-            return 0
-        mean_row = sum(len(e.key) + len(e.value) + _ROW_OVERHEAD for e in sample) / len(sample)
-        return int(estimate.total_bytes / mean_row)
+        return rows_estimate(self.session, self.spec.keyspace, self.spec.table, sample, _ROW_OVERHEAD)
 
     # -- the pieces ------------------------------------------------------------------------------
 

@@ -33,10 +33,11 @@ from statestore.store.tables import table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, Timer, partition_applier, run_applier, timed
 from statestore.stream.apply_cache import CacheLedger, CachePlan
+from statestore.stream.apply_sessions import session_applier
 from statestore.stream.apply_windows import window_applier
 from statestore.stream.faults import pause_driver_if_armed
 from statestore.stream.transforms import batch_deltas, batch_version_ms, dead_letter_rows
-from statestore.stream.windowed import late_letter_rows, windowed_deltas
+from statestore.stream.windowed import late_letter_rows, session_deltas, windowed_deltas
 
 _log = logging.getLogger("statestore.stream.batches")
 _DEAD_LETTER_CHUNK = 500
@@ -160,8 +161,8 @@ def apply_batch(
 
 
 def _cacheable(spec: StoreSpec) -> bool:
-    """The apply cache holds single current entries: not versions, not windows."""
-    return not (spec.store_type.versioned or spec.store_type.windowed)
+    """The apply cache holds single current entries: not versions, windows or sessions."""
+    return not (spec.store_type.versioned or spec.store_type.timed)
 
 
 def _apply_batch(
@@ -205,6 +206,8 @@ def _apply_batch(
             # once here so all executors (and any replay) agree on it.
             version_ms = batch_version_ms(batch_df)
             applier = seams.make_applier(config, spec, logical, write_ts, version_ms=version_ms, timer=seams.task_timer)
+        elif spec.store_type.sessioned:
+            applier = session_applier(config, spec, logical, write_ts, timer=seams.task_timer)
         elif spec.windowing is not None:
             applier = window_applier(config, spec, logical, write_ts, timer=seams.task_timer)
         else:
@@ -214,7 +217,10 @@ def _apply_batch(
                 extra["cache"] = cache
             applier = seams.make_applier(config, spec, logical, write_ts, **extra)
         buckets = None if cache is None else cache.buckets
-        if spec.windowing is not None:
+        if spec.store_type.sessioned:
+            deltas = session_deltas(batch_df, spec.windowing, stream_time_ms)
+            late = {"stream_time_ms": stream_time_ms}
+        elif spec.windowing is not None:
             deltas = windowed_deltas(batch_df, spec.windowing, stream_time_ms)
             late = {"stream_time_ms": stream_time_ms}
         else:

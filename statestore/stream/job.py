@@ -46,8 +46,10 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
     existing = registry.find(session, job.cassandra.keyspace, job.stream.store)
     windowing = job.stream.windowing
     store_type = StoreType(job.stream.store_type) if job.stream.store_type else None
-    if store_type is None and windowing is not None:
+    if store_type is None and job.stream.window is not None:
         store_type = StoreType.PARTITIONED_WINDOW
+    if store_type is None and job.stream.session_gap is not None:
+        store_type = StoreType.PARTITIONED_SESSION
     if existing is not None:
         store_type = store_type or existing.store_type
         wanted = StoreSpec(
@@ -55,7 +57,7 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
             existing.name,
             store_type,
             job.stream.partitions or existing.partitions,
-            windowing=(windowing or existing.windowing) if store_type.windowed else None,
+            windowing=(windowing or existing.windowing) if store_type.timed else None,
         )
         return provision_store(session, wanted, job.stream.topic)
     partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)

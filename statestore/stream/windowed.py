@@ -1,5 +1,6 @@
-"""The windowed word count's Spark transforms of one micro-batch: (word, window) deltas and
-the batch's late records. Pure DataFrame plans, like statestore.stream.transforms.
+"""The windowed and sessioned word count's Spark transforms of one micro-batch: (word, window)
+deltas or (word, event times) for sessions, and the batch's late records. Pure DataFrame plans,
+like statestore.stream.transforms.
 
 Windows come from each record's Kafka timestamp (statestore.core.windows: aligned to the
 epoch, [start, end)). A record counts in every window containing its time that is still open
@@ -8,6 +9,10 @@ with the previous batch, so a replay decides the same). A record with words and 
 closed window is late: it is not counted in the closed ones and becomes a dead letter with
 reason `late`. The rules are WindowSpec.starts_of and WindowSpec.closed, stated here again in
 Spark SQL so they run in the JVM; tests check the two against each other.
+
+Sessions: a record is late when it is more than the grace older than that same stream time
+(SessionSpec.late); each word's on-time event times go to the apply, which merges them into
+the key's sessions (statestore.stream.apply_sessions).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pyspark.sql import functions as F
 
 from statestore.core.event_time import format_duration
 from statestore.core.model import MAX_KEY_BYTES
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store import deadletters
 from statestore.stream.apply import UNCOUNTABLE
 from statestore.stream.tokenize import words_column
@@ -51,10 +56,17 @@ def open_starts(starts, windowing: WindowSpec, stream_time_ms: int | None):
     )
 
 
-def _windowed_records(batch_df, windowing: WindowSpec, stream_time_ms: int | None):
-    """Per record: its words (null when unreadable), time, every window and the open ones."""
+def _windowed_records(batch_df, windowing: WindowSpec | SessionSpec, stream_time_ms: int | None):
+    """Per record: its words (null when unreadable), time, every window and the open ones
+    (sessions: one pseudo-window, open unless the record is late)."""
     time_ms = F.unix_millis("timestamp")
-    starts = window_starts(time_ms, windowing)
+    if isinstance(windowing, SessionSpec):
+        starts = F.array(time_ms)
+        on_time = F.lit(True) if stream_time_ms is None else time_ms + _long(windowing.grace_ms) >= stream_time_ms
+        opened = F.when(on_time, starts).otherwise(F.array().cast("array<bigint>"))
+    else:
+        starts = window_starts(time_ms, windowing)
+        opened = open_starts(starts, windowing, stream_time_ms)
     return batch_df.select(
         "topic",
         "partition",
@@ -63,7 +75,7 @@ def _windowed_records(batch_df, windowing: WindowSpec, stream_time_ms: int | Non
         F.when(is_readable(), words_column(F.col("value").cast("string"))).alias("words"),
         time_ms.alias("ts_ms"),
         starts.alias("starts"),
-        open_starts(starts, windowing, stream_time_ms).alias("open"),
+        opened.alias("open"),
     )
 
 
@@ -73,7 +85,9 @@ def _late():
     return has_words & (F.size("open") < F.size("starts"))
 
 
-def windowed_deltas(batch_df, windowing: WindowSpec, stream_time_ms: int | None):
+def windowed_deltas(
+    batch_df, windowing: WindowSpec | SessionSpec, stream_time_ms: int | None, keep_times: bool = False
+):
     """(word, delta, last_ms, window_start) for every countable word in every open window of
     its record, plus UNCOUNTABLE rows (window NO_WINDOW) whose deltas count the messages and
     words statestore.stream.transforms sends to dead letters and the late records, so the
@@ -92,6 +106,12 @@ def windowed_deltas(batch_df, windowing: WindowSpec, stream_time_ms: int | None)
             "window_start"
         ),
     )
+    if keep_times:  # sessions: one group per word, with its times
+        return in_windows.groupBy("word").agg(
+            F.count("*").alias("delta"),
+            F.max("ts_ms").alias("last_ms"),
+            F.collect_list(F.when(F.col("window_start") != NO_WINDOW, F.col("ts_ms"))).alias("times"),
+        )
     return (
         in_windows.groupBy("word", "window_start")
         .agg(F.count("*").alias("delta"), F.max("ts_ms").alias("last_ms"))
@@ -99,7 +119,14 @@ def windowed_deltas(batch_df, windowing: WindowSpec, stream_time_ms: int | None)
     )
 
 
-def late_letter_rows(batch_df, windowing: WindowSpec, stream_time_ms: int | None):
+def session_deltas(batch_df, sessions: SessionSpec, stream_time_ms: int | None):
+    """(word, delta, last_ms, times) for every countable word: its on-time event times in the
+    batch, ascending (one per occurrence), plus UNCOUNTABLE rows as in windowed_deltas."""
+    rows = windowed_deltas(batch_df, sessions, stream_time_ms, keep_times=True)
+    return rows.select("word", "delta", "last_ms", F.array_sort("times").alias("times"))
+
+
+def late_letter_rows(batch_df, windowing: WindowSpec | SessionSpec, stream_time_ms: int | None):
     """The batch's late records as dead-letter rows (topic, partition, offset, ts_ms, reason,
     detail, raw), like statestore.stream.transforms.dead_letter_rows."""
     if stream_time_ms is None:
@@ -108,17 +135,23 @@ def late_letter_rows(batch_df, windowing: WindowSpec, stream_time_ms: int | None
         )
     records = _windowed_records(batch_df, windowing, stream_time_ms).filter(_late())
     grace = format_duration(windowing.grace_ms) if windowing.grace_ms else "no grace"
+    if isinstance(windowing, SessionSpec):
+        detail = F.lit(
+            f"more than the grace ({grace}) older than the stream time {stream_time_ms} ms: not counted in any session"
+        )
+    else:
+        detail = F.format_string(
+            f"%d of its %d window(s) had closed at stream time {stream_time_ms} ms ({grace}): its words were "
+            "not counted in them",
+            F.size("starts") - F.size("open"),
+            F.size("starts"),
+        )
     return records.select(
         "topic",
         "partition",
         "offset",
         "ts_ms",
         F.lit(deadletters.LATE).alias("reason"),
-        F.format_string(
-            f"%d of its %d window(s) had closed at stream time {stream_time_ms} ms ({grace}): its words were "
-            "not counted in them",
-            F.size("starts") - F.size("open"),
-            F.size("starts"),
-        ).alias("detail"),
+        detail.alias("detail"),
         F.col("value").alias("raw"),
     )

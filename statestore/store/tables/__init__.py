@@ -9,6 +9,7 @@ from statestore.store.tables.base import KeyValueTable
 from statestore.store.tables.global_kv import GlobalKeyValueTable
 from statestore.store.tables.global_versioned import GlobalVersionedTable
 from statestore.store.tables.partitioned_kv import PartitionedKeyValueTable
+from statestore.store.tables.partitioned_session import PartitionedSessionTable
 from statestore.store.tables.partitioned_versioned import PartitionedVersionedTable
 from statestore.store.tables.partitioned_window import PartitionedWindowTable
 
@@ -23,10 +24,10 @@ _TABLES = {
 def table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> KeyValueTable:
     """The table module of `spec`'s store type (no I/O); statements run with `profile`."""
     table = _TABLES.get(spec.store_type)
-    if spec.store_type.windowed:
+    if spec.store_type.timed:
         raise UnsupportedOperationError(
-            f"store '{spec.name}' is {spec.store_type.value}: it holds windows, read it as a window store "
-            "(statestore.store.window.WindowStore)"
+            f"store '{spec.name}' is {spec.store_type.value}: it holds windows or sessions, read it as such "
+            "(statestore.store.window.WindowStore, statestore.store.session.SessionStore)"
         )
     if table is None:
         raise UnsupportedOperationError(f"store type {spec.store_type.value} has no table module yet")
@@ -40,10 +41,28 @@ def window_table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) ->
     return PartitionedWindowTable(spec, profile)
 
 
+def session_table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> PartitionedSessionTable:
+    """The table module of a session store (no I/O)."""
+    if not spec.store_type.sessioned:
+        raise UnsupportedOperationError(f"store '{spec.name}' is {spec.store_type.value}: it holds no sessions")
+    return PartitionedSessionTable(spec, profile)
+
+
 def create_cql_for(spec: StoreSpec, options: TableOptions | None = None) -> str:
     """The CREATE TABLE of any store type (each type's default options when `options` is None)."""
-    table = window_table_for(spec) if spec.store_type.windowed else table_for(spec)
-    return table.create_cql(options)
+    if spec.store_type.windowed:
+        return window_table_for(spec).create_cql(options)
+    if spec.store_type.sessioned:
+        return session_table_for(spec).create_cql(options)
+    return table_for(spec).create_cql(options)
 
 
-__all__ = ["KeyValueTable", "PartitionedWindowTable", "create_cql_for", "table_for", "window_table_for"]
+__all__ = [
+    "KeyValueTable",
+    "PartitionedSessionTable",
+    "PartitionedWindowTable",
+    "create_cql_for",
+    "session_table_for",
+    "table_for",
+    "window_table_for",
+]

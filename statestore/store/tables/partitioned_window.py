@@ -29,7 +29,8 @@ from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 
 _BATCH_ROWS = 64
-_READ_STARTS = 100
+# Pairs per read query: as many as the key-value table's keys per IN list.
+_READ_WINDOWS = 100
 _COLUMNS = "key, window_start, value, batch_id, time"
 
 
@@ -109,20 +110,22 @@ class PartitionedWindowTable:
     def read(
         self, session, windows: list[tuple[bytes, int]], concurrency: int
     ) -> dict[tuple[bytes, int], WindowedEntry]:
-        """The stored entries among (key, window start) pairs; missing ones are absent."""
+        """The stored entries among (key, window start) pairs; missing ones are absent. One
+        query per Cassandra partition and up to _READ_WINDOWS pairs (a multi-column IN on the
+        clustering key), not one per key: the windowed apply reads every window it writes."""
         select = prepare(
             session,
             f"SELECT {_COLUMNS} FROM {self.qualified}"
-            " WHERE partition = ? AND segment = ? AND key = ? AND window_start IN ?",
+            " WHERE partition = ? AND segment = ? AND (key, window_start) IN ?",
         )
         select.is_idempotent = True
-        starts: dict[tuple[int, int, bytes], list[int]] = defaultdict(list)
+        homes: dict[tuple[int, int], set[tuple[bytes, int]]] = defaultdict(set)
         for key, start in windows:
-            starts[(*self._home(key, start), key)].append(start)
+            homes[self._home(key, start)].add((key, start))
         work = [
-            (select, (partition, segment, key, chunk))
-            for (partition, segment, key), group in starts.items()
-            for chunk in chunked(sorted(set(group)), _READ_STARTS)
+            (select, (partition, segment, chunk))
+            for (partition, segment), group in homes.items()
+            for chunk in chunked(sorted(group), _READ_WINDOWS)
         ]
         found = {}
         for result in execute_concurrent(

@@ -1,5 +1,5 @@
-"""`statestore windows` against a window store on the real Cassandra, and the clear refusals
-when a window store is read as a key-value store or the other way round."""
+"""`statestore windows` and `statestore sessions` against window and session stores on the real
+Cassandra, and the clear refusals when a store is read as another type."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import csv
 import io
 
 from statestore.cli.main import main
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.builder import StoreBuilder
+from statestore.store.session import SessionKey
 
 MINUTE = 60_000
 
@@ -59,6 +60,36 @@ def test_windows_of_a_key_value_store_is_refused(capsys, session, keyspace, stor
     store = StoreBuilder(session, store_name).with_keyspace(keyspace).partitioned_key_value_store(2).create()
     try:
         code, _, err = _run(capsys, "windows", store_name, "--keyspace", keyspace)
+        assert code == 2 and "it has no windows" in err
+    finally:
+        session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
+        session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (store_name,))
+
+
+def test_sessions_prints_key_start_end_count_by_key_then_start(capsys, session, keyspace, store_name):
+    store = (
+        StoreBuilder(session, store_name)
+        .with_keyspace(keyspace)
+        .partitioned_session_store(SessionSpec(MINUTE, retention_ms=60 * MINUTE), 4)
+        .create()
+    )
+    now = 1_764_000_000_000
+    written = {("heron", now - 30 * MINUTE, now - 20 * MINUTE): 9, ("heron", now - 5 * MINUTE, now): 4}
+    written[("ant", now - 2 * MINUTE, now - MINUTE)] = 2
+    written[("ant", now - 90 * MINUTE, now - 80 * MINUTE)] = 5  # ended past retention: hidden
+    for (word, start, end), count in written.items():
+        assert store.put(SessionKey(word, start, end), count, stream_time_ms=None)
+    session.execute(f"UPDATE {keyspace}.statestore_stores SET max_event_time = %s WHERE name = %s", (now, store_name))
+    try:
+        ks = ("--keyspace", keyspace)
+        code, out, _ = _run(capsys, "sessions", store_name, "--format", "csv", *ks)
+        rows = list(csv.reader(io.StringIO(out)))
+        assert code == 0 and rows[0] == ["key", "session_start", "session_end", "count"]
+        expected = sorted((w, s, e, c) for (w, s, e), c in written.items() if e > now - 60 * MINUTE)
+        assert rows[1:] == [[w, str(s), str(e), str(c)] for w, s, e, c in expected]
+        code, out, _ = _run(capsys, "sessions", store_name, "heron", "--format", "csv", *ks)
+        assert code == 0 and len(list(csv.reader(io.StringIO(out)))) == 3
+        code, _, err = _run(capsys, "windows", store_name, *ks)
         assert code == 2 and "it has no windows" in err
     finally:
         session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")

@@ -26,8 +26,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from statestore.core import codecs
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.builder import StoreBuilder
+from statestore.store.session import SessionKey
 
 PARTITIONS = 7
 # Shared prefixes, non-ASCII text and a slash, so key order, prefixes and paths are all exercised.
@@ -61,6 +62,15 @@ MINUTE_COUNTS = [
     for word in ("heron", "mill", "reed", "é", "x/y")
     for day in (0, 1, 2)
     for minute in range(0, 30, 7)
+]
+
+
+# (key, session start, session end, count): sessions more than the gap apart, across segments.
+VISITS = [
+    (key, day * 86_400_000 + n * 600_000, day * 86_400_000 + n * 600_000 + 5 * n * 1000, n + 1)
+    for key in ("ann", "bo", "日本")
+    for day in (0, 1, 2)
+    for n in range(4)
 ]
 
 
@@ -137,7 +147,15 @@ def stores(session, keyspace):
     )
     for key, start, count in MINUTE_COUNTS:
         minutes.put(key, count, start)
-    return {"words": words, "ids": ids, "prices": prices, "events": events, "minutes": minutes}
+    visits = (
+        StoreBuilder(session, "http_visits")
+        .with_keyspace(keyspace)
+        .partitioned_session_store(SessionSpec(60_000), partitions=3)
+        .create()
+    )
+    for key, start, end, count in VISITS:
+        visits.put(SessionKey(key, start, end), count)
+    return {"words": words, "ids": ids, "prices": prices, "events": events, "minutes": minutes, "visits": visits}
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +204,7 @@ def test_list_and_describe(api, keyspace):
         "reverse": False,
         "history": False,
         "windows": False,
+        "sessions": False,
         "entries_order": "token",
     }
     assert described["progress"]["last_batch_id"] is None
@@ -311,6 +330,27 @@ def test_window_stores_page_their_windows_by_key_then_start(api):
     assert api.get("/stores/http_minutes/entries").status_code == 400
 
 
+def test_session_stores_page_their_sessions_by_key_then_end(api):
+    described = api.get("/stores/http_visits").json()
+    assert described["type"] == "partitioned-session" and described["supports"]["sessions"] is True
+    expected = sorted(VISITS, key=lambda v: (v[0].encode(), v[2], v[1]))
+    pages, token = [], None
+    while True:
+        query = {"limit": 5, **({"page_token": token} if token else {})}
+        response = api.get("/stores/http_visits/sessions", params=query)
+        assert response.status_code == 200, response.text
+        pages.append(response.json())
+        token = pages[-1]["next_page_token"]
+        if token is None:
+            break
+    got = [(s["key"], s["session_start"], s["session_end"], s["value"]) for p in pages for s in p["sessions"]]
+    assert got == expected and len(pages) == -(-len(expected) // 5)
+    one = api.get("/stores/http_visits/sessions", params={"key": "bo"}).json()["sessions"]
+    assert [(s["session_start"], s["session_end"]) for s in one] == [(a, b) for k, a, b, _ in expected if k == "bo"]
+    assert api.get("/stores/http_minutes/sessions").status_code == 400
+    assert api.get("/stores/http_visits/windows").status_code == 400
+
+
 def test_versioned_get_as_of_and_history(api):
     def get(key, **params):
         return api.get(f"/stores/http_prices/keys/{key}", params=params)
@@ -390,7 +430,8 @@ def test_openapi_document_holds_against_the_server(api):
     for result in schema.get_all_operations():
         operation = result.ok()
         # Real stores too (fixed store names), so generated keys, ranges and tokens reach Cassandra.
-        real = [{"store": name} for name in ("http_words", "http_ids", "http_prices", "http_events", "http_minutes")]
+        names = ("http_words", "http_ids", "http_prices", "http_events", "http_minutes", "http_visits")
+        real = [{"store": name} for name in names]
         fixed = [*real, None] if "{store}" in operation.path else [None]
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategies += [operation.as_strategy(mode, path_parameters=params) for params in fixed]

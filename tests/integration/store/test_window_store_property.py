@@ -123,8 +123,8 @@ def test_a_window_store_is_refused_where_a_key_value_store_is_expected(session, 
     from statestore.core.errors import StoreMismatchError, UnsupportedOperationError
     from statestore.store.tables import table_for
 
-    with pytest.raises(UnsupportedOperationError, match="read it as a window store"):
+    with pytest.raises(UnsupportedOperationError, match="it holds windows or sessions"):
         table_for(store.spec)
     reopened = StoreBuilder(session, "prop_window").with_keyspace(keyspace)
-    with pytest.raises(StoreMismatchError, match="windows of"):
+    with pytest.raises(StoreMismatchError, match="windows or sessions of"):
         reopened.partitioned_window_store(WindowSpec(10, 5, grace_ms=3, retention_ms=80, segment_ms=20), 4).create()

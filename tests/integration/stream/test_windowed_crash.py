@@ -1,6 +1,6 @@
-"""Hard crashes of a windowed stream: SIGKILL inside a batch's window writes and at random
-moments, restart from the same checkpoint, and every window's count and every late record's
-dead letter is still exact.
+"""Hard crashes of a windowed and a sessioned stream: SIGKILL inside a batch's window (session)
+writes and at random moments, restart from the same checkpoint, and every window's (session's)
+count and every late record's dead letter is still exact.
 
 Which records are late depends on the stream time each batch starts with, so on where the
 batches were cut, and kills move the cuts. The input is built so that lateness does not
@@ -18,13 +18,15 @@ from collections import Counter
 from statestore.conn import kafka as kafka_io
 from statestore.core.event_time import TimedValue
 from statestore.store import deadletters, registry
-from statestore.store.builder import open_window_store
+from statestore.store.builder import open_session_store, open_window_store
 from tests.integration.stream.test_crash_recovery import _failure, _launch
+from tests.integration.stream.test_session_wordcount import sessions_of
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MINUTE = 60_000
 WORDS = [f"w{i}" for i in range(300)]
 WINDOW_ARGS = ("--window", "1m", "--grace", "1h")
+SESSION_ARGS = ("--session-gap", "20s", "--grace", "1h")
 FORCED_KILLS = 3
 
 
@@ -50,19 +52,15 @@ def _run_to_end(proc, checkpoint) -> None:
     assert proc.returncode == 0, _failure(checkpoint)
 
 
-def test_sigkill_inside_window_writes_and_at_random_keeps_windows_and_late_letters_exact(
-    session, keyspace, kafka_config, topic, store_name, tmp_path
-):
+def _crash_and_recover(session, keyspace, kafka_config, topic, store_name, checkpoint, job_args, on_time_done):
+    """Phase 1 (on-time records) with kills inside batches 0, 1, 2 and at a random moment,
+    then to the end: `on_time_done(records)` checks the store. Phase 2 (more on-time records
+    and day-old stragglers) killed inside a write again, then to the end. Returns (every
+    on-time record, the stragglers)."""
     rng = random.Random(1616)
-    checkpoint = tmp_path / "cp"
-    launch = lambda fault=None: _launch(topic, store_name, checkpoint, keyspace, fault, *WINDOW_ARGS)  # noqa: E731
+    launch = lambda fault=None: _launch(topic, store_name, checkpoint, keyspace, fault, *job_args)  # noqa: E731
     on_time = _records(rng, 40_000, BASE_MS, 20 * MINUTE, "a")
-    reference: Counter = Counter()
-    _count(on_time, reference)
     kafka_io.produce(kafka_config, topic, [TimedValue(text.encode(), t) for t, text in on_time])
-
-    # Phase 1: a kill inside the writes of batches 0, 1 and 2 in turn (each launch replays the
-    # batch the last one left half-written), then one at a random moment, then to the end.
     for target in range(FORCED_KILLS):
         proc = launch(f"kill-mid-write:{target}")
         proc.wait(timeout=600)
@@ -75,23 +73,57 @@ def test_sigkill_inside_window_writes_and_at_random_keeps_windows_and_late_lette
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     _run_to_end(launch(), checkpoint)
-    assert _stored(session, keyspace, store_name) == reference
+    on_time_done(on_time)
     assert list(deadletters.read_all(session, keyspace, store_name)) == []
 
-    # Phase 2: more on-time records and stragglers a day old, killed inside a write again.
     more = _records(rng, 15_000, BASE_MS + 20 * MINUTE, 20 * MINUTE, "b")
     stragglers = _records(rng, 5_000, BASE_MS - 86_400_000, 20 * MINUTE, "c")
     mixed = more + stragglers
     rng.shuffle(mixed)
-    _count(more, reference)
     kafka_io.produce(kafka_config, topic, [TimedValue(text.encode(), t) for t, text in mixed])
     next_batch = registry.progress(session, keyspace, store_name).last_batch_id + 1
     proc = launch(f"kill-mid-write:{next_batch}")
     proc.wait(timeout=600)
     assert proc.returncode == -signal.SIGKILL, _failure(checkpoint)
     _run_to_end(launch(), checkpoint)
-
-    assert _stored(session, keyspace, store_name) == reference
     letters = list(deadletters.read_all(session, keyspace, store_name))
     assert {d.reason for d in letters} == {deadletters.LATE}
     assert Counter(d.raw.decode() for d in letters) == Counter(text for _, text in stragglers)
+    return on_time + more
+
+
+def test_sigkill_inside_window_writes_and_at_random_keeps_windows_and_late_letters_exact(
+    session, keyspace, kafka_config, topic, store_name, tmp_path
+):
+    def windows_of(records) -> Counter:
+        reference: Counter = Counter()
+        _count(records, reference)
+        return reference
+
+    def check(records) -> None:
+        assert _stored(session, keyspace, store_name) == windows_of(records)
+
+    counted = _crash_and_recover(
+        session, keyspace, kafka_config, topic, store_name, tmp_path / "cp", WINDOW_ARGS, check
+    )
+    check(counted)
+
+
+def test_sigkill_inside_session_merges_and_at_random_keeps_sessions_and_late_letters_exact(
+    session, keyspace, kafka_config, topic, store_name, tmp_path
+):
+    def sessions_expected(records) -> dict:
+        times: dict[str, list[int]] = {}
+        for t, text in records:
+            for word in text.split():
+                times.setdefault(word, []).append(t)
+        return {(w, a, b): n for w, ts in times.items() for (a, b), n in sessions_of(ts, 20_000).items()}
+
+    def check(records) -> None:
+        store = open_session_store(session, keyspace, store_name)
+        assert {(s.key, s.start_ms, s.end_ms): s.value for s in store.all()} == sessions_expected(records)
+
+    counted = _crash_and_recover(
+        session, keyspace, kafka_config, topic, store_name, tmp_path / "cp", SESSION_ARGS, check
+    )
+    check(counted)

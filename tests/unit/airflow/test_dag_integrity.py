@@ -68,6 +68,7 @@ def test_schedules_and_concurrency(dagbag):
         ("wordcount_stream", {"store_type": "rocksdb"}, "store_type"),
         ("wordcount_stream", {"window": "a minute"}, "window"),
         ("wordcount_stream", {"hop": "-5s"}, "hop"),
+        ("wordcount_stream", {"session_gap": "5 minutes"}, "session_gap"),
         ("state_store_admin", {"action": "explode"}, "action"),
         ("state_store_admin", {"options": "ttl=5"}, "options"),
         ("state_maintenance", {"policy": "ignore"}, "policy"),

@@ -7,7 +7,7 @@ from statestore.core import config as cfg
 from statestore.core.config import StreamConfig
 from statestore.core.errors import ConfigError, OptionError
 from statestore.core.model import StoreSpec, StoreType
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 
 MINUTE = WindowSpec(60_000)
 
@@ -43,6 +43,8 @@ def test_the_stream_counts_in_windows_from_its_duration_flags():
     assert graced.windowing == WindowSpec(300_000, grace_ms=30_000)
     no_grace = cfg.resolve(StreamConfig, env={**BASE, "STATESTORE_WINDOW": "1m", "STATESTORE_GRACE": "0s"})
     assert no_grace.windowing == WindowSpec(60_000)
+    visits = cfg.resolve(StreamConfig, env={**BASE, "STATESTORE_SESSION_GAP": "5m", "STATESTORE_GRACE": "1m"})
+    assert visits.windowing == SessionSpec(300_000, grace_ms=60_000)
 
 
 @pytest.mark.parametrize(
@@ -55,6 +57,11 @@ def test_the_stream_counts_in_windows_from_its_duration_flags():
         ({"STATESTORE_WINDOW": "1m", "STATESTORE_HOP": "2m"}, "must be more than 0 and at most the window"),
         ({"STATESTORE_WINDOW": "1m", "STATESTORE_RETENTION": "30s"}, "must be at least window \\+ grace"),
         ({"STATESTORE_WINDOW": "soon"}, "window"),
+        ({"STATESTORE_WINDOW": "1m", "STATESTORE_SESSION_GAP": "1m"}, "either --window or --session-gap"),
+        ({"STATESTORE_SESSION_GAP": "1m", "STATESTORE_HOP": "10s"}, "--hop only apply to windows"),
+        ({"STATESTORE_STORE_TYPE": "partitioned-session"}, "pass --session-gap"),
+        ({"STATESTORE_SESSION_GAP": "1m", "STATESTORE_STORE_TYPE": "partitioned-window"}, "not a partitioned-window"),
+        ({"STATESTORE_SESSION_GAP": "1m", "STATESTORE_RETENTION": "30s"}, "at least gap \\+ grace"),
     ],
 )
 def test_the_stream_refuses_inconsistent_window_settings_before_doing_anything(settings, message):

@@ -42,6 +42,7 @@ def test_openapi_document_declares_json_errors_instead_of_422():
         "/stores/{store}/keys/{key}",
         "/stores/{store}/entries",
         "/stores/{store}/windows",
+        "/stores/{store}/sessions",
         "/stores/{store}/history/{key}",
     }
     for path, operations in doc["paths"].items():

@@ -1,0 +1,194 @@
+"""The partitioned session store: PRIMARY KEY ((partition, segment), key, session_end, session_start).
+
+A key's partition is Kafka's default partitioner on the key bytes, as in the other partitioned
+stores; the segment is the session's end divided by the store's segment span
+(statestore.core.windows.SessionSpec), so, as in the window store, Cassandra partitions stay
+bounded and an expired segment goes with one partition delete per store partition. Rows sort
+by key, then end, then start: Kafka Streams' `findSessions(key, earliestEnd, latestStart)` is
+one slice from `earliestEnd` on per segment, the start bound checked on the rows read.
+
+A merge replaces sessions with one: its deletes and its insert are one batch statement, LOGGED
+when they span Cassandra partitions (Cassandra then applies all of it or, after a coordinator
+failure, replays it from the batch log), so a reader never keeps a half-merged key.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import BatchStatement, BatchType
+
+from statestore.conn.cassandra import prepare
+from statestore.core.model import EVERYTHING, KeyRange, SessionEntry, StoreSpec
+from statestore.core.options import TableOptions
+from statestore.core.partitioner import partition_for
+from statestore.store.tables.base import range_condition, time_ms_of
+from statestore.store.tables.base import unset_if_none as _time
+from statestore.store.tables.paging import merge_in_order, paged
+
+_COLUMNS = "key, session_start, session_end, value, batch_id, time"
+
+
+def _entry(row) -> SessionEntry:
+    return SessionEntry(row.key, row.session_start, row.session_end, row.value, row.batch_id, time_ms_of(row.time))
+
+
+def _order(entry: SessionEntry) -> tuple[bytes, int, int]:
+    return (entry.key, entry.end_ms, entry.start_ms)
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """One key's change by one batch: sessions to delete (replaced by a merge) and to write."""
+
+    deletes: tuple[SessionEntry, ...]
+    writes: tuple[SessionEntry, ...]
+
+
+class PartitionedSessionTable:
+    """A session store's table; it owns every CQL statement that touches it. No I/O here."""
+
+    def __init__(self, spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> None:
+        if not spec.store_type.sessioned:
+            raise ValueError(f"store {spec.name} is not a session store")
+        self.spec = spec
+        self.sessions = spec.windowing
+        self.qualified = f"{spec.keyspace}.{spec.table}"
+        self.profile = profile
+
+    def default_options(self) -> TableOptions:
+        """TWCS with one compaction window per segment span, as for window tables."""
+        minutes = max(1, self.sessions.segment_ms // 60_000)
+        return TableOptions(
+            compaction="TimeWindowCompactionStrategy",
+            compaction_options={"compaction_window_unit": "MINUTES", "compaction_window_size": str(minutes)},
+        )
+
+    def create_cql(self, options: TableOptions | None = None) -> str:
+        options = options or self.default_options()
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified} ("
+            " partition int, segment bigint, key blob, session_end bigint, session_start bigint, value blob,"
+            " time timestamp, batch_id bigint,"
+            " PRIMARY KEY ((partition, segment), key, session_end, session_start))"
+            f" WITH {options.cql(f'statestore partitioned-session store {self.spec.name}')}"
+        )
+
+    def partition_of(self, key: bytes) -> int:
+        return partition_for(key, self.spec.partitions)
+
+    def _home(self, key: bytes, end_ms: int) -> tuple[int, int]:
+        return self.partition_of(key), self.sessions.segment_of(end_ms)
+
+    def apply(self, session, changes: list[SessionChange], concurrency: int, write_ts: int | None) -> None:
+        """Each change as one batch statement (idempotent: absolute values, deletes of fixed
+        rows), at `write_ts` microseconds (None: the server's clock)."""
+        using = " USING TIMESTAMP ?" if write_ts is not None else ""
+        stamp = () if write_ts is None else (write_ts,)
+        upsert = prepare(
+            session,
+            f"INSERT INTO {self.qualified} (partition, segment, key, session_end, session_start, value, time,"
+            f" batch_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?){using}",
+        )
+        delete = prepare(
+            session,
+            f"DELETE FROM {self.qualified}{using} WHERE partition = ? AND segment = ? AND key = ?"
+            " AND session_end = ? AND session_start = ?",
+        )
+        work = []
+        for change in changes:
+            homes = {self._home(e.key, e.end_ms) for e in (*change.deletes, *change.writes)}
+            batch = BatchStatement(batch_type=BatchType.LOGGED if len(homes) > 1 else BatchType.UNLOGGED)
+            batch.is_idempotent = True
+            for e in change.deletes:
+                batch.add(delete, (*stamp, *self._home(e.key, e.end_ms), e.key, e.end_ms, e.start_ms))
+            for e in change.writes:
+                home = self._home(e.key, e.end_ms)
+                batch.add(upsert, (*home, e.key, e.end_ms, e.start_ms, e.value, _time(e), e.batch_id, *stamp))
+            work.append((batch, ()))
+        execute_concurrent(
+            session, work, concurrency=concurrency, raise_on_first_error=True, execution_profile=self.profile
+        )
+
+    def find(
+        self, session, key: bytes, segments: list[int], earliest_end: int, latest_start: int
+    ) -> Iterator[SessionEntry]:
+        """`key`'s sessions with end >= earliest_end and start <= latest_start among
+        `segments` (ascending), by end then start."""
+        select = prepare(
+            session,
+            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
+            " AND session_end >= ?",
+        )
+        select.is_idempotent = True
+        partition = self.partition_of(key)
+        for segment in segments:
+            for row in paged(session, select, (partition, segment, key, earliest_end), 5000, self.profile):
+                if row.session_start <= latest_start:
+                    yield _entry(row)
+
+    def find_many(
+        self, session, asks: list[tuple[bytes, int, int]], segments: list[int], concurrency: int
+    ) -> dict[bytes, list[SessionEntry]]:
+        """For each (key, earliest_end, latest_start), as `find`, all queries concurrently."""
+        select = prepare(
+            session,
+            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
+            " AND session_end >= ?",
+        )
+        select.is_idempotent = True
+        latest = {key: latest_start for key, _, latest_start in asks}
+        work = [
+            (select, (self.partition_of(key), segment, key, earliest_end))
+            for key, earliest_end, _ in asks
+            for segment in segments
+            if segment >= self.sessions.segment_of(earliest_end)
+        ]
+        found: dict[bytes, list[SessionEntry]] = defaultdict(list)
+        for result in execute_concurrent(
+            session, work, concurrency=concurrency, results_generator=True, execution_profile=self.profile
+        ):
+            for row in result.result_or_exc:
+                if row.session_start <= latest[row.key]:
+                    found[row.key].append(_entry(row))
+        return found
+
+    def scan(
+        self, session, segments: list[int], key_range: KeyRange = EVERYTHING, page_size: int = 5000
+    ) -> Iterator[SessionEntry]:
+        """Sessions of keys in `key_range` among `segments`, by key, then end, then start:
+        every store partition of every segment read concurrently and merged."""
+        condition, params = range_condition(key_range)
+        select = prepare(
+            session, f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}"
+        )
+        select.is_idempotent = True
+        streams = [
+            (_entry(row) for row in paged(session, select, (partition, segment, *params), page_size, self.profile))
+            for segment in segments
+            for partition in range(self.spec.partitions)
+        ]
+        return merge_in_order(streams, key=_order)
+
+    def segments(self, session) -> list[int]:
+        """The segments that hold rows, in order: a scan of the partition keys only."""
+        rows = session.execute(
+            f"SELECT DISTINCT partition, segment FROM {self.qualified}", execution_profile=self.profile
+        )
+        return sorted({row.segment for row in rows})
+
+    def drop_segment(self, session, segment: int, concurrency: int = 8) -> None:
+        """Delete every session of `segment`: one partition delete per store partition."""
+        statement = prepare(session, f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ?")
+        statement.is_idempotent = True
+        execute_concurrent(
+            session,
+            [(statement, (partition, segment)) for partition in range(self.spec.partitions)],
+            concurrency=concurrency,
+            raise_on_first_error=True,
+            execution_profile=self.profile,
+        )
