@@ -115,8 +115,7 @@ class PartitionedWindowTable:
         clustering key), not one per key: the windowed apply reads every window it writes."""
         select = prepare(
             session,
-            f"SELECT {_COLUMNS} FROM {self.qualified}"
-            " WHERE partition = ? AND segment = ? AND (key, window_start) IN ?",
+            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND (key, window_start) IN ?",
         )
         select.is_idempotent = True
         homes: dict[tuple[int, int], set[tuple[bytes, int]]] = defaultdict(set)
