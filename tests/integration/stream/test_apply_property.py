@@ -173,7 +173,7 @@ def _apply(session, spec, batch: Batch, deltas: list[Delta], concurrency: int):
 # refreshing the schema after a schema event, which any DDL on the cluster sends) while
 # Hypothesis generates an example; it takes that for the strategy using `random`.
 @pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
-@pytest.mark.parametrize("store_type", [t for t in StoreType if not t.windowed])
+@pytest.mark.parametrize("store_type", [t for t in StoreType if not t.timed])
 @settings(
     max_examples=50,
     deadline=None,

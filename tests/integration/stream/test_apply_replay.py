@@ -15,7 +15,7 @@ def _values(session, spec):
     return {e.key: decode_long(e.value) for e in table_for(spec).scan_sorted(session)}
 
 
-@pytest.mark.parametrize("store_type", [t for t in StoreType if not t.windowed])
+@pytest.mark.parametrize("store_type", [t for t in StoreType if not t.timed])
 def test_replayed_batch_does_not_double_count(session, keyspace, store_name, store_type):
     spec = provision_store(session, StoreSpec(keyspace, store_name, store_type, 3))
     batch0 = [Delta(f"k{i}".encode(), i + 1, 1000 + i) for i in range(500)]
@@ -26,7 +26,7 @@ def test_replayed_batch_does_not_double_count(session, keyspace, store_name, sto
     assert _values(session, spec) == {d.key: d.amount for d in batch0}
 
 
-@pytest.mark.parametrize("store_type", [t for t in StoreType if not t.windowed])
+@pytest.mark.parametrize("store_type", [t for t in StoreType if not t.timed])
 def test_replay_after_a_partial_first_attempt_completes_exactly(session, keyspace, store_name, store_type):
     spec = provision_store(session, StoreSpec(keyspace, store_name, store_type, 4))
     keys = [f"w{i}".encode() for i in range(300)]

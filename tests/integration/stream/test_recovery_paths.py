@@ -82,7 +82,15 @@ def test_a_writer_that_loses_its_lease_mid_run_stops_before_writing_more(
     stream = StreamConfig(topic=topic, store=store_name, checkpoint=str(tmp_path / "cp"), trigger="1s", lease_ttl_s=6)
     running = start(spark, JobConfig(stream, cassandra_config, kafka_config))
     try:
-        wait_for(lambda: dump(session, keyspace, store_name) == dict(truth), 120, "the first input counted")
+
+        def counted_and_recorded() -> bool:
+            # The counts land before the batch is recorded: wait for both, or `recorded` below
+            # could be read in between and the record of this very batch taken for a new one.
+            progress = registry.progress(session, keyspace, store_name)
+            settled = progress.last_batch_id is not None and progress.pending_batch_id == progress.last_batch_id
+            return settled and dump(session, keyspace, store_name) == dict(truth)
+
+        wait_for(counted_and_recorded, 120, "the first input counted and its batch recorded")
         # Someone else holds the store now (an operator's mistake, or a split brain).
         session.execute(f"UPDATE {keyspace}.{LEASE_TABLE} SET holder = 'intruder' WHERE store = %s", (store_name,))
         recorded = registry.progress(session, keyspace, store_name).last_batch_id
