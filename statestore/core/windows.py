@@ -22,8 +22,47 @@ DAY_MS = 86_400_000
 MINUTE_MS = 60_000
 
 
+class _Segmented:
+    """What window and session settings share: a retention (at least the span a window or
+    session can still change in) and storage segments, both defaulted the same way."""
+
+    retention_ms: int | None
+    segment_ms: int | None
+
+    def _settle_retention(self, floor: int, span: str, why: str) -> None:
+        """Default retention (the larger of `floor` and a day) and segments (half of it, at
+        least a minute), and refuse a retention below `floor` (`span` + grace)."""
+        if self.retention_ms is None:
+            object.__setattr__(self, "retention_ms", max(floor, DAY_MS))
+        if self.retention_ms < floor:
+            raise OptionError(
+                f"retention ({format_duration(self.retention_ms)}) must be at least {span} + grace "
+                f"({format_duration(floor)}): {why}"
+            )
+        if self.segment_ms is None:
+            object.__setattr__(self, "segment_ms", max(self.retention_ms // 2, MINUTE_MS))
+        if self.segment_ms <= 0:
+            raise OptionError(f"a segment lasts more than 0 ms, got {self.segment_ms}")
+
+    def live_segments_from(self, stream_time_ms: int | None) -> int:
+        """The first segment that may still hold a retained window at `stream_time_ms`: every
+        segment below it holds only expired windows (start <= stream time - retention)."""
+        if stream_time_ms is None:
+            return 0
+        horizon = stream_time_ms - self.retention_ms  # windows starting at or before it are expired
+        if horizon < 0:
+            return 0
+        # Segment s spans starts [s*S, (s+1)*S - 1]: all expired when (s+1)*S - 1 <= horizon.
+        return (horizon + 1) // self.segment_ms
+
+    def expired_segments(self, segments: list[int], stream_time_ms: int | None) -> list[int]:
+        """The segments among `segments` that hold only expired windows at `stream_time_ms`."""
+        below = self.live_segments_from(stream_time_ms)
+        return [segment for segment in segments if segment < below]
+
+
 @dataclass(frozen=True)
-class WindowSpec:
+class WindowSpec(_Segmented):
     """A windowing: size, hop (= size: tumbling), grace and retention, all in milliseconds.
 
     Retention defaults to the larger of size + grace and one day (Kafka Streams' old default),
@@ -51,18 +90,9 @@ class WindowSpec:
             )
         if self.grace_ms < 0:
             raise OptionError(f"grace cannot be negative, got {self.grace_ms} ms")
-        floor = self.size_ms + self.grace_ms
-        if self.retention_ms is None:
-            object.__setattr__(self, "retention_ms", max(floor, DAY_MS))
-        if self.retention_ms < floor:
-            raise OptionError(
-                f"retention ({format_duration(self.retention_ms)}) must be at least window + grace "
-                f"({format_duration(floor)}): a window would be dropped while it can still change"
-            )
-        if self.segment_ms is None:
-            object.__setattr__(self, "segment_ms", max(self.retention_ms // 2, MINUTE_MS))
-        if self.segment_ms <= 0:
-            raise OptionError(f"a segment lasts more than 0 ms, got {self.segment_ms}")
+        self._settle_retention(
+            self.size_ms + self.grace_ms, "window", "a window would be dropped while it can still change"
+        )
 
     def as_dict(self) -> dict[str, int]:
         """The settings as recorded in the store registry (statestore.store.registry)."""
@@ -114,25 +144,9 @@ class WindowSpec:
         plan (statestore.stream.windowed) states this same rule in Spark SQL."""
         return self.late(start_ms, stream_time_ms) or self.expired(start_ms, stream_time_ms)
 
-    def live_segments_from(self, stream_time_ms: int | None) -> int:
-        """The first segment that may still hold a retained window at `stream_time_ms`: every
-        segment below it holds only expired windows (start <= stream time - retention)."""
-        if stream_time_ms is None:
-            return 0
-        horizon = stream_time_ms - self.retention_ms  # windows starting at or before it are expired
-        if horizon < 0:
-            return 0
-        # Segment s spans starts [s*S, (s+1)*S - 1]: all expired when (s+1)*S - 1 <= horizon.
-        return (horizon + 1) // self.segment_ms
-
-    def expired_segments(self, segments: list[int], stream_time_ms: int | None) -> list[int]:
-        """The segments among `segments` that hold only expired windows at `stream_time_ms`."""
-        below = self.live_segments_from(stream_time_ms)
-        return [segment for segment in segments if segment < below]
-
 
 @dataclass(frozen=True)
-class SessionSpec:
+class SessionSpec(_Segmented):
     """Session windows, after Kafka Streams' SessionWindows: per key, events no more than
     `gap_ms` apart form one session [first event, last event]. All in milliseconds.
 
@@ -154,18 +168,7 @@ class SessionSpec:
             raise OptionError(f"a session gap lasts more than 0 ms, got {self.gap_ms}")
         if self.grace_ms < 0:
             raise OptionError(f"grace cannot be negative, got {self.grace_ms} ms")
-        floor = self.gap_ms + self.grace_ms
-        if self.retention_ms is None:
-            object.__setattr__(self, "retention_ms", max(floor, DAY_MS))
-        if self.retention_ms < floor:
-            raise OptionError(
-                f"retention ({format_duration(self.retention_ms)}) must be at least gap + grace "
-                f"({format_duration(floor)}): a session would be dropped while it can still grow"
-            )
-        if self.segment_ms is None:
-            object.__setattr__(self, "segment_ms", max(self.retention_ms // 2, MINUTE_MS))
-        if self.segment_ms <= 0:
-            raise OptionError(f"a segment lasts more than 0 ms, got {self.segment_ms}")
+        self._settle_retention(self.gap_ms + self.grace_ms, "gap", "a session would be dropped while it can still grow")
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -188,9 +191,6 @@ class SessionSpec:
 
     def expired(self, end_ms: int, stream_time_ms: int | None) -> bool:
         return stream_time_ms is not None and end_ms <= stream_time_ms - self.retention_ms
-
-    live_segments_from = WindowSpec.live_segments_from
-    expired_segments = WindowSpec.expired_segments
 
 
 @dataclass(frozen=True)

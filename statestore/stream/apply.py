@@ -264,6 +264,31 @@ def partition_applier(
     return apply_partition
 
 
+def slices_applier(
+    config: CassandraConfig,
+    spec: StoreSpec,
+    batch_id: int,
+    slices_of: Callable[[Iterator], Iterator[list]],
+    apply_slice: Callable[..., ApplyStats],
+    timer: Timer | None = None,
+):
+    """A function over one task's rows, run by run_applier: `slices_of` cuts them into bounded
+    slices and `apply_slice(session, slice)` applies one, retried within the retry budget on
+    transient Cassandra errors (the window and session appliers; repeating a slice is safe)."""
+
+    def apply_one(part: list) -> ApplyStats:
+        return with_retries(
+            config,
+            f"applying batch {batch_id} to store {spec.name}",
+            lambda: apply_slice(session_for(config), part),
+        )
+
+    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
+        yield timed(timer, "task", lambda: sum((apply_one(part) for part in slices_of(rows)), ApplyStats()))
+
+    return apply_partition
+
+
 def run_applier(
     deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]], buckets: int | None = None
 ) -> ApplyStats:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from statestore.conn.cassandra import session_for
-from statestore.conn.retry import with_retries
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.config import CassandraConfig
 from statestore.core.model import SessionEntry, StoreSpec
@@ -29,7 +27,7 @@ from statestore.core.windows import Session, merge_into_sessions
 from statestore.store.tables import session_table_for
 from statestore.store.tables.partitioned_session import SessionChange
 from statestore.stream import faults
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, timed
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, slices_applier, timed
 
 KeyTimes = tuple[Delta, tuple[int, ...]]  # a key's delta (count, latest time) and its event times
 
@@ -99,19 +97,14 @@ def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
 
 def session_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, timer: Timer | None = None):
     """A function over one task's rows of (word, delta, last_ms, times), run by
-    statestore.stream.apply.run_applier; transient Cassandra errors are retried within the
-    retry budget (repeating a slice is safe, see the module doc)."""
-
-    def apply_slice(deltas: list[KeyTimes]) -> ApplyStats:
-        return with_retries(
-            config,
-            f"applying batch {batch_id} to store {spec.name}",
-            lambda: apply_session_deltas(
-                session_for(config), spec, batch_id, deltas, config.write_concurrency, write_ts, timer
-            ),
-        )
-
-    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
-        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in session_deltas_of(rows)), ApplyStats()))
-
-    return apply_partition
+    statestore.stream.apply.run_applier (slices_applier: bounded slices, retried)."""
+    return slices_applier(
+        config,
+        spec,
+        batch_id,
+        session_deltas_of,
+        lambda session, part: apply_session_deltas(
+            session, spec, batch_id, part, config.write_concurrency, write_ts, timer
+        ),
+        timer,
+    )

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from statestore.conn.cassandra import session_for
-from statestore.conn.retry import with_retries
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec, WindowedEntry
 from statestore.store.tables import window_table_for
 from statestore.stream import faults
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, advance, timed
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, advance, slices_applier, timed
 
 WindowKey = tuple[bytes, int]  # (key, window start)
 
@@ -76,19 +74,14 @@ def window_deltas_of(rows: Iterable) -> Iterator[list[tuple[int, Delta]]]:
 
 def window_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, timer: Timer | None = None):
     """A function over one task's rows of (word, delta, last_ms, window_start), run by
-    statestore.stream.apply.run_applier like partition_applier; transient Cassandra errors are
-    retried within the retry budget (repeating a slice is safe, see the module doc)."""
-
-    def apply_slice(deltas: list[tuple[int, Delta]]) -> ApplyStats:
-        return with_retries(
-            config,
-            f"applying batch {batch_id} to store {spec.name}",
-            lambda: apply_window_deltas(
-                session_for(config), spec, batch_id, deltas, config.write_concurrency, write_ts, timer
-            ),
-        )
-
-    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
-        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in window_deltas_of(rows)), ApplyStats()))
-
-    return apply_partition
+    statestore.stream.apply.run_applier (slices_applier: bounded slices, retried)."""
+    return slices_applier(
+        config,
+        spec,
+        batch_id,
+        window_deltas_of,
+        lambda session, part: apply_window_deltas(
+            session, spec, batch_id, part, config.write_concurrency, write_ts, timer
+        ),
+        timer,
+    )
