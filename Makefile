@@ -22,7 +22,7 @@ GRACE ?=
 RETENTION ?=
 PYTEST_ARGS ?=
 
-.PHONY: install venv jvm dist cluster-up cluster-down cluster-status bench-cluster run test test-unit bench-replay bench-query bench-maintenance maintenance lint browser airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.PHONY: install venv jvm dist cluster-up cluster-down cluster-status bench-cluster run test test-unit bench-replay bench-query bench-maintenance bench-compaction maintenance lint browser airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
 install: venv jvm
 
@@ -97,6 +97,10 @@ bench-query: stack-up
 # Audit and expiry rows/s at 1M and 10M entries (BENCHMARKS.md; about 30 minutes on 2 cores).
 bench-maintenance: stack-up
 	$(BIN)/python bench/maintenance.py
+
+# Window tables under TWCS (their default) and UCS, STCS, LCS (about 15 minutes).
+bench-compaction: stack-up
+	$(BIN)/python bench/window_compaction.py
 
 # The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (README "Maintenance").
 REPORTS ?= .stack/reports/maintenance

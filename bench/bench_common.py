@@ -19,6 +19,7 @@ import logging
 import os
 import platform
 import random
+import re
 import subprocess
 import sys
 import time
@@ -300,3 +301,19 @@ def executor_timers(spark_context, names) -> tuple[dict, object]:
 
     accumulators = {name: spark_context.accumulator(0.0) for name in names}
     return accumulators, AccumulatorTimer(accumulators)
+
+
+def settle_compactions(nodetool, keyspace: str, table: str, limit_s: float = 1800) -> float:
+    """Flush, then wait until Cassandra has no compaction pending or running, so a phase is not
+    measured against the previous one's background work; returns the seconds waited."""
+    if nodetool is None:
+        return 0.0
+    began = time.monotonic()
+    nodetool.flush(keyspace, table)
+    while time.monotonic() - began < limit_s:
+        stats = nodetool.run("compactionstats")
+        pending = re.search(r"pending tasks\s+(\d+)", stats)
+        if pending and int(pending.group(1)) == 0 and "compaction type" not in stats.lower():
+            break
+        time.sleep(5)
+    return round(time.monotonic() - began, 1)

@@ -27,10 +27,11 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 import time
 from pathlib import Path
+
+from bench_common import settle_compactions
 
 from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
 from statestore.conn.spark import build_session
@@ -89,19 +90,7 @@ def load(spark, session, config: CassandraConfig, name: str, entries: int, parti
 
 
 def settle(nodetool, spec: StoreSpec, limit_s: float = 1800) -> float:
-    """Flush, then wait until Cassandra has no compaction pending or running, so a phase is not
-    measured against the previous one's background work; returns the seconds waited."""
-    if nodetool is None:
-        return 0.0
-    began = time.monotonic()
-    nodetool.flush(KEYSPACE, spec.table)
-    while time.monotonic() - began < limit_s:
-        stats = nodetool.run("compactionstats")
-        pending = re.search(r"pending tasks\s+(\d+)", stats)
-        if pending and int(pending.group(1)) == 0 and "compaction type" not in stats.lower():
-            break
-        time.sleep(5)
-    return round(time.monotonic() - began, 1)
+    return settle_compactions(nodetool, KEYSPACE, spec.table, limit_s)
 
 
 def measure(spark, session, config: CassandraConfig, nodetool, entries: int, partitions: int, ranges: int) -> dict:

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from statestore.conn.cassandra import session_for
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import StateStoreError, UnsupportedOperationError
+from statestore.core.model import StoreType
 from statestore.http import create_app
 from statestore.maintenance.units import human_bytes
 from statestore.store import admin
@@ -37,6 +39,7 @@ _TEMPLATES = Environment(
 # Report files the page may serve: a job's name, an optional store suffix, a known extension.
 _REPORT_FILE = re.compile(r"[a-z][a-z0-9_]*\.(html|md|json|png)")
 AUDIT_REPORT = "audit_partitions"
+LATEST_WINDOWS = 3  # window stores: the page shows the newest windows, each with its top keys
 
 
 def last_audit(report_dir: Path) -> dict[str, Any] | None:
@@ -77,8 +80,13 @@ def page_data(session, keyspace: str, selected: str | None, top: int, report_dir
         rows.append(figures)
     names = [r["store"] for r in rows]
     selected = selected if selected in names else (names[0] if names else None)
-    top_entries, top_note = [], None
-    if selected is not None:
+    kind = next((r["type"] for r in rows if r["store"] == selected), None)
+    top_entries, top_note, windows, sessions = [], None, None, None
+    if kind is not None and StoreType(kind).windowed:
+        windows = [_window_rows(w) for w in admin.latest_windows(session, keyspace, selected, LATEST_WINDOWS, top)]
+    elif kind is not None and StoreType(kind).sessioned:
+        sessions = [_session_row(s) for s in admin.latest_sessions(session, keyspace, selected, top)]
+    elif selected is not None:
         try:
             top_entries = admin.top_entries(session, keyspace, selected, top)
         except UnsupportedOperationError as exc:
@@ -90,8 +98,22 @@ def page_data(session, keyspace: str, selected: str | None, top: int, report_dir
         "top": top,
         "top_entries": top_entries,
         "top_note": top_note,
+        "latest_windows": windows,
+        "latest_sessions": sessions,
         "audit": audit,
     }
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _window_rows(window: admin.WindowTop) -> dict[str, Any]:
+    return {"start": _utc(window.start_ms), "end": _utc(window.end_ms), "top": window.top}
+
+
+def _session_row(session: Any) -> dict[str, Any]:
+    return {"key": session.key, "start": _utc(session.start_ms), "end": _utc(session.end_ms), "value": session.value}
 
 
 def create_store_app(

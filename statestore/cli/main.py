@@ -19,16 +19,21 @@ from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.core.model import Replication
-from statestore.core.names import validate_keyspace, validate_store_name
+from statestore.core.names import deadletter_table, validate_keyspace, validate_store_name
 from statestore.core.text import emit
 from statestore.store import admin, deadletters, registry
+from statestore.store.provision import table_exists
 from statestore.store.tables import table_for
 
 
-def _store(args):
+def _spec(args):
     config = cfg.from_args(CassandraConfig, args)
     session = session_for(config)
-    spec = registry.lookup(session, config.keyspace, validate_store_name(args.store))
+    return session, registry.lookup(session, config.keyspace, validate_store_name(args.store))
+
+
+def _store(args):
+    session, spec = _spec(args)
     return session, table_for(spec)
 
 
@@ -90,7 +95,9 @@ def cmd_stores(args) -> int:
 
 
 def cmd_deadletters(args) -> int:
-    session, table = _store(args)
+    session, spec = _spec(args)  # any store type: window and session stores' late letters too
+    # A store made by the library alone has no dead-letter table until a stream feeds it.
+    written = table_exists(session, spec.keyspace, deadletter_table(spec.name))
     rows = (
         (
             d.topic,
@@ -100,10 +107,11 @@ def cmd_deadletters(args) -> int:
             d.reason,
             d.detail,
             "" if d.raw is None else d.raw[: args.raw_bytes].hex(),
+            d.stream_time_ms,
         )
-        for d in deadletters.read_all(session, table.spec.keyspace, table.spec.name)
+        for d in (deadletters.read_all(session, spec.keyspace, spec.name) if written else ())
     )
-    header = ("topic", "partition", "offset", "timestamp_ms", "reason", "detail", "raw_hex")
+    header = ("topic", "partition", "offset", "timestamp_ms", "reason", "detail", "raw_hex", "stream_time_ms")
     emit(rows, header, args.format, sys.stdout)
     return 0
 

@@ -35,7 +35,9 @@ def parse_duration(text: str, what: str = "duration", zero: bool = False) -> int
 
 
 def format_duration(millis: int) -> str:
-    """The shortest exact text of `millis` (inverse of parse_duration)."""
+    """The shortest exact text of `millis` (inverse of parse_duration); none at all is 0s."""
+    if millis == 0:
+        return "0s"
     for unit in ("d", "h", "m", "s"):
         if millis % _UNIT_MS[unit] == 0:
             return f"{millis // _UNIT_MS[unit]}{unit}"

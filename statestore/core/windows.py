@@ -104,6 +104,14 @@ class WindowSpec(_Segmented):
             "segment_ms": self.segment_ms,
         }
 
+    def summary(self) -> str:
+        """In words, for people: e.g. "1m hopping windows (hop 20s), grace 0s, retention 1d"."""
+        kind = "tumbling windows" if self.tumbling else f"hopping windows (hop {format_duration(self.hop_ms)})"
+        return (
+            f"{format_duration(self.size_ms)} {kind}, grace {format_duration(self.grace_ms)}, "
+            f"retention {format_duration(self.retention_ms)}"
+        )
+
     @property
     def layout(self) -> tuple[int, int, int]:
         """What fixes where a window's row lives and which rows exist: size, hop and segment."""
@@ -177,6 +185,13 @@ class SessionSpec(_Segmented):
             "retention_ms": self.retention_ms,
             "segment_ms": self.segment_ms,
         }
+
+    def summary(self) -> str:
+        """In words, for people: e.g. "sessions, gap 30s, grace 20s, retention 1d"."""
+        return (
+            f"sessions, gap {format_duration(self.gap_ms)}, grace {format_duration(self.grace_ms)}, "
+            f"retention {format_duration(self.retention_ms)}"
+        )
 
     @property
     def layout(self) -> tuple[str, int]:

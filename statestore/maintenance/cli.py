@@ -139,7 +139,7 @@ def run_expire(args, spark, session, config: CassandraConfig, nodetool: Nodetool
         for store in args.store:
             admin.alter_store(session, config.keyspace, store, {"default_time_to_live": args.table_ttl // 1000})
     options = ExpireOptions(args.basis, args.retention, args.dry_run, args.token_ranges)
-    report = expire(spark, session, config, args.store, options)
+    report = expire(spark, session, config, args.store, options, nodetool)
     paths = expire_report.write(report, args.report_dir)
     _log.info("expiry done; reports: %s", ", ".join(map(str, paths)))
     return EXIT_OK

@@ -181,6 +181,7 @@ class StoreExpiry:
     # What scanned/removed/kept count: entries (key-value stores) or segments (window stores,
     # statestore.maintenance.expire_windows).
     unit: str = "entries"
+    reclaim: str | None = None  # window stores: freeing the dropped segments' bytes
 
 
 @dataclass
@@ -217,8 +218,8 @@ def _check_expirable(spec: StoreSpec, options: ExpireOptions) -> None:
         )
 
 
-def _window_result(session, spec: StoreSpec, options: ExpireOptions) -> StoreExpiry:
-    done = expire_window_store(session, spec, options.dry_run)
+def _window_result(session, spec: StoreSpec, options: ExpireOptions, nodetool) -> StoreExpiry:
+    done = expire_window_store(session, spec, options.dry_run, nodetool)
     return StoreExpiry(
         store=spec.name,
         store_type=spec.store_type.value,
@@ -236,18 +237,21 @@ def _window_result(session, spec: StoreSpec, options: ExpireOptions) -> StoreExp
         removed_sample=done.sample(),
         task_seconds=round(done.seconds, 2),
         unit="segments",
+        reclaim=done.reclaim,
     )
 
 
-def expire(spark, session, config: CassandraConfig, stores: list[str], options: ExpireOptions) -> ExpiryReport:
+def expire(
+    spark, session, config: CassandraConfig, stores: list[str], options: ExpireOptions, nodetool=None
+) -> ExpiryReport:
     """Expire `stores`: key-value stores in one Spark job, each store's cutoff recorded before
     any delete; window stores by dropping their expired segments, by their own retention in
-    stream time (statestore.maintenance.expire_windows)."""
+    stream time, then freeing their bytes with `nodetool` (statestore.maintenance.expire_windows)."""
     history.ensure_table(session, config.keyspace)
     looked_up = [registry.lookup(session, config.keyspace, name) for name in stores]
     for spec in looked_up:  # every refusal before any delete
         _check_expirable(spec, options)
-    window_results = [_window_result(session, spec, options) for spec in looked_up if spec.store_type.timed]
+    window_results = [_window_result(session, spec, options, nodetool) for spec in looked_up if spec.store_type.timed]
     specs = [spec for spec in looked_up if not spec.store_type.timed]
     now_ms = int(time.time() * 1000)
     targets, runs, stream_times = [], [], []

@@ -62,6 +62,8 @@ def write(report: ExpiryReport, report_dir: Path) -> list[Path]:
         "",
     ]
     for s in report.stores:
+        if s.reclaim:
+            lines += [f"Space of `{s.store}`'s dropped segments: {s.reclaim}.", ""]
         if s.removed_sample:
             lines += [f"First keys removed from `{s.store}`: " + ", ".join(f"`{k}`" for k in s.removed_sample), ""]
     paths = [reports.write_json(report_dir / f"{NAME}.json", report)]

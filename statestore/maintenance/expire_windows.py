@@ -10,6 +10,13 @@ end): an expired segment goes with one partition delete per store partition, no 
 and no row tombstones. Which segments go is pure (WindowSpec/SessionSpec.expired_segments);
 listing and dropping them are the side effects, here.
 
+Dropping hides the windows at once, but their bytes stay on disk: the partition deletes land
+in the newest TimeWindowCompactionStrategy window, and TWCS never compacts them together with
+the older SSTables they shadow (BENCHMARKS.md, "Window tables and compaction": 10x the retained
+data after 30 segments). So after dropping, the job flushes the table and runs `nodetool
+garbagecollect` on it, which rewrites each SSTable without the rows the deletes shadow (an
+expired segment's SSTables empty out and go); without nodetool the report names the command.
+
 No race with the stream needs settling: the stream never writes a window that is closed at its
 stream time, and every window of an expired segment closed before it (retention >= window +
 grace; for sessions: a record more than grace older than the stream time is late, and a
@@ -24,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from statestore.core.codecs import millis_of
-from statestore.core.errors import UnsupportedOperationError
+from statestore.core.errors import NodetoolError, UnsupportedOperationError
 from statestore.core.model import StoreSpec
 from statestore.maintenance import history
 from statestore.store import registry
@@ -46,6 +53,7 @@ class WindowExpiry:
     segment_ms: int
     dry_run: bool
     seconds: float
+    reclaim: str | None = None  # what was done (or is to be done) to free the dropped bytes
 
     @property
     def removed(self) -> int:
@@ -56,9 +64,10 @@ class WindowExpiry:
         return [f"segment {s}: times {s * span} to {(s + 1) * span - 1} ms" for s in self.expired][:_SAMPLE]
 
 
-def expire_window_store(session, spec: StoreSpec, dry_run: bool) -> WindowExpiry:
+def expire_window_store(session, spec: StoreSpec, dry_run: bool, nodetool=None) -> WindowExpiry:
     """Drop `spec`'s expired segments (or only find them, `dry_run`), recorded in the
-    maintenance history like any expiry (cutoff: stream time - retention)."""
+    maintenance history like any expiry (cutoff: stream time - retention), then free their
+    bytes with `nodetool` (None: the report names the command)."""
     table = session_table_for(spec) if spec.store_type.sessioned else window_table_for(spec)
     retention = spec.windowing.retention_ms
     moment = registry.progress(session, spec.keyspace, spec.name).max_event_time
@@ -91,6 +100,7 @@ def expire_window_store(session, spec: StoreSpec, dry_run: bool) -> WindowExpiry
         spec.windowing.segment_ms,
         dry_run,
         time.monotonic() - began,
+        None if dry_run or not doomed else reclaim_space(spec, nodetool),
     )
     counts = {"scanned": result.found, "removed": result.removed, "would_remove": len(doomed)}
     history.record(
@@ -98,6 +108,21 @@ def expire_window_store(session, spec: StoreSpec, dry_run: bool) -> WindowExpiry
     )
     _log.info("window store %s: segments %s", spec.name, counts)
     return result
+
+
+def reclaim_space(spec: StoreSpec, nodetool) -> str:
+    """Free the bytes of dropped segments: flush (the deletes must be in an SSTable), then
+    garbagecollect the table; returns what was done, or the command to run."""
+    command = f"nodetool flush {spec.keyspace} {spec.table} && nodetool garbagecollect {spec.keyspace} {spec.table}"
+    if nodetool is None:
+        return f"not run (nodetool is off or not found): run `{command}` to free the dropped segments' bytes"
+    began = time.monotonic()
+    try:
+        nodetool.flush(spec.keyspace, spec.table)
+        nodetool.garbagecollect(spec.keyspace, spec.table)
+    except NodetoolError as exc:
+        return f"failed: {exc}; run `{command}` by hand"
+    return f"ran `nodetool garbagecollect {spec.keyspace} {spec.table}` ({time.monotonic() - began:.1f} s)"
 
 
 def _status(dry_run: bool, status: str) -> str:

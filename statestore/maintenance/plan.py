@@ -79,10 +79,8 @@ def _expire_reason(store: StoreFacts, retention_set: bool, basis: TimeBasis) -> 
 
 
 def _validate_reason(store: StoreFacts) -> str | None:
-    if store.store_type.timed:
-        return "window store: validation does not recount windowed counts yet"
     if store.store_type.versioned or (store.key_codec, store.value_codec) != ("string", "long"):
-        return "not a word-count key-value store (string keys, long values): nothing to recount"
+        return "not a word-count store (string keys, long values, not versioned): nothing to recount"
     if not store.has_batches:
         return "no stream has applied a batch to it yet"
     if store.writer is not None:
@@ -102,7 +100,7 @@ def plan_maintenance(
     expire: key-value stores, only with a retention, and on the stream basis only once the
     stream has recorded its time; window stores once they have a stream time (by their own
     retention); compact and audit: every store; validate: word-count
-    key-value stores that a stream has fed and that no stream writes right now.
+    stores (key-value, window, session) that a stream has fed and that no stream writes right now.
     """
     by_name = {s.name: s for s in stores}
     unknown = sorted(set(requested) - set(by_name))

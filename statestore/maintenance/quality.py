@@ -25,8 +25,15 @@ class QualityResult:
     data_docs: str | None = None
 
 
-def expectations(columns: list[str], words_at_least: int, input_words: int, last_batch_id: int | None) -> list:
-    """The suite: the expected columns; keys present, non-empty and unique; counts at least 1
+def expectations(
+    columns: list[str],
+    words_at_least: int,
+    input_words: int,
+    last_batch_id: int | None,
+    unique: tuple[str, ...] = ("key",),
+) -> list:
+    """The suite: the expected columns; keys present, non-empty and unique (with their window
+    or session bounds in window and session stores: `unique`); counts at least 1
     and summing to the recounted number of words (a range once expiry removed entries); every
     entry written by a batch the registry knows."""
     # Great Expectations is the optional `maintenance` extra: imported only by the validate job.
@@ -37,7 +44,9 @@ def expectations(columns: list[str], words_at_least: int, input_words: int, last
         e.ExpectTableColumnsToMatchSet(column_set=columns, exact_match=True),
         e.ExpectColumnValuesToNotBeNull(column="key"),
         e.ExpectColumnValueLengthsToBeBetween(column="key", min_value=1),
-        e.ExpectColumnValuesToBeUnique(column="key"),
+        e.ExpectColumnValuesToBeUnique(column="key")
+        if unique == ("key",)
+        else e.ExpectCompoundColumnsToBeUnique(column_list=list(unique)),
         e.ExpectColumnValuesToNotBeNull(column="value"),
         e.ExpectColumnValuesToBeBetween(column="value", min_value=1),
         e.ExpectColumnSumToBeBetween(column="value", min_value=words_at_least, max_value=input_words),
@@ -56,7 +65,9 @@ def _quiet_progress(context) -> None:
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
 
 
-def run_suite(spark, frame, spec, progress, recount, report_dir: Path) -> QualityResult:
+def run_suite(
+    spark, frame, spec, progress, recount, report_dir: Path, unique: tuple[str, ...] = ("key",)
+) -> QualityResult:
     """Validate `frame` (the store's rows) and write Data Docs; returns each expectation's outcome."""
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
@@ -79,7 +90,8 @@ def run_suite(spark, frame, spec, progress, recount, report_dir: Path) -> Qualit
         .add_batch_definition_whole_dataframe("whole store")
     )
     suite = context.suites.add(gx.ExpectationSuite(name=f"{name} content"))
-    for expectation in expectations(frame.columns, recount.words_at_least, recount.input_words, progress.last_batch_id):
+    recounted = (recount.words_at_least, recount.input_words, progress.last_batch_id)
+    for expectation in expectations(frame.columns, *recounted, unique):
         suite.add_expectation(expectation)
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=f"{name} validation", data=batch, suite=suite)

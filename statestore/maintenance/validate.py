@@ -4,8 +4,10 @@
   registry's position), tokenize and count with the stream's own functions
   (statestore.stream.job.batch_deltas over statestore.stream.tokenize.words_column), and compare with
   the store key by key (selection.judge_count; expiry's recorded cutoff loosens the check only
-  for keys with input older than it).
-- Replay: statestore.maintenance.replay re-applies the last N batches to a shadow copy.
+  for keys with input older than it). Window and session stores are recounted per window or
+  session (statestore.maintenance.validate_timed) and compared window by window.
+- Replay: statestore.maintenance.replay re-applies the last N batches to a shadow copy
+  (key-value stores).
 - Quality: statestore.maintenance.quality runs a Great Expectations suite with Data Docs.
 
 The store must hold still while it is read: the registry's position is read before and after
@@ -26,7 +28,8 @@ from pyspark.sql import types as T
 
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import StoreChangedError, UnsupportedOperationError
-from statestore.maintenance import history, quality, replay, selection
+from statestore.maintenance import history, quality, replay, selection, validate_timed
+from statestore.maintenance.recount import Recount, input_records
 from statestore.maintenance.scan import default_ranges, shape_of, store_frame
 from statestore.store import registry
 from statestore.store.registry import StoreProgress
@@ -56,6 +59,8 @@ class Difference:
     expected_at_least: int | None = None
     stored_time_ms: int | None = None
     expected_time_ms: int | None = None
+    window_start: int | None = None  # window and session stores: the key's window or session
+    window_end: int | None = None
 
 
 @dataclass
@@ -75,6 +80,7 @@ class RecomputeResult:
     first_differences: list[Difference] = field(default_factory=list)
     differences_file: str | None = None
     seconds: float = 0.0
+    counted_per: str = "key"  # what one entry counts: key, window or session
 
 
 def _same_position(a: StoreProgress, b: StoreProgress) -> bool:
@@ -110,17 +116,9 @@ def snapshot(spark, session, config: CassandraConfig, spec, shape, options: Vali
 def expected_counts(spark, kafka: KafkaConfig, progress: StoreProgress, starting: str, expired_before_ms):
     """(key, total, last_ms, recent) recounted from the topic up to the store's position."""
 
-    if progress.offsets is None:
+    records = input_records(spark, kafka, progress, starting)
+    if records is None:
         return None
-    topics = sorted(json.loads(progress.offsets))
-    records = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", ",".join(topics))
-        .option("startingOffsets", starting)
-        .option("endingOffsets", progress.offsets)
-        .load()
-    )
     totals = batch_deltas(records).select(F.col("word").alias("key"), F.col("delta").alias("total"), "last_ms")
     if expired_before_ms is None:
         return totals.withColumn("recent", F.col("total"))
@@ -129,32 +127,38 @@ def expected_counts(spark, kafka: KafkaConfig, progress: StoreProgress, starting
     return totals.join(recent, "key", "left").fillna(0, ["recent"])
 
 
-def differences_of(joined, expiry_applies: bool):
-    """The RDD of Differences of a joined (key, value, time, total, last_ms, recent) frame."""
+def differences_of(joined, expiry_applies: bool, bounds=None):
+    """The RDD of Differences of a joined (coordinates..., value, time, total, last_ms, recent)
+    frame; `bounds` names each row's window (window and session stores)."""
 
     def judge(rows):
         for r in rows:
             kind = selection.judge_count(r.value, r.time, r.total, r.last_ms, r.recent, expiry_applies)
             if kind is not None:
                 at_least = r.recent if expiry_applies else r.total
-                yield Difference(r.key, kind, r.value, r.total, at_least, r.time, r.last_ms)
+                window = bounds(r) if bounds is not None else (None, None)
+                yield Difference(r.key, kind, r.value, r.total, at_least, r.time, r.last_ms, *window)
 
     return joined.rdd.mapPartitions(judge)
 
 
+def _empty_expected(spark, coordinates: tuple[str, ...]):
+    fields = [T.StructField(c, T.StringType() if c == "key" else T.LongType()) for c in coordinates]
+    fields += [T.StructField(name, T.LongType()) for name in ("total", "last_ms", "recent")]
+    return spark.createDataFrame([], T.StructType(fields))
+
+
 def recompute(
-    spark, kafka: KafkaConfig, frame, progress: StoreProgress, expired_before_ms, options, report_dir: Path
+    spark, frame, recount: Recount, progress: StoreProgress, expired_before_ms, options, report_dir: Path
 ) -> RecomputeResult:
+    """Compare the store's entries (`frame`) with the recount of its input, entry by entry."""
 
     began = time.monotonic()
-    expected = expected_counts(spark, kafka, progress, options.starting_offsets, expired_before_ms)
-    if expected is None:
-        fields = [T.StructField("key", T.StringType())]
-        fields += [T.StructField(name, T.LongType()) for name in ("total", "last_ms", "recent")]
-        expected = spark.createDataFrame([], T.StructType(fields))
+    coordinates = list(recount.coordinates)
+    expected = recount.expected if recount.expected is not None else _empty_expected(spark, recount.coordinates)
     expected = expected.persist()
-    joined = frame.select("key", "value", "time").join(expected, "key", "full_outer")
-    diffs = differences_of(joined, expired_before_ms is not None).persist()
+    joined = frame.select(*coordinates, "value", "time").join(expected, coordinates, "full_outer")
+    diffs = differences_of(joined, expired_before_ms is not None, recount.bounds).persist()
     try:
         count = diffs.count()
         path = report_dir / DIFFERENCES_FILE
@@ -162,7 +166,7 @@ def recompute(
         with path.open("w") as out:  # every differing key, streamed: the differences only, never the table
             for difference in diffs.toLocalIterator() if count else ():
                 out.write(json.dumps(vars(difference)) + "\n")
-        first = diffs.takeOrdered(options.listed, key=lambda d: d.key) if count else []
+        first = diffs.takeOrdered(options.listed, key=lambda d: (d.key, d.window_start or 0)) if count else []
         sums = expected.agg(F.sum("total"), F.sum("recent"), F.count("*")).first()
         store_sum = frame.agg(F.sum("value"), F.count("*")).first()
     finally:
@@ -184,6 +188,7 @@ def recompute(
         first_differences=first,
         differences_file=path.name,
         seconds=round(time.monotonic() - began, 2),
+        counted_per=recount.counted_per,
     )
 
 
@@ -196,6 +201,7 @@ class ValidationReport:
     recompute: RecomputeResult
     replay: object | None
     quality: object | None
+    replay_not_run: str = "no --checkpoint given, or --replay-batches 0"
 
     def failure_message(self) -> str:
         parts = []
@@ -212,7 +218,8 @@ class ValidationReport:
 
 def _show(d: Difference) -> str:
     expected = d.expected if d.expected_at_least in (None, d.expected) else f"{d.expected_at_least}..{d.expected}"
-    return f"'{d.key}' ({d.kind}: store {d.stored}, input {expected})"
+    window = "" if d.window_start is None else f" in [{d.window_start}, {d.window_end}]"
+    return f"'{d.key}'{window} ({d.kind}: store {d.stored}, input {expected})"
 
 
 def validate(
@@ -222,24 +229,34 @@ def validate(
     spec = registry.lookup(session, config.keyspace, store)
     if spec.store_type.versioned or (spec.key_codec, spec.value_codec) != ("string", "long"):
         raise UnsupportedOperationError(
-            f"store '{store}' is not a word-count key-value store (string keys, long values): validation "
-            "recounts the word count's input, so it applies to partitioned-kv and global-kv word-count stores"
+            f"store '{store}' is not a word-count store (string keys, long values): validation recounts the "
+            "word count's input, so it applies to word-count stores of type partitioned-kv, global-kv, "
+            "partitioned-window and partitioned-session"
         )
+    timed = spec.store_type.timed
     history.ensure_table(session, spec.keyspace)
     run_at = history.now()
     shape = shape_of(session, spec)
-    expired_before_ms = history.expired_before(session, spec.keyspace, spec.name)
+    expired_before_ms = None if timed else history.expired_before(session, spec.keyspace, spec.name)
     frame, progress = snapshot(spark, session, config, spec, shape, options)
     try:
-        result = recompute(spark, kafka, frame, progress, expired_before_ms, options, report_dir)
+        if timed:
+            seen = validate_timed.visible(frame, spec.windowing, progress)
+            recount = validate_timed.recount(
+                spark, session, spec, input_records(spark, kafka, progress, options.starting_offsets), progress
+            )
+        else:
+            seen = frame
+            recount = Recount(expected_counts(spark, kafka, progress, options.starting_offsets, expired_before_ms))
+        result = recompute(spark, seen, recount, progress, expired_before_ms, options, report_dir)
         replayed = None
-        if options.replay_batches and options.checkpoint:
+        if options.replay_batches and options.checkpoint and not timed:
             replayed = replay.replay_check(
                 spark, session, config, kafka, spec, shape, progress, options, report_dir, expired_before_ms
             )
         checked = None
         if options.quality:
-            checked = quality.run_suite(spark, frame, spec, progress, result, report_dir)
+            checked = quality.run_suite(spark, seen, spec, progress, result, report_dir, recount.coordinates)
     finally:
         frame.unpersist()
     passed = result.passed and (replayed is None or replayed.passed) and (checked is None or checked.passed)
@@ -252,6 +269,10 @@ def validate(
         replay=replayed,
         quality=checked,
     )
+    if timed:
+        report.replay_not_run = (
+            "replays re-apply key-value batches only; the recount checks every window or session entry exactly"
+        )
     summary = {"status": report.status, "differences": result.differences, "last_batch_id": progress.last_batch_id}
     history.record(session, spec.keyspace, spec.name, history.VALIDATE, run_at, report.status, None, summary)
     return report

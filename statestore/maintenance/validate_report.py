@@ -15,6 +15,14 @@ def _when(ms: int | None) -> str:
     return "-" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
+def _per(counted_per: str) -> str:
+    return "" if counted_per == "key" else f", once per {counted_per} they count in"
+
+
+def _entries(counted_per: str) -> str:
+    return {"key": "words", "window": "(word, window) pairs", "session": "(word, session) pairs"}[counted_per]
+
+
 def write(report: ValidationReport, report_dir: Path) -> list[Path]:
     r = report.recompute
     lines = [
@@ -31,8 +39,8 @@ def write(report: ValidationReport, report_dir: Path) -> list[Path]:
         reports.table(
             ["figure", "value"],
             [
-                ["words in the input", r.input_words],
-                ["distinct words in the input", r.input_keys],
+                [f"words in the input{_per(r.counted_per)}", r.input_words],
+                [f"distinct {_entries(r.counted_per)} in the input", r.input_keys],
                 ["entries in the store", r.store_entries],
                 ["sum of the store's counts", r.store_sum],
                 ["latest expiry cutoff", _when(r.expired_before_ms)],
@@ -47,9 +55,18 @@ def write(report: ValidationReport, report_dir: Path) -> list[Path]:
             f"First differing keys (all of them: `{r.differences_file}`):",
             "",
             reports.table(
-                ["key", "kind", "store", "input", "at least", "store time", "input time"],
+                ["key", "window", "kind", "store", "input", "at least", "store time", "input time"],
                 [
-                    [d.key, d.kind, d.stored, d.expected, d.expected_at_least, d.stored_time_ms, d.expected_time_ms]
+                    [
+                        d.key,
+                        "-" if d.window_start is None else f"[{d.window_start}, {d.window_end}]",
+                        d.kind,
+                        d.stored,
+                        d.expected,
+                        d.expected_at_least,
+                        d.stored_time_ms,
+                        d.expected_time_ms,
+                    ]
                     for d in r.first_differences
                 ],
             ),
@@ -57,7 +74,7 @@ def write(report: ValidationReport, report_dir: Path) -> list[Path]:
         ]
     lines += ["## Replay", ""]
     if report.replay is None:
-        lines += ["Not run (no --checkpoint given, or --replay-batches 0).", ""]
+        lines += [f"Not run: {report.replay_not_run}.", ""]
     else:
         p = report.replay
         lines += [

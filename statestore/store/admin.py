@@ -24,7 +24,7 @@ from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import deadletter_table, validate_keyspace, validate_store_name
 from statestore.core.options import TableOptions
 from statestore.store import registry
-from statestore.store.builder import open_store
+from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.lease import Holder, LeaseHeldError, current_holder
 from statestore.store.provision import provision_store, table_exists
 from statestore.store.registry import StoreProgress
@@ -101,6 +101,7 @@ class StoreDescription:
             "max_event_time": _iso(self.progress.max_event_time),
             "source_topic": self.progress.source_topic,
             "writer": None if self.writer is None else self.writer.holder,
+            "windowing": None if self.spec.windowing is None else self.spec.windowing.summary(),
         }
 
 
@@ -243,6 +244,42 @@ def top_of(store, limit: int = 10) -> list[tuple[Any, int]]:
             "list them in key order instead (all)"
         )
     return heapq.nsmallest(limit, store.all(), key=lambda kv: (-kv[1], kv[0]))
+
+
+@dataclass(frozen=True)
+class WindowTop:
+    """One window of a window store with its highest counts: [start_ms, end_ms) and (key, value)s."""
+
+    start_ms: int
+    end_ms: int
+    top: list[tuple[Any, int]]
+
+
+def latest_windows(session, keyspace: str, name: str, windows: int = 3, limit: int = 10) -> list[WindowTop]:
+    """The `windows` newest windows of window store `name` (newest first, none after its stream
+    time), each with its `limit` highest counts, ties by key. Reads those windows only, when
+    the store has a stream time."""
+    if windows < 1 or limit < 1:
+        raise OptionError(f"windows and limit must be at least 1, got {windows} and {limit}")
+    store = open_window_store(session, keyspace, name)
+    now = store.stream_time()
+    size, hop = store.windowing.size_ms, store.windowing.hop_ms
+    # No stream time (a store filled by puts, not a stream): every window is read.
+    read = store.all() if now is None else store.fetch_all(max(0, now - size - windows * hop), now)
+    by_start: dict[int, list[tuple[Any, int]]] = {}
+    for window in read:
+        by_start.setdefault(window.start_ms, []).append((window.key, window.value))
+    newest = sorted(by_start, reverse=True)[:windows]
+    return [WindowTop(s, s + size, heapq.nsmallest(limit, by_start[s], key=lambda kv: (-kv[1], kv[0]))) for s in newest]
+
+
+def latest_sessions(session, keyspace: str, name: str, limit: int = 10) -> list:
+    """The `limit` sessions of session store `name` that ended last (ties: more events first).
+    Reads the whole store once, keeping only a bounded heap."""
+    if limit < 1:
+        raise OptionError(f"limit must be at least 1, got {limit}")
+    sessions = open_session_store(session, keyspace, name).all()
+    return heapq.nlargest(limit, sessions, key=lambda s: (s.end_ms, s.value))
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -21,6 +21,9 @@ NULL_VALUE = "null_value"
 KEY_TOO_LONG = "key_too_long"
 LATE = "late"  # window stores: every window of the record had closed (or some had; see detail)
 
+# Added after the first release: tables created before it gain the column on ensure_table.
+_LATER_COLUMNS = (("stream_time", "timestamp"),)
+
 
 @dataclass(frozen=True)
 class DeadLetter:
@@ -32,6 +35,9 @@ class DeadLetter:
     detail: str
     raw: bytes | None
     batch_id: int | None = None
+    # Window and session stores: the stream time the record's batch started with, which
+    # decided what was late (validation recounts by it).
+    stream_time_ms: int | None = None
 
 
 def create_cql(keyspace: str, store: str) -> str:
@@ -39,21 +45,29 @@ def create_cql(keyspace: str, store: str) -> str:
         f"CREATE TABLE IF NOT EXISTS {validate_keyspace(keyspace)}.{deadletter_table(store)} ("
         " topic text, kafka_partition int, kafka_offset bigint, reason text,"
         " kafka_timestamp timestamp, detail text, raw blob, batch_id bigint, recorded_at timestamp,"
+        " stream_time timestamp,"
         " PRIMARY KEY ((topic, kafka_partition), kafka_offset, reason))"
         f" WITH comment = 'statestore: input store {store} could not count'"
     )
 
 
 def ensure_table(session, keyspace: str, store: str, ddl_profile: object = DDL_PROFILE) -> None:
+    """Create the table, or add the columns a table created by an older release lacks."""
     session.execute(create_cql(keyspace, store), execution_profile=ddl_profile)
+    table = f"{validate_keyspace(keyspace)}.{deadletter_table(store)}"
+    known = session.cluster.metadata.keyspaces.get(keyspace)
+    columns = known.tables[deadletter_table(store)].columns if known and deadletter_table(store) in known.tables else {}
+    for name, cql_type in _LATER_COLUMNS:
+        if name not in columns:
+            session.execute(f"ALTER TABLE {table} ADD IF NOT EXISTS {name} {cql_type}", execution_profile=ddl_profile)
 
 
 def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurrency: int = 16) -> None:
     insert = prepare(
         session,
         f"INSERT INTO {validate_keyspace(keyspace)}.{deadletter_table(store)} (topic, kafka_partition,"
-        " kafka_offset, reason, kafka_timestamp, detail, raw, batch_id, recorded_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, toTimestamp(now()))",
+        " kafka_offset, reason, kafka_timestamp, detail, raw, batch_id, stream_time, recorded_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, toTimestamp(now()))",
     )
     insert.is_idempotent = True
     work = (
@@ -68,6 +82,7 @@ def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurr
                 d.detail,
                 d.raw,
                 d.batch_id,
+                d.stream_time_ms,
             ),
         )
         for d in letters
@@ -78,7 +93,7 @@ def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurr
 def read_all(session, keyspace: str, store: str, page_size: int = 500) -> Iterator[DeadLetter]:
     select = prepare(
         session,
-        "SELECT topic, kafka_partition, kafka_offset, reason, kafka_timestamp, detail, raw, batch_id"
+        "SELECT topic, kafka_partition, kafka_offset, reason, kafka_timestamp, detail, raw, batch_id, stream_time"
         f" FROM {validate_keyspace(keyspace)}.{deadletter_table(store)}",
     )
     select.fetch_size = page_size
@@ -92,4 +107,5 @@ def read_all(session, keyspace: str, store: str, page_size: int = 500) -> Iterat
             row.detail,
             row.raw,
             row.batch_id,
+            None if row.stream_time is None else millis_of(row.stream_time),
         )

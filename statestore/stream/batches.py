@@ -82,7 +82,11 @@ def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int, stream
         rows = rows.unionByName(late_letter_rows(batch_df, spec.windowing, stream_time_ms))
     for r in rows.toLocalIterator():
         raw = None if r.raw is None else bytes(r.raw)
-        chunk.append(deadletters.DeadLetter(r.topic, r.partition, r.offset, r.ts_ms, r.reason, r.detail, raw, batch_id))
+        chunk.append(
+            deadletters.DeadLetter(
+                r.topic, r.partition, r.offset, r.ts_ms, r.reason, r.detail, raw, batch_id, stream_time_ms
+            )
+        )
         if len(chunk) >= _DEAD_LETTER_CHUNK:
             deadletters.write(session, spec.keyspace, spec.name, chunk)
             written, chunk = written + len(chunk), []

@@ -17,6 +17,7 @@ the key's sessions (statestore.stream.apply_sessions).
 
 from __future__ import annotations
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from statestore.core.event_time import format_duration
@@ -45,28 +46,33 @@ def window_starts(time_ms, windowing: WindowSpec):
     return F.when(time_ms < 0, F.array().cast("array<bigint>")).otherwise(F.sequence(first, last, _long(hop)))
 
 
-def open_starts(starts, windowing: WindowSpec, stream_time_ms: int | None):
-    """`starts` without the windows closed at `stream_time_ms`: WindowSpec.closed in Spark SQL."""
-    if stream_time_ms is None:
+def open_starts(starts, windowing: WindowSpec, stream_time: int | Column | None):
+    """`starts` without the windows closed at `stream_time`: WindowSpec.closed in Spark SQL.
+    A column gives each record its own stream time (validation); where it is null, all are open."""
+    if stream_time is None:
         return starts
+    now = _stream_time(stream_time)
     size, grace, retention = windowing.size_ms, windowing.grace_ms, windowing.retention_ms
-    return F.filter(
-        starts,
-        lambda s: ~((s + _long(size + grace) < _long(stream_time_ms)) | (s <= _long(stream_time_ms - retention))),
-    )
+    opened = F.filter(starts, lambda s: ~((s + _long(size + grace) < now) | (s <= now - _long(retention))))
+    return F.when(now.isNull(), starts).otherwise(opened)
 
 
-def _windowed_records(batch_df, windowing: WindowSpec | SessionSpec, stream_time_ms: int | None):
+def _stream_time(stream_time: int | Column) -> Column:
+    return stream_time.cast("bigint") if isinstance(stream_time, Column) else _long(stream_time)
+
+
+def _windowed_records(batch_df, windowing: WindowSpec | SessionSpec, stream_time: int | Column | None):
     """Per record: its words (null when unreadable), time, every window and the open ones
     (sessions: one pseudo-window, open unless the record is late)."""
     time_ms = F.unix_millis("timestamp")
     if isinstance(windowing, SessionSpec):
         starts = F.array(time_ms)
-        on_time = F.lit(True) if stream_time_ms is None else time_ms + _long(windowing.grace_ms) >= stream_time_ms
+        now = None if stream_time is None else _stream_time(stream_time)
+        on_time = F.lit(True) if now is None else now.isNull() | (time_ms + _long(windowing.grace_ms) >= now)
         opened = F.when(on_time, starts).otherwise(F.array().cast("array<bigint>"))
     else:
         starts = window_starts(time_ms, windowing)
-        opened = open_starts(starts, windowing, stream_time_ms)
+        opened = open_starts(starts, windowing, stream_time)
     return batch_df.select(
         "topic",
         "partition",
@@ -86,14 +92,14 @@ def _late():
 
 
 def windowed_deltas(
-    batch_df, windowing: WindowSpec | SessionSpec, stream_time_ms: int | None, keep_times: bool = False
+    batch_df, windowing: WindowSpec | SessionSpec, stream_time: int | Column | None, keep_times: bool = False
 ):
     """(word, delta, last_ms, window_start) for every countable word in every open window of
     its record, plus UNCOUNTABLE rows (window NO_WINDOW) whose deltas count the messages and
     words statestore.stream.transforms sends to dead letters and the late records, so the
     apply tells whether the batch has dead letters at all (see transforms.batch_deltas)."""
     word = F.col("word")
-    records = _windowed_records(batch_df, windowing, stream_time_ms)
+    records = _windowed_records(batch_df, windowing, stream_time)
     tokens = F.coalesce("words", F.array(F.lit(UNCOUNTABLE)))
     tokens = F.when(_late(), F.concat(tokens, F.array(F.lit(UNCOUNTABLE)))).otherwise(tokens)
     words = records.select(F.explode(tokens).alias("word"), "ts_ms", "open").select(
@@ -119,10 +125,10 @@ def windowed_deltas(
     )
 
 
-def session_deltas(batch_df, sessions: SessionSpec, stream_time_ms: int | None):
+def session_deltas(batch_df, sessions: SessionSpec, stream_time: int | Column | None):
     """(word, delta, last_ms, times) for every countable word: its on-time event times in the
     batch, ascending (one per occurrence), plus UNCOUNTABLE rows as in windowed_deltas."""
-    rows = windowed_deltas(batch_df, sessions, stream_time_ms, keep_times=True)
+    rows = windowed_deltas(batch_df, sessions, stream_time, keep_times=True)
     return rows.select("word", "delta", "last_ms", F.array_sort("times").alias("times"))
 
 

@@ -21,14 +21,26 @@ import tests.airflow_env as airflow_env
 # isort: split
 import pytest
 
+from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.maintenance import cli as maintenance_cli
 from statestore.store import admin
-from statestore.store.builder import open_store
+from statestore.store.builder import StoreBuilder, open_store
+from statestore.store.session import SessionKey
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 PASSWORD = "page-test-password"
 STORE = "page_words"
 COUNTS = {"river": 41, "stone": 17, "lantern": 17, "moss": 5, "ash": 2, "fern": 1}
+# Listed after STORE, which the page selects first.
+WINDOWS, SESSIONS = "per_minute_words", "per_session_words"
+BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+WINDOW_COUNTS = {  # window start (seconds after BASE) -> counts in it
+    0: {"river": 3},
+    20: {"river": 5, "stone": 2},
+    40: {"stone": 9, "moss": 4, "ash": 4},
+    60: {"fern": 1},
+}
+SESSION_SPANS = {("river", 0, 10): 4, ("stone", 5, 95): 12, ("moss", 200, 200): 1, ("river", 100, 130): 2}
 
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
@@ -107,6 +119,23 @@ def api_server(session, keyspace, cassandra_config, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def timed_stores(session, keyspace):
+    """A hopping-window store and a session store with known contents (put, not streamed)."""
+    builder = StoreBuilder(session, WINDOWS).with_keyspace(keyspace)
+    windows = builder.partitioned_window_store(WindowSpec(60_000, 20_000), 3).create()
+    for second, counts in WINDOW_COUNTS.items():
+        for key, count in counts.items():
+            assert windows.put(key, count, BASE_MS + second * 1000)
+    builder = StoreBuilder(session, SESSIONS).with_keyspace(keyspace)
+    sessions = builder.partitioned_session_store(SessionSpec(30_000), 3).create()
+    for (key, start, end), count in SESSION_SPANS.items():
+        assert sessions.put(SessionKey(key, BASE_MS + start * 1000, BASE_MS + end * 1000), count)
+    yield
+    for name in (WINDOWS, SESSIONS):  # later tests list every store of the keyspace
+        admin.drop_store(session, keyspace, name, confirm=name)
+
+
+@pytest.fixture(scope="module")
 def token(api_server) -> str:
     body = json.dumps({"username": "admin", "password": PASSWORD}).encode()
     request = urllib.request.Request(
@@ -178,8 +207,8 @@ def test_the_store_page_inside_the_airflow_ui(api_server, token, browser, keyspa
     assert browser.find_element(By.ID, "keyspace").text == keyspace
     row = browser.find_element(By.CSS_SELECTOR, f"#stores tr[data-store='{store}']")
     cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
-    assert cells[:3] == [store, "partitioned-kv", "3"]
-    assert cells[8] == "ok"  # its level in the last audit
+    assert cells[:4] == [store, "partitioned-kv", "-", "3"]
+    assert cells[9] == "ok"  # its level in the last audit
     assert browser.find_element(By.ID, "audit-status").text == "ok"
     assert (
         browser.find_element(By.LINK_TEXT, "full report")
@@ -199,3 +228,55 @@ def test_the_store_page_inside_the_airflow_ui(api_server, token, browser, keyspa
     assert browser.save_screenshot(str(screenshot))
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
     print(f"screenshot: {screenshot}")
+
+
+def _utc(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(BASE_MS / 1000 + second)) + ".000Z"
+
+
+def _rows(browser, selector: str) -> list[list[str]]:
+    from selenium.webdriver.common.by import By
+
+    return [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in browser.find_elements(By.CSS_SELECTOR, selector)
+    ]
+
+
+def test_window_and_session_stores_on_the_page(api_server, token, browser, timed_stores, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{api_server}/api/v2/monitor/health")
+    browser.add_cookie({"name": "_token", "value": token, "path": "/"})
+    wait = WebDriverWait(browser, 90)
+
+    browser.get(f"{api_server}/statestore/?store={WINDOWS}&top=2")
+    wait.until(ec.presence_of_element_located((By.ID, "latest-windows")))
+    row = browser.find_element(By.CSS_SELECTOR, f"#stores tr[data-store='{WINDOWS}']")
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[:3] == [WINDOWS, "partitioned-window", "1m hopping windows (hop 20s), grace 0s, retention 1d"]
+    assert browser.find_element(By.ID, "top-store").text == WINDOWS
+    # The three newest windows, newest first, each with its two highest counts (ties by key).
+    expected = []
+    for second in (60, 40, 20):
+        ranked = sorted(WINDOW_COUNTS[second].items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+        expected += [[_utc(second), _utc(second + 60), str(i), k, str(v)] for i, (k, v) in enumerate(ranked, 1)]
+    assert _rows(browser, "#latest-windows tbody tr") == expected
+    assert browser.find_elements(By.ID, "top-keys") == []
+    screenshot = tmp_path / "window_store_page.png"
+    assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 20_000
+
+    browser.get(f"{api_server}/statestore/?store={SESSIONS}&top=3")
+    wait.until(ec.presence_of_element_located((By.ID, "latest-sessions")))
+    row = browser.find_element(By.CSS_SELECTOR, f"#stores tr[data-store='{SESSIONS}']")
+    assert [td.text for td in row.find_elements(By.TAG_NAME, "td")][:3] == [
+        SESSIONS,
+        "partitioned-session",
+        "sessions, gap 30s, grace 0s, retention 1d",
+    ]
+    latest = sorted(SESSION_SPANS.items(), key=lambda kv: (kv[0][2], kv[1]), reverse=True)[:3]
+    assert _rows(browser, "#latest-sessions tbody tr") == [
+        [str(i), key, _utc(start), _utc(end), str(count)] for i, ((key, start, end), count) in enumerate(latest, 1)
+    ]

@@ -8,6 +8,7 @@ import io
 
 from statestore.cli.main import main
 from statestore.core.windows import SessionSpec, WindowSpec
+from statestore.store import deadletters
 from statestore.store.builder import StoreBuilder
 from statestore.store.session import SessionKey
 
@@ -51,8 +52,21 @@ def test_windows_prints_key_start_end_count_sorted_and_filtered(capsys, session,
 
         code, _, err = _run(capsys, "get", store_name, "cat", *ks)
         assert code == 2 and f"read it with `statestore windows {store_name}`" in err
+
+        # No stream fed the store: no dead-letter table, so no letters (not an error).
+        code, out, _ = _run(capsys, "deadletters", store_name, "--format", "csv", *ks)
+        assert code == 0 and len(list(csv.reader(io.StringIO(out)))) == 1
+        # A window store's late letters, with the stream time that judged them.
+        deadletters.ensure_table(session, keyspace, store_name)
+        late = deadletters.DeadLetter("t", 1, 9, now - 5 * MINUTE, deadletters.LATE, "1 of its 1", b"cat", 4, now)
+        deadletters.write(session, keyspace, store_name, [late])
+        code, out, _ = _run(capsys, "deadletters", store_name, "--format", "csv", *ks)
+        rows = list(csv.reader(io.StringIO(out)))
+        assert code == 0 and rows[0][-1] == "stream_time_ms"
+        assert rows[1:] == [["t", "1", "9", str(now - 5 * MINUTE), "late", "1 of its 1", b"cat".hex(), str(now)]]
     finally:
         session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
+        session.execute(f"DROP TABLE IF EXISTS {keyspace}.{store_name}_deadletters")
         session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (store_name,))
 
 

@@ -9,11 +9,13 @@ import time
 
 import pytest
 
+from statestore.core import config as cfg
 from statestore.core.codecs import decode_long, encode_long
-from statestore.core.model import EVERYTHING, Entry, StoreSpec, StoreType
+from statestore.core.model import EVERYTHING, Entry, StoreSpec, StoreType, WindowedEntry
 from statestore.core.windows import WindowSpec
 from statestore.maintenance import history
 from statestore.maintenance.expire import ExpireOptions, expire_range
+from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
 from statestore.maintenance.scan import shape_of, token_splits
 from statestore.maintenance.selection import Cutoff, TimeBasis
 from statestore.store import registry
@@ -199,3 +201,39 @@ def test_window_stores_expire_by_dropping_whole_segments_past_their_retention(
     assert [w.start_ms // minute for w in windows.fetch_all(0, 2**62) if w.key == "mill"] == list(range(21, 30))
     assert history.expired_before(session, keyspace, store_name) == 20 * minute
     assert "(segments)" in (tmp_path / "expire_state.md").read_text()
+
+
+def test_dropped_segments_bytes_are_freed_on_disk(session, keyspace, store_name, tmp_path):
+    # Dropping hides expired windows at once; their bytes stay in the SSTables (TWCS never
+    # compacts the deletes with them) until the job's garbagecollect rewrites those SSTables.
+    minute = 60_000
+    windowing = WindowSpec(minute, retention_ms=10 * minute, segment_ms=minute)
+    windows = StoreBuilder(session, store_name).with_keyspace(keyspace).partitioned_window_store(windowing, 2)
+    windows = windows.create()
+    rows = [
+        WindowedEntry(f"key-{k:05d}".encode(), m * minute, encode_long(k), 0, m * minute)
+        for m in range(12)
+        for k in range(1500)
+    ]
+    windows.table.write(session, rows, 32, None)
+    nodetool = Nodetool.locate(cfg.resolve(NodetoolConfig))
+    nodetool.flush(keyspace, windows.spec.table)
+
+    def live_bytes() -> int:
+        return int(float(nodetool.tablestats(keyspace, windows.spec.table)["space_used_live"] or 0))
+
+    before = live_bytes()
+    registry.record_batch(session, windows.spec, 0, now_micros(), None, 12 * minute)
+    doomed = windowing.expired_segments(list(range(12)), 12 * minute)
+    # Windows starting at or before minute 2 (12 - 10) are expired; segment 2 could still hold
+    # later ones (2:00-2:59), so it stays.
+    assert doomed == [0, 1]
+    argv = ["--keyspace", keyspace, "--store", store_name, "--report-dir", str(tmp_path)]
+    assert load_job("expire_state").main(argv) == 0
+    result = json.loads((tmp_path / "expire_state.json").read_text())["stores"][0]
+    assert result["removed"] == len(doomed)
+    assert result["reclaim"].startswith(f"ran `nodetool garbagecollect {keyspace} {windows.spec.table}`")
+    assert live_bytes() < before * 10.5 / 12  # two of twelve minutes' rows are gone from disk
+
+    assert load_job("expire_state").main([*argv, "--nodetool", "off"]) == 0  # nothing more expired: no command
+    assert json.loads((tmp_path / "expire_state.json").read_text())["stores"][0]["reclaim"] is None

@@ -67,3 +67,15 @@ def test_the_stream_counts_in_windows_from_its_duration_flags():
 def test_the_stream_refuses_inconsistent_window_settings_before_doing_anything(settings, message):
     with pytest.raises(ConfigError, match=message):
         cfg.resolve(StreamConfig, env={**BASE, **settings})
+
+
+@pytest.mark.parametrize(
+    ("windowing", "summary"),
+    [
+        (WindowSpec(60_000), "1m tumbling windows, grace 0s, retention 1d"),
+        (WindowSpec(60_000, 20_000, grace_ms=1_500), "1m hopping windows (hop 20s), grace 1500ms, retention 1d"),
+        (SessionSpec(30_000, grace_ms=20_000, retention_ms=7_200_000), "sessions, gap 30s, grace 20s, retention 2h"),
+    ],
+)
+def test_settings_in_words_name_every_setting_exactly(windowing, summary):
+    assert windowing.summary() == summary

@@ -1,0 +1,37 @@
+"""What a word-count store's input says it holds: the input records up to the store's
+position, and a recount's shape (statestore.maintenance.validate compares it with the store)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from statestore.core.config import KafkaConfig
+from statestore.store.registry import StoreProgress
+
+
+@dataclass(frozen=True)
+class Recount:
+    """What the input says the store holds: `expected` rows of the entries' `coordinates`
+    (key; key and window start; key and session bounds) with (total, last_ms, recent), or
+    None when no batch was applied; `bounds` gives a joined row's window as (start, end)."""
+
+    expected: object | None
+    coordinates: tuple[str, ...] = ("key",)
+    counted_per: str = "key"
+    bounds: Callable | None = None
+
+
+def input_records(spark, kafka: KafkaConfig, progress: StoreProgress, starting: str):
+    """The input topic's records from `starting` up to the store's position (None: no batch yet)."""
+    if progress.offsets is None:
+        return None
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", ",".join(sorted(json.loads(progress.offsets))))
+        .option("startingOffsets", starting)
+        .option("endingOffsets", progress.offsets)
+        .load()
+    )
