@@ -111,10 +111,15 @@ maintenance: install
 	$(BIN)/python jobs/audit_partitions.py --store $(STORE) --report-dir $(REPORTS)/audit
 	$(BIN)/python jobs/validate_idempotency.py --store $(STORE) --checkpoint $(CHECKPOINT) --report-dir $(REPORTS)/validate
 
-# Headless Chromium for the store page test (Debian's packages; this machine runs as root).
+# Headless Chromium for the store page test, Prometheus and promtool for the monitoring tests
+# (Debian's packages; this machine runs as root).
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+	@# Prometheus and promtool for the monitoring tests (a server the tests start on loopback;
+	@# the package's own service is not started: policy-rc.d, or no init system, forbids it).
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
 
 # A local Airflow (api-server, scheduler, dag-processor) wired to the local stack; prints URL and login.
 airflow: stack-up

@@ -17,11 +17,25 @@ def _cassandra_config():
     return CassandraStateStoreHook(dag_support.CASSANDRA_CONN_ID).config
 
 
+def _kafka_config():
+    """The `statestore_kafka` connection's servers, for lag (None when it is not defined)."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from statestore.core.config import KafkaConfig
+
+    try:
+        connection = BaseHook.get_connection(dag_support.KAFKA_CONN_ID)
+    except AirflowNotFoundException:
+        return None
+    return KafkaConfig(bootstrap_servers=dag_support.kafka_bootstrap(connection))
+
+
 class StateStorePlugin(AirflowPlugin):
     name = "statestore"
     fastapi_apps: ClassVar[list] = [
         {
-            "app": create_store_app(_cassandra_config, dag_support.report_dir),
+            "app": create_store_app(_cassandra_config, dag_support.report_dir, kafka=_kafka_config),
             "url_prefix": "/statestore",
             "name": "State stores (page and read-only query API)",
         }

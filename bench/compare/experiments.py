@@ -11,9 +11,11 @@ statestore.stream.job.start for every run of its session; none is the job as shi
 
 from __future__ import annotations
 
+from collections import Counter
 
-def _no_dead_letters(session, batch_df, spec, batch_id) -> int:
-    return 0
+
+def _no_dead_letters(session, batch_df, spec, batch_id) -> Counter:
+    return Counter()
 
 
 def _off() -> dict:

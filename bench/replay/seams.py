@@ -43,7 +43,7 @@ def count_first(write_dead_letters):
         from statestore.stream.transforms import dead_letter_rows
 
         if dead_letter_rows(batch_df).count() == 0:
-            return 0
+            return Counter()
         return write_dead_letters(session, batch_df, spec, batch_id)
 
     return write_if_any

@@ -25,12 +25,13 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from statestore.conn.cassandra import session_for
-from statestore.core.config import CassandraConfig
+from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import StateStoreError, UnsupportedOperationError
 from statestore.core.model import StoreType
 from statestore.http import create_app
 from statestore.maintenance.units import human_bytes
 from statestore.store import admin
+from statestore_airflow import store_monitor
 
 _log = logging.getLogger(__name__)
 _TEMPLATES = Environment(
@@ -67,7 +68,15 @@ def last_audit(report_dir: Path) -> dict[str, Any] | None:
     }
 
 
-def page_data(session, keyspace: str, selected: str | None, top: int, report_dir: Path) -> dict[str, Any]:
+def page_data(
+    session,
+    keyspace: str,
+    selected: str | None,
+    top: int,
+    report_dir: Path,
+    kafka: KafkaConfig | None = None,
+    key: str | None = None,
+) -> dict[str, Any]:
     """Everything the page shows, as plain values (the template only lays it out)."""
     audit = last_audit(report_dir)
     audited = (audit or {}).get("stores", {})
@@ -77,6 +86,7 @@ def page_data(session, keyspace: str, selected: str | None, top: int, report_dir
         figures = described.as_dict()
         figures["estimated_size"] = human_bytes(figures["estimated_bytes"])
         figures["audit"] = audited.get(listing.spec.name)
+        figures["stream"] = store_monitor.stream_figures(session, kafka, keyspace, listing.spec.name)
         rows.append(figures)
     names = [r["store"] for r in rows]
     selected = selected if selected in names else (names[0] if names else None)
@@ -91,10 +101,15 @@ def page_data(session, keyspace: str, selected: str | None, top: int, report_dir
             top_entries = admin.top_entries(session, keyspace, selected, top)
         except UnsupportedOperationError as exc:
             top_note = str(exc)
+    plain = kind is not None and not StoreType(kind).timed
     return {
         "keyspace": keyspace,
         "stores": rows,
         "selected": selected,
+        "chart": None if selected is None else store_monitor.rate_chart(session, keyspace, selected),
+        "data_docs": None if selected is None else store_monitor.data_docs(report_dir, selected),
+        "lookup": store_monitor.lookup(session, keyspace, selected, key) if plain and key else None,
+        "lookup_allowed": plain,
         "top": top,
         "top_entries": top_entries,
         "top_note": top_note,
@@ -121,27 +136,42 @@ def create_store_app(
     report_dir: Callable[[], Path],
     *,
     authenticate: bool = True,
+    kafka: Callable[[], KafkaConfig | None] | None = None,
 ) -> FastAPI:
     """The page plus the read-only API under /api. `authenticate` off only for tests of the
-    page alone (outside Airflow there is no auth manager to ask)."""
+    page alone (outside Airflow there is no auth manager to ask). `kafka`: where the page and
+    /api/metrics ask for end offsets (lag); None: no lag."""
     app = FastAPI(title="statestore in Airflow", docs_url=None, redoc_url=None, openapi_url=None)
-    app.mount("/api", create_app(cassandra))
+    app.mount("/api", create_app(cassandra, kafka=kafka))
 
     if authenticate:
         app.middleware("http")(_require_airflow_login)
 
     @app.get("/", response_class=HTMLResponse)
-    async def store_page(store: str | None = None, top: int = Query(10, ge=1, le=100)) -> HTMLResponse:
+    async def store_page(
+        store: str | None = None, top: int = Query(10, ge=1, le=100), key: str | None = None
+    ) -> HTMLResponse:
         config = cassandra()
 
         def collect() -> dict[str, Any]:
-            return page_data(session_for(config), config.keyspace, store, top, report_dir())
+            streams = None if kafka is None else kafka()
+            return page_data(session_for(config), config.keyspace, store, top, report_dir(), streams, key)
 
         try:
             data = await run_in_threadpool(collect)
         except StateStoreError as exc:
             data = {"keyspace": config.keyspace, "error": str(exc)}
         return HTMLResponse(_TEMPLATES.get_template("stores.html").render(**data))
+
+    @app.get("/reports/validate_idempotency/{store}/{path:path}")
+    async def validation_report(store: str, path: str) -> FileResponse:
+        try:
+            found = store_monitor.validation_file(report_dir(), store, path)
+        except StateStoreError:  # not a store name
+            found = None
+        if found is None:
+            raise HTTPException(404, f"no validation report {path!r} of store {store!r}")
+        return FileResponse(found)
 
     @app.get("/reports/{name}")
     async def report_file(name: str) -> FileResponse:

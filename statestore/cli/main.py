@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from statestore import __version__
-from statestore.cli import queries
+from statestore.cli import queries, status
+from statestore.cli.progress import tracked
 from statestore.conn import kafka as kafka_io
 from statestore.conn.cassandra import create_keyspace, session_for
 from statestore.core import config as cfg
@@ -65,15 +66,20 @@ def cmd_produce(args) -> int:
     if args.timestamped:
         # Every line is checked before the first is sent: a bad line sends nothing.
         count = sum(1 for _ in kafka_io.timed_lines_of(path))
-        messages = kafka_io.timed_lines_of(path)
+        messages = tracked(kafka_io.timed_lines_of(path), count, f"producing {path.name}", "lines")
     else:
-        count, messages = None, kafka_io.lines_of(path)
+        count = None
+        messages = tracked(kafka_io.lines_of(path), path.stat().st_size, f"producing {path.name}", "B", _line_bytes)
     kafka_io.ensure_topic(kafka, args.topic, args.partitions)
     sent = kafka_io.produce(kafka, args.topic, messages)
     if count is not None and sent != count:
         raise StateStoreError(f"{path} changed while it was sent: {count} line(s) checked, {sent} sent")
     print(f"produced {sent} message(s) to {args.topic}", file=sys.stderr)
     return 0
+
+
+def _line_bytes(line: bytes) -> int:
+    return len(line) + 1  # and its newline
 
 
 def cmd_stores(args) -> int:
@@ -183,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     queries.add_commands(command)
+    status.add_command(command)
 
     command("stores", cmd_stores, "the stores registered in the keyspace", fmt="table")
 

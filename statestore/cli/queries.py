@@ -14,6 +14,7 @@ from itertools import islice
 
 import uvicorn
 
+from statestore.cli.progress import tracked
 from statestore.conn.cassandra import session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
@@ -144,7 +145,10 @@ def cmd_sessions(args) -> int:
 
 
 def cmd_dump(args) -> int:
-    _print_pairs(open_from_args(args).all(), args.format)
+    store = open_from_args(args)
+    # A bar only on a terminal; its total is the store's estimate (the count may run past it).
+    total = store.approximate_num_entries() if sys.stderr.isatty() else 0
+    _print_pairs(tracked(store.all(), total, f"dumping {store.name}", "entries"), args.format)
     return 0
 
 

@@ -10,8 +10,8 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import KafkaError
@@ -49,6 +49,21 @@ def partition_count(config: KafkaConfig, topic: str) -> int | None:
     if found is None or found.error is not None:
         return None
     return len(found.partitions)
+
+
+def end_offsets(config: KafkaConfig, topic: str) -> dict[int, int] | None:
+    """Each partition's end offset (the next offset to be written) now, or None if the topic
+    does not exist: one ListOffsets request for all partitions."""
+    count = partition_count(config, topic)
+    if count is None:
+        return None
+    admin = AdminClient(_client_config(config))
+    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(count)}
+    try:
+        futures = admin.list_offsets(asked, request_timeout=_TIMEOUT_S)
+        return {tp.partition: future.result().offset for tp, future in futures.items()}
+    except KafkaException as exc:
+        raise _unreachable(config, exc) from None
 
 
 def ensure_topic(config: KafkaConfig, topic: str, partitions: int) -> int:

@@ -19,10 +19,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from statestore import __version__
+from statestore.core import config as cfg
+from statestore.core.config import KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.http.answers import DRIVER_ERRORS, answer, error
 from statestore.http.catalog import ConfigSource, StoreCatalog
 from statestore.http.fast_get import PointGetFastPath
+from statestore.http.metrics import KafkaSource, Metrics, RequestTimer, metrics_route
 from statestore.http.routes import router
 from statestore.store.cache import CacheOptions
 
@@ -36,6 +39,10 @@ Keys in paths and in `from`/`to`/`prefix` are text read with the store's key cod
 (`bytes` as hex text). `/entries` pages with `next_page_token`: partitioned stores in key byte order,
 global stores in Cassandra's token (hash) order, which is stable but not sorted.
 """
+
+
+def _from_environment():
+    return cfg.resolve(KafkaConfig)
 
 
 async def _known_error(request: Request, exc: Exception) -> JSONResponse:
@@ -59,10 +66,14 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error(500, f"unexpected error: {type(exc).__name__}")
 
 
-def create_app(cassandra: ConfigSource = None, *, cache: CacheOptions | None = None) -> FastAPI:
+def create_app(
+    cassandra: ConfigSource = None, *, cache: CacheOptions | None = None, kafka: KafkaSource = _from_environment
+) -> FastAPI:
     """The API app. `cassandra`: the settings, a function returning them (called on the first
     request), or None to resolve them from the STATESTORE_* environment then. `cache`: the
-    opt-in read cache for point gets (reads may then be up to its TTL behind the store)."""
+    opt-in read cache for point gets (reads may then be up to its TTL behind the store).
+    `kafka`: where /metrics asks for end offsets (lag); by default the STATESTORE_KAFKA_*
+    environment at scrape time, None for no lag."""
     app = FastAPI(
         title="statestore",
         version=__version__,
@@ -71,8 +82,11 @@ def create_app(cassandra: ConfigSource = None, *, cache: CacheOptions | None = N
         generate_unique_id_function=lambda route: route.name,  # operationIds: list_stores, get_key, ...
     )
     app.state.catalog = StoreCatalog(cassandra, cache)
+    app.state.metrics = Metrics(app.state.catalog, kafka)
     app.include_router(router)
+    app.add_route("/metrics", metrics_route, include_in_schema=False)
     app.add_middleware(PointGetFastPath)
+    app.add_middleware(RequestTimer, metrics=app.state.metrics)  # outermost: times the fast path too
     for known in (StateStoreError, *DRIVER_ERRORS):
         app.add_exception_handler(known, _known_error)
     app.add_exception_handler(RequestValidationError, _bad_parameters)

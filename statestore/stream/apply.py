@@ -89,6 +89,7 @@ class ApplyStats:
     max_time_ms: int | None = None
     uncountable: int = 0  # messages and words the batch sends to the dead-letter table instead
     read: int = 0  # keys read from Cassandra (the others were vouched for by the apply cache)
+    words: int = 0  # words counted (window stores: once per window they count in)
     cache_tokens: tuple[tuple[int, str], ...] = ()  # (bucket, token) of each apply-cache file finished
 
     def __add__(self, other: ApplyStats) -> ApplyStats:
@@ -100,6 +101,7 @@ class ApplyStats:
             max(times) if times else None,
             self.uncountable + other.uncountable,
             self.read + other.read,
+            self.words + other.words,
             self.cache_tokens + other.cache_tokens,
         )
 
@@ -182,7 +184,8 @@ def apply_deltas(
         read_back = (e for k, e in current.items() if k not in written and k not in cached)
         timed(timer, "cache", lambda: cache.remember([*writes, *read_back]))
     times = [d.time_ms for d in deltas if d.time_ms is not None]
-    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None, read=len(keys))
+    words = sum(d.amount for d in deltas)
+    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None, read=len(keys), words=words)
 
 
 # Deltas are applied in slices so a task's memory stays bounded whatever its input size.

@@ -80,7 +80,8 @@ def apply_session_deltas(
     )
     timed(timer, "write", lambda: table.apply(session, changes, concurrency, write_ts))
     times = [d.time_ms for d, _ in deltas if d.time_ms is not None]
-    return ApplyStats(len(deltas), len(changes), skipped, max(times) if times else None, read=len(asks))
+    words = sum(d.amount for d, _ in deltas)
+    return ApplyStats(len(deltas), len(changes), skipped, max(times) if times else None, read=len(asks), words=words)
 
 
 def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:

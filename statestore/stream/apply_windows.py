@@ -57,7 +57,8 @@ def apply_window_deltas(
     )
     timed(timer, "write", lambda: table.write(session, writes, concurrency, write_ts))
     times = [d.time_ms for _, d in deltas if d.time_ms is not None]
-    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None, read=len(windows))
+    words = sum(d.amount for _, d in deltas)
+    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None, read=len(windows), words=words)
 
 
 def window_deltas_of(rows: Iterable) -> Iterator[list[tuple[int, Delta]]]:

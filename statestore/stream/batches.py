@@ -16,6 +16,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from statestore.core.errors import StateStoreError
 from statestore.core.model import StoreSpec
 from statestore.store import deadletters, registry
 from statestore.store.lease import StoreLease
+from statestore.store.stream_log import BatchRecord
 from statestore.store.tables import table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, Timer, partition_applier, run_applier, timed
@@ -36,6 +38,7 @@ from statestore.stream.apply_cache import CacheLedger, CachePlan
 from statestore.stream.apply_sessions import session_applier
 from statestore.stream.apply_windows import window_applier
 from statestore.stream.faults import pause_driver_if_armed
+from statestore.stream.monitor import StreamMonitor
 from statestore.stream.transforms import batch_deltas, batch_version_ms, dead_letter_rows
 from statestore.stream.windowed import late_letter_rows, session_deltas, windowed_deltas
 
@@ -64,18 +67,21 @@ class BatchResult:
     batch_id: int
     stats: ApplyStats
     dead_letters: int
+    dead_letter_reasons: tuple[tuple[str, int], ...] = ()  # (reason, how many), by reason
 
 
-def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int, stream_time_ms: int | None = None) -> int:
-    """Write the batch's dead letters from the driver; returns how many. Window stores: late
-    records too, by the stream time the batch started with (`stream_time_ms`).
+def write_dead_letters(
+    session, batch_df, spec: StoreSpec, batch_id: int, stream_time_ms: int | None = None
+) -> Counter[str]:
+    """Write the batch's dead letters from the driver; returns how many of each reason. Window
+    stores: late records too, by the stream time the batch started with (`stream_time_ms`).
 
     Called only for a batch whose apply counted something it could not count (ApplyStats.
     uncountable), which is rare: the driver streams them (one partition at a time, bounded
     memory) rather than starting Python workers on every executor for them.
     """
 
-    written = 0
+    written: Counter[str] = Counter()
     chunk: list[deadletters.DeadLetter] = []
     rows = dead_letter_rows(batch_df)
     if spec.windowing is not None:
@@ -89,10 +95,12 @@ def write_dead_letters(session, batch_df, spec: StoreSpec, batch_id: int, stream
         )
         if len(chunk) >= _DEAD_LETTER_CHUNK:
             deadletters.write(session, spec.keyspace, spec.name, chunk)
-            written, chunk = written + len(chunk), []
+            written.update(d.reason for d in chunk)
+            chunk = []
     if chunk:
         deadletters.write(session, spec.keyspace, spec.name, chunk)
-    return written + len(chunk)
+        written.update(d.reason for d in chunk)
+    return written
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,7 @@ class BatchSeams:
     AccumulatorTimer) the executors' apply phases; `on_batch` sees every applied batch."""
 
     make_applier: Callable[..., Callable] = partition_applier
-    dead_letters: Callable[..., int] = write_dead_letters
+    dead_letters: Callable[..., Counter[str]] = write_dead_letters
     driver_timer: Timer | None = None
     task_timer: Timer | None = None
     on_batch: Callable[[BatchResult], None] | None = None
@@ -230,7 +238,7 @@ def _apply_batch(
         else:
             deltas, late = batch_deltas(batch_df, with_uncountable=True), {}
         stats = run_applier(deltas, applier, buckets)
-        letters = 0
+        letters: Counter[str] = Counter()
         if stats.uncountable:
             letters = timed(
                 clock,
@@ -252,7 +260,7 @@ def _apply_batch(
             lambda: registry.record_batch(session, spec, logical, write_ts, end_offsets, stats.max_time_ms, epoch),
         ),
     )
-    result = BatchResult(logical, stats, letters)
+    result = BatchResult(logical, stats, sum(letters.values()), tuple(sorted(letters.items())))
     if seams.on_batch is not None:
         seams.on_batch(result)
     return result
@@ -271,8 +279,10 @@ class BatchApplier:
         epoch: int,
         seams: BatchSeams = SHIPPED,
         apply_cache: bool = True,
+        monitor: StreamMonitor | None = None,
     ) -> None:
         self.spark = spark
+        self.monitor = monitor  # records each committed batch (statestore.stream.monitor)
         self.epoch = epoch
         # The apply cache's tokens of the last batch (statestore.stream.apply_cache); None: off.
         self.ledger = CacheLedger() if apply_cache else None
@@ -362,6 +372,13 @@ class BatchApplier:
             tokens = dict(result.stats.cache_tokens)
             self.ledger.record(logical, plan.buckets, progress.outside_writes, tokens)
         self.last = result
+        if self.monitor is not None:
+            seconds = time.monotonic() - began
+            times = [t for t in (_millis(progress.max_event_time), result.stats.max_time_ms) if t is not None]
+            high_water = max(times) if times else None
+            self.monitor.batch(
+                batch_record(logical, batch_id, self.monitor.run_id, result, seconds, offsets, high_water)
+            )
         _log.info(
             "batch %d (spark %d) of store %s: %d keys, %d written, %d already applied, %d dead letters, %.1fs",
             logical,
@@ -391,6 +408,34 @@ class BatchApplier:
             f"checking whether store {self.spec.name} is empty",
             lambda: next(iter(table.scan_unordered(session, page_size=1)), None) is None,
         )
+
+
+def batch_record(
+    logical: int,
+    spark_batch_id: int | None,
+    run_id: str | None,
+    result: BatchResult,
+    seconds: float,
+    offsets: str,
+    max_event_time_ms: int | None,
+) -> BatchRecord:
+    """What the stream log keeps of a committed batch."""
+    stats = result.stats
+    return BatchRecord(
+        logical,
+        spark_batch_id,
+        run_id,
+        None,
+        stats.keys,
+        stats.written,
+        stats.skipped,
+        stats.words,
+        result.dead_letters,
+        round(seconds, 3),
+        offsets,
+        max_event_time_ms,
+        result.dead_letter_reasons,
+    )
 
 
 def finish_pending_batch(

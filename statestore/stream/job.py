@@ -23,11 +23,12 @@ from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
 from statestore.core.errors import ConfigError, KafkaError, StateStoreError
 from statestore.core.model import StoreSpec, StoreType
-from statestore.store import registry
+from statestore.store import registry, stream_log
 from statestore.store.lease import StoreLease
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.stream import batches, checkpoint
 from statestore.stream.batches import SHIPPED, BatchApplier, BatchSeams
+from statestore.stream.monitor import StreamMonitor
 
 _log = logging.getLogger("statestore.stream.job")
 
@@ -86,21 +87,32 @@ def _kafka_source(spark, job: JobConfig, starting_offsets: str):
 
 @dataclass
 class RunningStream:
-    """A started word-count query with the lease it holds; `stop()` ends both."""
+    """A started word-count query with the lease it holds; `stop()` ends both. `failure`: why
+    the query ended, when it failed (recorded as the stream's state)."""
 
     query: object
     applier: BatchApplier
     lease: StoreLease
+    monitor: StreamMonitor
 
-    def stop(self) -> None:
+    stopped: bool = False
+
+    def stop(self, failure: str | None = None) -> None:
+        if self.stopped:  # once: a second stop would record the run's end again
+            return
+        self.stopped = True
+        self.monitor.state(stream_log.STOPPING, failure)
         try:
             if self.query.isActive:
                 self.query.stop()
         finally:
             self.lease.release()
+            self.monitor.state(stream_log.FAILED if failure else stream_log.STOPPED, failure)
 
 
-def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec, epoch: int, seams: BatchSeams) -> str:
+def _check_checkpoint(
+    spark, session, job: JobConfig, spec: StoreSpec, epoch: int, seams: BatchSeams, monitor: StreamMonitor
+) -> str:
     """Refuse a checkpoint that does not belong to the store's history (before any read);
     with --recover-from-store, finish the store's pending batch first. Returns where a new
     checkpoint starts reading: the store's position when recovering, else --starting-offsets."""
@@ -110,6 +122,7 @@ def _check_checkpoint(spark, session, job: JobConfig, spec: StoreSpec, epoch: in
     if problem:
         raise checkpoint.mismatch_error(spec.name, job.stream.checkpoint, problem)
     if owner is None and progress.has_batches:  # only reached with --recover-from-store
+        monitor.state(stream_log.RECOVERING, "--recover-from-store: finishing the store's pending batch, if any")
         batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka.bootstrap_servers, epoch, seams)
         return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
     return job.stream.starting_offsets
@@ -123,17 +136,27 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
     for path in tls_files(job.cassandra):
         spark.sparkContext.addFile(path)
     spec = with_retries(job.cassandra, "preparing the store", lambda: resolve_store(session, job))
+    monitor = StreamMonitor(job.cassandra, spec)
+    monitor.ensure_tables()
+    monitor.state(stream_log.STARTING)
     lease = StoreLease(session, spec.keyspace, spec.name, job.stream.checkpoint, job.stream.lease_ttl_s)
-    with_retries(job.cassandra, "taking the store's lease", lease.acquire)
+    monitor.state(stream_log.WAITING_FOR_LEASE)
+    try:
+        with_retries(job.cassandra, "taking the store's lease", lease.acquire)
+    except BaseException as exc:
+        monitor.state(stream_log.FAILED, str(exc))
+        raise
     lease.start_renewing()
     try:
         # Fencing: from here on, the store's earlier writers can record nothing (registry doc).
         epoch = with_retries(job.cassandra, "taking the store's epoch", lambda: registry.take_epoch(session, spec))
         starting = with_retries(
-            job.cassandra, "checking the checkpoint", lambda: _check_checkpoint(spark, session, job, spec, epoch, seams)
+            job.cassandra,
+            "checking the checkpoint",
+            lambda: _check_checkpoint(spark, session, job, spec, epoch, seams, monitor),
         )
         applier = BatchApplier(
-            spark, job.cassandra, spec, job.stream.checkpoint, lease, epoch, seams, job.stream.apply_cache
+            spark, job.cassandra, spec, job.stream.checkpoint, lease, epoch, seams, job.stream.apply_cache, monitor
         )
         writer = (
             _kafka_source(spark, job, starting)
@@ -147,12 +170,15 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
             writer = writer.trigger(processingTime=f"{cfg.trigger_seconds(job.stream.trigger)} seconds")
         # The id is known only once the query exists; batches wait for it (see BatchApplier).
         query = writer.start()
-        applier.query_id = str(query.id)
+        applier.query_id, monitor.run_id = str(query.id), str(query.runId)
+        # Before batches may proceed: the first one's own `running` row comes after this one.
+        monitor.state(stream_log.RUNNING, "query started")
         applier.started.set()
-    except BaseException:
+    except BaseException as exc:
         lease.release()
+        monitor.state(stream_log.FAILED, _store_error_in(str(exc)) or str(exc))
         raise
-    return RunningStream(query, applier, lease)
+    return RunningStream(query, applier, lease, monitor)
 
 
 def parse_args(argv: Sequence[str] | None, env=None) -> JobConfig:
@@ -173,10 +199,16 @@ def run(job: JobConfig) -> int:
 
     spark = build_session(f"statestore-wordcount-{job.stream.store}")
     stream = start(spark, job)
+    failure = None
     try:
         stream.query.awaitTermination()
+    except KeyboardInterrupt:  # stopped by its user: recorded as stopped, not failed
+        raise
+    except BaseException as exc:
+        failure = _store_error_in(str(exc)) or str(exc) or type(exc).__name__
+        raise
     finally:
-        stream.stop()
+        stream.stop(failure)
     return 0
 
 

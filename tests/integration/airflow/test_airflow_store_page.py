@@ -23,9 +23,11 @@ import pytest
 
 from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.maintenance import cli as maintenance_cli
-from statestore.store import admin
+from statestore.store import admin, stream_log
 from statestore.store.builder import StoreBuilder, open_store
 from statestore.store.session import SessionKey
+from statestore.store.status import stream_status
+from statestore.store.stream_log import BatchRecord
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 PASSWORD = "page-test-password"
@@ -105,7 +107,11 @@ def api_server(session, keyspace, cassandra_config, tmp_path_factory):
     try:
         admin.create_store(session, keyspace, STORE, "partitioned-kv", 3)
         open_store(session, keyspace, STORE).put_all(COUNTS.items())
+        _log_a_stream(session, keyspace)
         _audit(STORE, reports, cassandra_config)
+        docs = reports / "validate_idempotency" / STORE / "data_docs"
+        docs.mkdir(parents=True)
+        (docs / "index.html").write_text("<html><body><h1 id='docs'>Data Docs of page_words</h1></body></html>")
         deadline = time.monotonic() + 180
         while _get(f"{base}/api/v2/monitor/health")[0] != 200:
             assert server.poll() is None, (home / "api-server.log").read_text()[-3000:]
@@ -116,6 +122,20 @@ def api_server(session, keyspace, cassandra_config, tmp_path_factory):
         os.killpg(server.pid, 15)
         server.wait(timeout=60)
         log.close()
+
+
+# What a stream would have logged for STORE: its run's states and three batches.
+BATCH_WORDS_SECONDS = [(300, 1.5), (900, 2.0), (120, 0.4)]
+
+
+def _log_a_stream(session, keyspace) -> None:
+    stream_log.ensure_tables(session, keyspace)
+    for state, restart in (("starting", None), ("waiting_for_lease", None), ("running", None), ("running", 2.5)):
+        stream_log.record_state(session, keyspace, STORE, state, run_id="run-1", restart_seconds=restart)
+    for batch_id, (words, seconds) in enumerate(BATCH_WORDS_SECONDS):
+        record = BatchRecord(batch_id, batch_id, "run-1", None, 3, 3, 0, words, batch_id, seconds, None, None)
+        stream_log.record_batch(session, keyspace, STORE, record)
+        time.sleep(0.05)  # distinct commit times, as real batches have
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +202,7 @@ def test_the_plugin_registers_the_page_in_the_browse_menu(api_server, token):
     )
 
 
-def test_the_store_page_inside_the_airflow_ui(api_server, token, browser, keyspace, tmp_path):
+def test_the_store_page_inside_the_airflow_ui(api_server, token, browser, session, keyspace, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -202,6 +222,10 @@ def test_the_store_page_inside_the_airflow_ui(api_server, token, browser, keyspa
     frame = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "iframe[title='State stores']")))
     assert frame.get_attribute("src").endswith("/statestore/")
     browser.switch_to.frame(frame)
+    # The page opens on the keyspace's first store; other tests' stores may sort before ours.
+    link = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, f"#stores tr[data-store='{store}'] a")))
+    link.click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "top-store"), store))
     wait.until(ec.presence_of_element_located((By.ID, "top-keys")))
 
     assert browser.find_element(By.ID, "keyspace").text == keyspace
@@ -222,6 +246,22 @@ def test_the_store_page_inside_the_airflow_ui(api_server, token, browser, keyspa
     ]
     expected = sorted(COUNTS.items(), key=lambda kv: (-kv[1], kv[0]))
     assert top == [[str(i), k, str(v)] for i, (k, v) in enumerate(expected, start=1)]
+
+    # The stream's figures, as the library computes them (statestore.store.status).
+    status = stream_status(session, None, keyspace, store)
+    assert cells[10:15] == [
+        "running",
+        "-",  # no position recorded, no Kafka connection here: no lag
+        f"{status.words_per_s:,.1f}",
+        str(sum(range(len(BATCH_WORDS_SECONDS)))),  # batch i had i dead letters, all within the hour
+        "2.5 s",
+    ]
+    chart = browser.find_element(By.ID, "rate-chart")
+    expected_rates = [round(words / seconds, 1) for words, seconds in BATCH_WORDS_SECONDS]
+    assert [float(r) for r in chart.get_attribute("data-rates").split(",")] == expected_rates
+    assert len(chart.find_element(By.TAG_NAME, "polyline").get_attribute("points").split()) == 3
+    docs = browser.find_element(By.ID, "data-docs").get_attribute("href")
+    assert docs.endswith(f"/statestore/reports/validate_idempotency/{store}/data_docs/index.html")
 
     browser.switch_to.default_content()
     screenshot = tmp_path / "store_page.png"
@@ -280,3 +320,29 @@ def test_window_and_session_stores_on_the_page(api_server, token, browser, timed
     assert _rows(browser, "#latest-sessions tbody tr") == [
         [str(i), key, _utc(start), _utc(end), str(count)] for i, ((key, start, end), count) in enumerate(latest, 1)
     ]
+
+
+def test_the_key_lookup_and_the_validation_reports(api_server, token, browser, keyspace):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{api_server}/api/v2/monitor/health")
+    browser.add_cookie({"name": "_token", "value": token, "path": "/"})
+    wait = WebDriverWait(browser, 90)
+    browser.get(f"{api_server}/statestore/?store={STORE}")
+    box = wait.until(ec.presence_of_element_located((By.ID, "lookup-key")))
+    box.send_keys("river")
+    browser.find_element(By.CSS_SELECTOR, "#lookup button").click()
+    result = wait.until(ec.presence_of_element_located((By.ID, "lookup-result")))
+    assert result.text == "river = 41"
+    browser.get(f"{api_server}/statestore/?store={STORE}&key=nothing-here")
+    assert (
+        wait.until(ec.presence_of_element_located((By.ID, "lookup-result"))).text == "nothing-here is not in the store"
+    )
+
+    browser.find_element(By.ID, "data-docs").click()
+    assert wait.until(ec.presence_of_element_located((By.ID, "docs"))).text == "Data Docs of page_words"
+    base = f"{api_server}/statestore/reports/validate_idempotency"
+    assert _get(f"{base}/{STORE}/..%2F..%2Faudit_partitions.json", token)[0] == 404  # never outside the store's reports
+    assert _get(f"{base}/{STORE}/data_docs/index.html")[0] == 401  # and only with an Airflow login

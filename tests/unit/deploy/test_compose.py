@@ -67,6 +67,8 @@ def test_every_engine_is_a_service(services):
         "spark-master",
         "spark-worker",
         "airflow-init",
+        "statestore-api",
+        "prometheus",
         *AIRFLOW_SERVICES,
     }
     assert "zookeeper" not in services  # Kafka runs in KRaft mode
@@ -104,7 +106,7 @@ def test_host_ports_are_the_codes_defaults(services):
 
 
 def test_health_checks_gate_the_start(services):
-    for name in ("postgres", "cassandra", "kafka", "spark-master", *AIRFLOW_SERVICES):
+    for name in ("postgres", "cassandra", "kafka", "spark-master", "statestore-api", "prometheus", *AIRFLOW_SERVICES):
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no health check"
     for name in AIRFLOW_SERVICES | {"airflow-init"}:
         depends = services[name]["depends_on"]

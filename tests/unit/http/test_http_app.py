@@ -116,7 +116,9 @@ def test_which_requests_the_point_get_fast_path_may_answer(path, query, root, me
     assert point_get_target(scope) == expected
 
 
-def test_the_fast_path_wraps_the_routes():
+def test_the_fast_path_wraps_the_routes_and_the_request_timer_wraps_both():
     from statestore.http.fast_get import PointGetFastPath
+    from statestore.http.metrics import RequestTimer
 
-    assert [m.cls for m in create_app().user_middleware] == [PointGetFastPath]
+    # Outermost first: the timer sees the fast path's answers too.
+    assert [m.cls for m in create_app().user_middleware] == [RequestTimer, PointGetFastPath]

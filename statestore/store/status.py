@@ -1,0 +1,140 @@
+"""How a store's stream is doing, from what outlives its driver: the registry (position), the
+lease (who writes), the stream log (states and batches) and Kafka (end offsets).
+
+One home for `statestore status` and the metrics: the pure parts (lag, rate, the last hour's
+dead letters) are functions of those facts; `stream_status` gathers the facts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+from statestore.conn import kafka as kafka_io
+from statestore.core.codecs import millis_of
+from statestore.core.config import KafkaConfig
+from statestore.store import registry, stream_log
+from statestore.store.lease import current_holder
+from statestore.store.stream_log import BatchRecord, StateChange, Totals
+
+RATE_BATCHES = 20  # words/s over this many recent batches
+HOUR_MS = 3_600_000
+_LOG_ROWS = 1000  # batches read to cover the last hour (more than one batch every 3.6 s: a lower bound)
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    end_offset: int
+    position: int | None  # the store's next offset to read (None: nothing applied from it yet)
+    lag: int
+
+
+@dataclass(frozen=True)
+class StreamStatus:
+    store: str
+    keyspace: str
+    store_type: str
+    state: str | None  # the latest recorded state (None: no stream has run with the stream log)
+    state_since_ms: int | None
+    state_reason: str | None
+    writer: str | None  # the lease holder, host:pid:id (None: no driver writes the store)
+    writer_since_ms: int | None
+    last_batch_id: int | None
+    last_batch_at_ms: int | None
+    last_batch_age_s: float | None
+    lag: list[PartitionLag] = field(default_factory=list)
+    lag_total: int | None = None  # None: Kafka not asked or the topic is gone
+    words_per_s: float | None = None
+    rate_batches: int = 0
+    dead_letters_last_hour: int = 0
+    last_restart_s: float | None = None
+    last_restart_at_ms: int | None = None
+    max_event_time_ms: int | None = None
+    totals: Totals = field(default_factory=Totals)  # running sums up to the last logged batch
+    batch_seconds: tuple[float, ...] = ()  # durations of the recent batches, newest first
+
+    @property
+    def writer_up(self) -> bool:
+        return self.writer is not None
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "writer_up": self.writer_up}
+
+
+def lag_of(topic: str, end_offsets: dict[int, int], position: str | None) -> list[PartitionLag]:
+    """Per partition: its end offset minus the store's position (Spark's JSON of offsets);
+    a partition the store has not read from lags by its whole end offset. Pure."""
+    read = {int(p): o for p, o in (json.loads(position).get(topic, {}) if position else {}).items()}
+    return [
+        PartitionLag(topic, p, end, read.get(p), max(0, end - read.get(p, 0))) for p, end in sorted(end_offsets.items())
+    ]
+
+
+def words_per_second(batches: list[BatchRecord]) -> float | None:
+    """Words counted per second over `batches` (newest first): the words of all but the oldest
+    over the time from the oldest's commit to the newest's; one batch: its words over its own
+    duration. Pure."""
+    timed = [b for b in batches if b.recorded_at_ms is not None]
+    if len(timed) >= 2 and timed[0].recorded_at_ms > timed[-1].recorded_at_ms:
+        span_s = (timed[0].recorded_at_ms - timed[-1].recorded_at_ms) / 1000
+        return round(sum(b.words for b in timed[:-1]) / span_s, 1)
+    if timed and timed[0].seconds > 0:
+        return round(timed[0].words / timed[0].seconds, 1)
+    return None
+
+
+def dead_letters_since(batches: list[BatchRecord], since_ms: int) -> int:
+    """Dead letters of the batches committed at or after `since_ms`. Pure."""
+    return sum(b.dead_letters for b in batches if b.recorded_at_ms is not None and b.recorded_at_ms >= since_ms)
+
+
+def last_restart(states: list[StateChange]) -> StateChange | None:
+    """The newest state change that recorded a restart time (a run's first committed batch)."""
+    return next((s for s in states if s.restart_seconds is not None), None)
+
+
+def stream_status(session, kafka: KafkaConfig | None, keyspace: str, store: str, now_ms: int | None = None):
+    """The status of `store`'s stream now; `kafka` None leaves the lag out."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    spec = registry.lookup(session, keyspace, store)
+    progress = registry.progress(session, keyspace, store)
+    holder = current_holder(session, keyspace, store)
+    states = stream_log.recent_states(session, keyspace, store)
+    batches = stream_log.recent_batches(session, keyspace, store, _LOG_ROWS)
+    latest = states[0] if states else None
+    restart = last_restart(states)
+    lag: list[PartitionLag] = []
+    total = None
+    topic = progress.source_topic
+    if kafka is not None and topic:
+        ends = kafka_io.end_offsets(kafka, topic)
+        if ends is not None:
+            lag = lag_of(topic, ends, progress.offsets)
+            total = sum(p.lag for p in lag)
+    last_at = None if progress.last_batch_at is None else millis_of(progress.last_batch_at)
+    return StreamStatus(
+        store=spec.name,
+        keyspace=keyspace,
+        store_type=spec.store_type.value,
+        state=None if latest is None else latest.state,
+        state_since_ms=None if latest is None else latest.at_ms,
+        state_reason=None if latest is None else latest.reason,
+        writer=None if holder is None else holder.holder,
+        writer_since_ms=None if holder is None or holder.acquired_at is None else millis_of(holder.acquired_at),
+        last_batch_id=progress.last_batch_id,
+        last_batch_at_ms=last_at,
+        last_batch_age_s=None if last_at is None else round((now_ms - last_at) / 1000, 1),
+        lag=lag,
+        lag_total=total,
+        words_per_s=words_per_second(batches[:RATE_BATCHES]),
+        rate_batches=min(len(batches), RATE_BATCHES),
+        dead_letters_last_hour=dead_letters_since(batches, now_ms - HOUR_MS),
+        last_restart_s=None if restart is None else restart.restart_seconds,
+        last_restart_at_ms=None if restart is None else restart.at_ms,
+        max_event_time_ms=None if progress.max_event_time is None else millis_of(progress.max_event_time),
+        totals=batches[0].totals if batches else Totals(),
+        batch_seconds=tuple(b.seconds for b in batches[:RATE_BATCHES]),
+    )
