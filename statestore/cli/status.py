@@ -7,7 +7,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from statestore.conn.cassandra import session_for
+from statestore.conn.cassandra import session_for, table_metadata
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.names import validate_store_name
@@ -24,8 +24,7 @@ def add_command(command) -> None:
 
 def verdicts(session, keyspace: str, store: str) -> dict[str, dict | None]:
     """The last audit's and validation's outcome, from the maintenance history (None: never run)."""
-    meta = session.cluster.metadata.keyspaces.get(keyspace)
-    known = meta is not None and history.TABLE in meta.tables
+    known = table_metadata(session, keyspace, history.TABLE) is not None
     out: dict[str, dict | None] = {}
     for name, job in (("last_audit", history.AUDIT), ("last_validation", history.VALIDATE)):
         runs = history.runs(session, keyspace, store, job, 1) if known else []

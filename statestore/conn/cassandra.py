@@ -15,7 +15,7 @@ import os
 import ssl
 import threading
 
-from cassandra import AuthenticationFailed, ConsistencyLevel
+from cassandra import AuthenticationFailed, ConsistencyLevel, InvalidRequest
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
 from cassandra.connection import ConnectionShutdown
@@ -238,3 +238,27 @@ def prepare(session: Session, cql: str):
         statement = session.prepare(cql)
         _prepared[key] = statement
     return statement
+
+
+def table_metadata(session: Session, keyspace: str, table: str):
+    """The driver's schema metadata of `keyspace.table`, or None when the driver knows no such table."""
+    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
+    return None if meta is None else meta.tables.get(table)
+
+
+def add_missing_columns(
+    session: Session, keyspace: str, table: str, columns: tuple[tuple[str, str], ...], ddl_profile: object = DDL_PROFILE
+) -> None:
+    """Add the (name, CQL type) columns an existing `keyspace.table`, made by an older release,
+    lacks (idempotent; a column another worker added first is fine)."""
+    found = table_metadata(session, keyspace, table)
+    for column, kind in columns:
+        if found is None or column in found.columns:
+            continue
+        try:
+            session.execute(
+                f"ALTER TABLE {validate_keyspace(keyspace)}.{table} ADD {column} {kind}", execution_profile=ddl_profile
+            )
+        except InvalidRequest as exc:  # another worker added it first
+            if "conflicts with an existing column" not in str(exc):
+                raise

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from statestore.core.config import KafkaConfig
-from statestore.core.errors import KafkaError, StateStoreError
+from statestore.core.errors import StateStoreError
 from statestore.http.answers import DRIVER_ERRORS
 from statestore.store import admin, stream_log
 from statestore.store.builder import open_session_store, open_store, open_window_store
@@ -75,12 +75,10 @@ class StoreCollector:
             kafka, kafka_up = self._kafka(), True
             found = []
             for listing in admin.list_stores(session, keyspace):
-                try:
-                    status = stream_status(session, kafka, keyspace, listing.spec.name)
-                except KafkaError as exc:
-                    _log.warning("metrics: Kafka did not answer (%s); lag left out", exc)
+                status = stream_status(session, kafka, keyspace, listing.spec.name, lenient=True)
+                if status.kafka_error is not None:  # not asked again for the other stores
+                    _log.warning("metrics: Kafka did not answer (%s); lag left out", status.kafka_error)
                     kafka, kafka_up, self._kafka_failed_at = None, False, time.monotonic()
-                    status = stream_status(session, None, keyspace, listing.spec.name)
                 found.append((status, entries_estimate(session, listing.spec)))
             gathered = (found, kafka_up and kafka is not None)
             self._cached = (time.monotonic(), gathered)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from cassandra.concurrent import execute_concurrent
 
-from statestore.conn.cassandra import DDL_PROFILE, prepare
+from statestore.conn.cassandra import DDL_PROFILE, add_missing_columns, prepare
 from statestore.core.codecs import millis_of
 from statestore.core.names import deadletter_table, validate_keyspace
 
@@ -54,12 +54,7 @@ def create_cql(keyspace: str, store: str) -> str:
 def ensure_table(session, keyspace: str, store: str, ddl_profile: object = DDL_PROFILE) -> None:
     """Create the table, or add the columns a table created by an older release lacks."""
     session.execute(create_cql(keyspace, store), execution_profile=ddl_profile)
-    table = f"{validate_keyspace(keyspace)}.{deadletter_table(store)}"
-    known = session.cluster.metadata.keyspaces.get(keyspace)
-    columns = known.tables[deadletter_table(store)].columns if known and deadletter_table(store) in known.tables else {}
-    for name, cql_type in _LATER_COLUMNS:
-        if name not in columns:
-            session.execute(f"ALTER TABLE {table} ADD IF NOT EXISTS {name} {cql_type}", execution_profile=ddl_profile)
+    add_missing_columns(session, keyspace, deadletter_table(store), _LATER_COLUMNS, ddl_profile)
 
 
 def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurrency: int = 16) -> None:

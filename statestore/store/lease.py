@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare, serial_read
+from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare, serial_read, table_metadata
 from statestore.core.errors import StateStoreError
 from statestore.core.names import validate_keyspace, validate_store_name
 
@@ -58,8 +58,7 @@ def create_cql(keyspace: str) -> str:
 
 
 def _has_lease_table(session, keyspace: str) -> bool:
-    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
-    return meta is not None and LEASE_TABLE in meta.tables
+    return table_metadata(session, keyspace, LEASE_TABLE) is not None
 
 
 def current_holder(session, keyspace: str, store: str) -> Holder | None:

@@ -25,9 +25,14 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from cassandra import InvalidRequest
-
-from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare, serial_read
+from statestore.conn.cassandra import (
+    BOOKKEEPING_PROFILE,
+    DDL_PROFILE,
+    add_missing_columns,
+    prepare,
+    serial_read,
+    table_metadata,
+)
 from statestore.core.codecs import canonical_name, millis_of
 from statestore.core.errors import StoreFencedError, StoreMismatchError, StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
@@ -74,18 +79,8 @@ def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> N
     session.execute(create_cql(keyspace), execution_profile=ddl_profile)
     # A registry made before fencing (epoch), outside-write marks or window stores existed
     # lacks their columns: add them (idempotent).
-    meta = session.cluster.metadata.keyspaces.get(keyspace)
-    table = None if meta is None else meta.tables.get(REGISTRY_TABLE)
-    for column, kind in (("epoch", "bigint"), ("outside_writes", "bigint"), ("windowing", "text")):
-        if table is None or column in table.columns:
-            continue
-        try:
-            session.execute(
-                f"ALTER TABLE {keyspace}.{REGISTRY_TABLE} ADD {column} {kind}", execution_profile=ddl_profile
-            )
-        except InvalidRequest as exc:  # another worker added it first
-            if "conflicts with an existing column" not in str(exc):
-                raise
+    columns = (("epoch", "bigint"), ("outside_writes", "bigint"), ("windowing", "text"))
+    add_missing_columns(session, keyspace, REGISTRY_TABLE, columns, ddl_profile)
 
 
 def _spec(keyspace: str, row) -> StoreSpec:
@@ -164,8 +159,7 @@ def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_prof
 
 def lookup(session, keyspace: str, name: str) -> StoreSpec:
     validate_store_name(name)
-    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
-    if meta is None or REGISTRY_TABLE not in meta.tables:
+    if table_metadata(session, keyspace, REGISTRY_TABLE) is None:
         raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}': it holds no stores yet")
     row = session.execute(
         prepare(session, f"SELECT * FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"),

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from statestore.conn import kafka as kafka_io
 from statestore.core.codecs import millis_of
 from statestore.core.config import KafkaConfig
+from statestore.core.errors import KafkaError
 from statestore.store import registry, stream_log
 from statestore.store.lease import current_holder
 from statestore.store.stream_log import BatchRecord, StateChange, Totals
@@ -55,6 +56,7 @@ class StreamStatus:
     max_event_time_ms: int | None = None
     totals: Totals = field(default_factory=Totals)  # running sums up to the last logged batch
     batch_seconds: tuple[float, ...] = ()  # durations of the recent batches, newest first
+    kafka_error: str | None = None  # why the lag is left out, when Kafka did not answer (lenient)
 
     @property
     def writer_up(self) -> bool:
@@ -96,8 +98,11 @@ def last_restart(states: list[StateChange]) -> StateChange | None:
     return next((s for s in states if s.restart_seconds is not None), None)
 
 
-def stream_status(session, kafka: KafkaConfig | None, keyspace: str, store: str, now_ms: int | None = None):
-    """The status of `store`'s stream now; `kafka` None leaves the lag out."""
+def stream_status(
+    session, kafka: KafkaConfig | None, keyspace: str, store: str, now_ms: int | None = None, lenient: bool = False
+):
+    """The status of `store`'s stream now; `kafka` None leaves the lag out. A Kafka that does
+    not answer raises KafkaError, or with `lenient` leaves the lag out and says why."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     spec = registry.lookup(session, keyspace, store)
     progress = registry.progress(session, keyspace, store)
@@ -107,10 +112,15 @@ def stream_status(session, kafka: KafkaConfig | None, keyspace: str, store: str,
     latest = states[0] if states else None
     restart = last_restart(states)
     lag: list[PartitionLag] = []
-    total = None
+    total = kafka_error = None
     topic = progress.source_topic
     if kafka is not None and topic:
-        ends = kafka_io.end_offsets(kafka, topic)
+        try:
+            ends = kafka_io.end_offsets(kafka, topic)
+        except KafkaError as exc:
+            if not lenient:
+                raise
+            ends, kafka_error = None, str(exc)
         if ends is not None:
             lag = lag_of(topic, ends, progress.offsets)
             total = sum(p.lag for p in lag)
@@ -137,4 +147,5 @@ def stream_status(session, kafka: KafkaConfig | None, keyspace: str, store: str,
         max_event_time_ms=None if progress.max_event_time is None else millis_of(progress.max_event_time),
         totals=batches[0].totals if batches else Totals(),
         batch_seconds=tuple(b.seconds for b in batches[:RATE_BATCHES]),
+        kafka_error=kafka_error,
     )

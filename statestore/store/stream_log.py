@@ -17,7 +17,7 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare
+from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare, table_metadata
 from statestore.core.codecs import millis_of
 from statestore.core.names import validate_keyspace, validate_store_name
 
@@ -104,11 +104,6 @@ def ensure_tables(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> 
         session.execute(statement, execution_profile=ddl_profile)
 
 
-def _exists(session, keyspace: str, table: str) -> bool:
-    meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
-    return meta is not None and table in meta.tables
-
-
 def record_batch(session, keyspace: str, store: str, batch: BatchRecord) -> None:
     insert = prepare(
         session,
@@ -169,7 +164,7 @@ def record_state(
 
 def recent_batches(session, keyspace: str, store: str, limit: int = 20) -> list[BatchRecord]:
     """The store's `limit` latest batches, newest first (none when no stream has logged any)."""
-    if not _exists(session, keyspace, BATCHES_TABLE):
+    if table_metadata(session, keyspace, BATCHES_TABLE) is None:
         return []
     select = prepare(
         session,
@@ -213,7 +208,7 @@ def _pairs(mapping) -> tuple[tuple[str, int], ...]:
 
 def recent_states(session, keyspace: str, store: str, limit: int = 20) -> list[StateChange]:
     """The store's `limit` latest state changes, newest first."""
-    if not _exists(session, keyspace, STATES_TABLE):
+    if table_metadata(session, keyspace, STATES_TABLE) is None:
         return []
     select = prepare(
         session,

@@ -271,19 +271,21 @@ def slices_applier(
     config: CassandraConfig,
     spec: StoreSpec,
     batch_id: int,
+    write_ts: int,
     slices_of: Callable[[Iterator], Iterator[list]],
-    apply_slice: Callable[..., ApplyStats],
+    apply_deltas: Callable[..., ApplyStats],
     timer: Timer | None = None,
 ):
     """A function over one task's rows, run by run_applier: `slices_of` cuts them into bounded
-    slices and `apply_slice(session, slice)` applies one, retried within the retry budget on
-    transient Cassandra errors (the window and session appliers; repeating a slice is safe)."""
+    slices and `apply_deltas(session, spec, batch_id, slice, concurrency, write_ts, timer)`
+    applies one, retried within the retry budget on transient Cassandra errors (the window and
+    session appliers; repeating a slice is safe)."""
 
     def apply_one(part: list) -> ApplyStats:
         return with_retries(
             config,
             f"applying batch {batch_id} to store {spec.name}",
-            lambda: apply_slice(session_for(config), part),
+            lambda: apply_deltas(session_for(config), spec, batch_id, part, config.write_concurrency, write_ts, timer),
         )
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:

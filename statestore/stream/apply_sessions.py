@@ -99,13 +99,4 @@ def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
 def session_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, timer: Timer | None = None):
     """A function over one task's rows of (word, delta, last_ms, times), run by
     statestore.stream.apply.run_applier (slices_applier: bounded slices, retried)."""
-    return slices_applier(
-        config,
-        spec,
-        batch_id,
-        session_deltas_of,
-        lambda session, part: apply_session_deltas(
-            session, spec, batch_id, part, config.write_concurrency, write_ts, timer
-        ),
-        timer,
-    )
+    return slices_applier(config, spec, batch_id, write_ts, session_deltas_of, apply_session_deltas, timer)

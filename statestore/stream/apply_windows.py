@@ -76,13 +76,4 @@ def window_deltas_of(rows: Iterable) -> Iterator[list[tuple[int, Delta]]]:
 def window_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, timer: Timer | None = None):
     """A function over one task's rows of (word, delta, last_ms, window_start), run by
     statestore.stream.apply.run_applier (slices_applier: bounded slices, retried)."""
-    return slices_applier(
-        config,
-        spec,
-        batch_id,
-        window_deltas_of,
-        lambda session, part: apply_window_deltas(
-            session, spec, batch_id, part, config.write_concurrency, write_ts, timer
-        ),
-        timer,
-    )
+    return slices_applier(config, spec, batch_id, write_ts, window_deltas_of, apply_window_deltas, timer)
