@@ -15,11 +15,17 @@
     with table.write_entries), read end to end with the library's all() (every partition read
     concurrently, merged in key order, keys and values decoded). Entries/s over --scan-rounds
     rounds, best and median.
+(c) Concurrency sweep (bench/query_sweep.py): `statestore serve` with 1 and with 2 workers,
+    and the API as it was before the work on load (one process, no shedding, a query per get,
+    no gc.freeze), each with a closed-loop load generator in its own process (bench/load_client.py) with 1, 8, 32
+    and 128 concurrent keep-alive clients, --sweep-seconds each; answered and shed requests
+    reported apart.
 
     .venv/bin/python bench/query_api.py                    # 5000 gets x2, 1M-entry scan x3
     .venv/bin/python bench/query_api.py --scan-entries 200000 --requests 2000   # quick
     .venv/bin/python bench/query_api.py --keep             # keep the loaded stores for a rerun
     .venv/bin/python bench/query_api.py --profile-scan     # cProfile of one scan, top functions
+    .venv/bin/python bench/query_api.py --skip-gets --skip-scan   # the concurrency sweep alone
 
 Needs the local stack (scripts/stack up; STATESTORE_* for other ports). Works in its own
 keyspace (bench_query), dropped at the end unless --keep.
@@ -42,6 +48,7 @@ import sys
 import time
 
 import httpx
+import query_sweep
 
 from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
 from statestore.core.codecs import encode_long
@@ -79,9 +86,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(*args: str, fast_path: bool = True) -> tuple[subprocess.Popen, str]:
+def serve(*args: str, fast_path: bool = True, before_load_work: bool = False) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    if fast_path:
+    if before_load_work:
+        argv = [sys.executable, __file__, "--serve-before-load-work", str(port)]
+    elif fast_path:
         argv = [sys.executable, "-m", "statestore", "serve", "--port", str(port), "--keyspace", KEYSPACE]
         argv += ["--no-access-log", "--log-level", "warning", *args]
     else:
@@ -108,6 +117,19 @@ def serve_route_only(port: int) -> None:
 
     app = create_app(resolve(CassandraConfig, overrides={"keyspace": KEYSPACE}))
     app.user_middleware = [m for m in app.user_middleware if m.cls is not PointGetFastPath]
+    uvicorn.run(app, host="127.0.0.1", port=port, access_log=False, log_level="warning")
+
+
+def serve_before_load_work(port: int) -> None:
+    """The API as it was before the work on load (issue 17, item 7): one uvicorn process, no load
+    shedding, one Cassandra query per point get, the garbage collector walking every object."""
+    import uvicorn
+
+    from statestore.http import create_app
+    from statestore.http.fast_get import PointGetFastPath
+
+    PointGetFastPath._read = lambda self, store, handle: handle.get_async  # no coalescing
+    app = create_app(resolve(CassandraConfig, overrides={"keyspace": KEYSPACE}))
     uvicorn.run(app, host="127.0.0.1", port=port, access_log=False, log_level="warning")
 
 
@@ -226,8 +248,18 @@ def main() -> int:
     parser.add_argument(
         "--clients", nargs="+", choices=sorted(CLIENTS), default=["http.client", "httpx"], help="HTTP clients"
     )
+    parser.add_argument("--skip-sweep", action="store_true")
+    parser.add_argument("--sweep-seconds", type=float, default=10.0, help="timed seconds per sweep point (10)")
+    parser.add_argument(
+        "--sweep-clients", type=int, nargs="+", default=[1, 8, 32, 128], help="concurrencies (1 8 32 128)"
+    )
+    parser.add_argument("--sweep-workers", type=int, nargs="+", default=[1, 2], help="server workers (1 2)")
     parser.add_argument("--serve-route-only", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-before-load-work", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_before_load_work:
+        serve_before_load_work(args.serve_before_load_work)
+        return 0
     if args.serve_route_only:
         serve_route_only(args.serve_route_only)
         return 0
@@ -235,7 +267,8 @@ def main() -> int:
     config = resolve(CassandraConfig, overrides={"keyspace": KEYSPACE})
     session = session_for(config)
     create_keyspace(session, KEYSPACE)
-    rows = []
+    rows: list[str] = []
+    sweep_rows: list[str] = []
     load_before = os.getloadavg()[0]
     try:
         if not args.skip_gets:
@@ -266,6 +299,21 @@ def main() -> int:
                     f"| {what} | {len(latencies):,} sequential requests in {args.get_rounds} rounds"
                     f"{', keep-alive' if what.startswith('HTTP') else ''} | {summary(latencies)} | p99 < 5 ms |"
                 )
+        if not args.skip_sweep:
+            load(session, "gets", args.keys, args.partitions)
+            servers = {f"{n} worker(s), as shipped": {"args": ("--workers", str(n))} for n in args.sweep_workers}
+            servers["before the load work (1 process, no shedding, a query per get)"] = {"before_load_work": True}
+            for label, how in servers.items():
+                process, url = serve(*how.get("args", ()), before_load_work=how.get("before_load_work", False))
+                try:
+                    port = int(url.rsplit(":", 1)[1])
+                    for clients in args.sweep_clients:
+                        result = query_sweep.measure(port, "gets", args.keys, clients, args.sweep_seconds, clients)
+                        sweep_rows.append(query_sweep.row(label, result))
+                        print(sweep_rows[-1], file=sys.stderr)
+                finally:
+                    process.terminate()
+                    process.wait(timeout=60)
         if not args.skip_scan:
             load(session, "scan", args.scan_entries, args.partitions)
             if args.profile_scan:
@@ -289,6 +337,10 @@ def main() -> int:
     )
     print("\n| measure | workload | result | target |\n|---|---|---|---|")
     print("\n".join(rows))
+    if sweep_rows:
+        print(f"\nConcurrency sweep, {args.keys:,}-key store, {args.sweep_seconds:.0f} s per point:\n")
+        print(query_sweep.HEADER)
+        print("\n".join(sweep_rows))
     return 0
 
 

@@ -32,7 +32,7 @@ import bench_common as common
 from compare.experiments import EXPERIMENTS
 from compare.feed import produce_all
 from compare.report import aggregate, render
-from compare.systems import REAL_JOB, STATEFUL, SYSTEMS, WINDOWED
+from compare.systems import OPTIONAL, REAL_JOB, STATEFUL, SYSTEMS
 
 BENCH = Path(__file__).resolve().parent
 PROJECT = BENCH.parent
@@ -72,8 +72,8 @@ def parse_args(argv=None):
     p.add_argument("--batches", type=int, help="micro-batches of the corpus, via maxOffsetsPerTrigger (10; quick 5)")
     p.add_argument(
         "--systems",
-        default=",".join(s for s in SYSTEMS if s not in WINDOWED),
-        help=f"comma-separated, of {', '.join(SYSTEMS)} (default: all but the windowed ones)",
+        default=",".join(s for s in SYSTEMS if s not in OPTIONAL),
+        help=f"comma-separated, of {', '.join(SYSTEMS)} (default: all but {', '.join(OPTIONAL)})",
     )
     p.add_argument("--rounds", type=int, default=1, help="throughput runs per system, order alternating (1)")
     p.add_argument(

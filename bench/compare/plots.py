@@ -8,6 +8,7 @@ _COLOURS = {
     "partitioned": "#1b7837",
     "global": "#7fbf7b",
     "partitioned-reads": "#a6dba0",
+    "partitioned-nolog": "#5aae61",
     "rocksdb": "#2166ac",
     "hdfs": "#92c5de",
     "stateless": "#999999",

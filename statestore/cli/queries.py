@@ -12,19 +12,17 @@ import sys
 from collections.abc import Iterable
 from itertools import islice
 
-import uvicorn
-
 from statestore.cli.progress import tracked
 from statestore.conn.cassandra import session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
 from statestore.core.model import KeyRange
 from statestore.core.names import validate_store_name
+from statestore.core.serving import ServeConfig
 from statestore.core.text import emit, parse_key, require_versioned, to_text, versioned
-from statestore.http import create_app
+from statestore.http import serve
 from statestore.store import admin
 from statestore.store.builder import open_session_store, open_store, open_window_store
-from statestore.store.cache import CacheOptions
 from statestore.store.table_stats import cluster_figures
 
 FORMATS = ("table", "csv", "jsonl")
@@ -158,11 +156,11 @@ def cmd_top(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    config = cfg.from_args(CassandraConfig, args)
-    cache = CacheOptions(args.cache_entries, args.cache_ttl) if args.cache_entries else None
-    app = create_app(config, cache=cache)
-    uvicorn.run(
-        app, host=args.http_host, port=args.http_port, access_log=not args.no_access_log, log_level=args.log_level
+    serve.run(
+        cfg.from_args(ServeConfig, args),
+        cfg.from_args(CassandraConfig, args),
+        access_log=not args.no_access_log,
+        log_level=args.log_level,
     )
     return 0
 
@@ -233,10 +231,7 @@ def add_commands(command) -> None:
     p.add_argument("-n", "--limit", type=int, default=20, help="how many (default 20)")
 
     p = command("serve", cmd_serve, "serve the read-only HTTP API (OpenAPI document at /docs)")
-    p.add_argument("--host", dest="http_host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", dest="http_port", type=int, default=8080, help="default 8080")
-    p.add_argument("--cache-entries", type=int, default=0, metavar="N", help="read cache size (default 0: off)")
-    p.add_argument("--cache-ttl", type=float, default=1.0, metavar="S", help="how stale a cached read may be (1 s)")
+    cfg.add_arguments(p, ServeConfig)
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
 

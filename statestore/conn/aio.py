@@ -33,3 +33,10 @@ async def first_row(session, query: tuple, profile):
     """The first row `query` (statement, parameters) reads, or None, awaited without a thread."""
     rows = await awaitable(session.execute_async(*query, execution_profile=profile))
     return rows[0] if rows else None
+
+
+async def rows_of(session, query: tuple, profile) -> list:
+    """Every row `query` (statement, parameters) reads, awaited without a thread. Only for
+    queries whose rows fit in one page (the driver's fetch size, 5000 by default)."""
+    rows = await awaitable(session.execute_async(*query, execution_profile=profile))
+    return list(rows)

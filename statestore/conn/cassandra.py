@@ -14,12 +14,14 @@ import logging
 import os
 import ssl
 import threading
+import time
 
-from cassandra import AuthenticationFailed, ConsistencyLevel, InvalidRequest
+from cassandra import AuthenticationFailed, ConsistencyLevel, InvalidRequest, WriteTimeout, WriteType
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
 from cassandra.connection import ConnectionShutdown
 from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
+from cassandra.protocol import ErrorMessage
 
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import CassandraUnavailableError, ConfigError, KeyspaceMissingError
@@ -214,16 +216,43 @@ def create_keyspace(session: Session, keyspace: str, replication: int | Replicat
     )
 
 
+# Protocol v5's CAS_WRITE_UNKNOWN: a Paxos round ended with its proposal accepted by fewer than
+# a quorum. The driver (3.30) has no class for it and raises its bare ErrorMessage.
+CAS_WRITE_UNKNOWN = 0x1700
+_SERIAL_READ_ATTEMPTS = 4
+
+
+def cas_outcome_unknown(exc: BaseException) -> bool:
+    """Whether `exc` says a lightweight transaction (or a serial read's Paxos round) ended
+    without knowing whether its proposal was committed: contention or a slow replica, worth
+    another round."""
+    if isinstance(exc, ErrorMessage) and getattr(exc, "code", None) == CAS_WRITE_UNKNOWN:
+        return True
+    return isinstance(exc, WriteTimeout) and getattr(exc, "write_type", None) == WriteType.CAS
+
+
 def serial_read(session: Session, statement, params: tuple):
     """Run a prepared read at the bookkeeping profile's serial consistency: it sees every
     lightweight transaction committed before it (and completes one left half-done), which a
-    plain read at a quorum may not. For the reads a writer decides on (lease, epoch, progress)."""
+    plain read at a quorum may not. For the reads a writer decides on (lease, epoch, progress).
+
+    A serial read runs a Paxos round of its own, so under contention with a writer's
+    transactions it can end "result unknown" (CAS_WRITE_UNKNOWN or a CAS write timeout). The
+    read changes nothing a caller can see, so it is simply run again (a few times, briefly)."""
     profiles = session.cluster.profile_manager.profiles
     # A session made elsewhere (not by session_for) may lack the profile: use its default one.
     name = BOOKKEEPING_PROFILE if BOOKKEEPING_PROFILE in profiles else EXEC_PROFILE_DEFAULT
     bound = statement.bind(params)
     bound.consistency_level = profiles[name].serial_consistency_level or ConsistencyLevel.SERIAL
-    return session.execute(bound, execution_profile=name)
+    for attempt in range(1, _SERIAL_READ_ATTEMPTS + 1):
+        try:
+            return session.execute(bound, execution_profile=name)
+        except Exception as exc:  # only a Paxos outcome left unknown is retried; anything else propagates
+            if attempt == _SERIAL_READ_ATTEMPTS or not cas_outcome_unknown(exc):
+                raise
+            _log.info("serial read: Paxos outcome unknown (%s), reading again", exc)
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")
 
 
 _prepared: dict[tuple[int, str], object] = {}

@@ -16,12 +16,20 @@ from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 
-from statestore.conn.cassandra import hosts_down
+from statestore.conn.cassandra import cas_outcome_unknown, hosts_down
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import CassandraUnavailableError
 
 T = TypeVar("T")
 TRANSIENT = (NoHostAvailable, OperationTimedOut, Unavailable, ReadTimeout, WriteTimeout, ConnectionException)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: Cassandra unreachable, short of replicas, slow, or a lightweight
+    transaction whose outcome it could not tell (every retried action is safe to repeat)."""
+    return isinstance(exc, TRANSIENT) or cas_outcome_unknown(exc)
+
+
 _FIRST_DELAY_S = 0.5
 _MAX_DELAY_S = 8.0
 _log = logging.getLogger(__name__)
@@ -39,7 +47,9 @@ def with_retries(
     while True:
         try:
             return action()
-        except TRANSIENT as exc:
+        except Exception as exc:  # only what is_transient names is retried; anything else propagates
+            if not is_transient(exc):
+                raise
             shortfall = _replicas_of(exc) or shortfall
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -64,7 +64,7 @@ def parse_port(raw: str) -> int:
     return port
 
 
-def _positive_int(raw: str) -> int:
+def parse_positive_int(raw: str) -> int:
     value = int(raw)
     if value < 1:
         raise ValueError("must be at least 1")
@@ -165,7 +165,7 @@ class CassandraConfig:
         "STATESTORE_CASSANDRA_PROTOCOL_VERSION",
         "--cassandra-protocol-version",
         "native protocol version (default 5: Cassandra 4.0 and later)",
-        _positive_int,
+        parse_positive_int,
     )
     request_timeout_s: float = setting(
         12.0,
@@ -179,7 +179,7 @@ class CassandraConfig:
         "STATESTORE_WRITE_CONCURRENCY",
         "--write-concurrency",
         "requests in flight per writer task (default 64)",
-        _positive_int,
+        parse_positive_int,
     )
     retry_budget_s: float = setting(
         60.0,
@@ -229,14 +229,14 @@ class KafkaConfig:
         "STATESTORE_KAFKA_TOPIC_REPLICATION",
         "--topic-replication",
         "replication factor of topics this project creates (default 1; 3 on a 3-broker cluster)",
-        _positive_int,
+        parse_positive_int,
     )
     min_insync_replicas: int | None = setting(
         None,
         "STATESTORE_KAFKA_MIN_INSYNC_REPLICAS",
         "--min-insync-replicas",
         "min.insync.replicas of topics this project creates (default: the broker's; 2 with replication 3)",
-        _positive_int,
+        parse_positive_int,
     )
 
     def __post_init__(self) -> None:
@@ -292,6 +292,23 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             group.add_argument(
                 off, dest=f.name, action="store_const", const="false", help=f"turn {f.metadata['flag']} off"
             )
+
+
+def to_environment(settings: Any) -> dict[str, str]:
+    """The STATESTORE_* variables that `resolve` turns back into `settings` (None fields left
+    out): how a process hands its resolved settings to the processes it starts."""
+    env = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            env[f.metadata["env"]] = "true" if value else "false"
+        elif isinstance(value, tuple):
+            env[f.metadata["env"]] = ",".join(str(v) for v in value)
+        else:
+            env[f.metadata["env"]] = str(value)
+    return env
 
 
 def from_args(cls: type, args: argparse.Namespace, env: Mapping[str, str] | None = None):
@@ -407,7 +424,7 @@ class StreamConfig:
         "STATESTORE_PARTITIONS",
         "--partitions",
         "store partitions of a new store (default: the topic's partition count)",
-        _positive_int,
+        parse_positive_int,
     )
     trigger: str = setting(
         "available-now",
@@ -428,7 +445,7 @@ class StreamConfig:
         "STATESTORE_MAX_OFFSETS_PER_TRIGGER",
         "--max-offsets-per-trigger",
         "cap on Kafka records per micro-batch (default: no cap)",
-        _positive_int,
+        parse_positive_int,
     )
     recover_from_store: bool = setting(
         False,

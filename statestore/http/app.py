@@ -27,6 +27,7 @@ from statestore.http.catalog import ConfigSource, StoreCatalog
 from statestore.http.fast_get import PointGetFastPath
 from statestore.http.metrics import KafkaSource, Metrics, RequestTimer, metrics_route
 from statestore.http.routes import router
+from statestore.http.shedding import LoadShedder, ShedLimits
 from statestore.store.cache import CacheOptions
 
 _log = logging.getLogger(__name__)
@@ -67,13 +68,18 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 
 def create_app(
-    cassandra: ConfigSource = None, *, cache: CacheOptions | None = None, kafka: KafkaSource = _from_environment
+    cassandra: ConfigSource = None,
+    *,
+    cache: CacheOptions | None = None,
+    kafka: KafkaSource = _from_environment,
+    shedding: ShedLimits | None = None,
 ) -> FastAPI:
     """The API app. `cassandra`: the settings, a function returning them (called on the first
     request), or None to resolve them from the STATESTORE_* environment then. `cache`: the
     opt-in read cache for point gets (reads may then be up to its TTL behind the store).
     `kafka`: where /metrics asks for end offsets (lag); by default the STATESTORE_KAFKA_*
-    environment at scrape time, None for no lag."""
+    environment at scrape time, None for no lag. `shedding`: how much load is admitted before
+    requests are answered 503 (None: all of it, as when mounted in Airflow's API server)."""
     app = FastAPI(
         title="statestore",
         version=__version__,
@@ -86,7 +92,9 @@ def create_app(
     app.include_router(router)
     app.add_route("/metrics", metrics_route, include_in_schema=False)
     app.add_middleware(PointGetFastPath)
-    app.add_middleware(RequestTimer, metrics=app.state.metrics)  # outermost: times the fast path too
+    if shedding is not None:
+        app.add_middleware(LoadShedder, limits=shedding, on_shed=app.state.metrics.shed.inc)
+    app.add_middleware(RequestTimer, metrics=app.state.metrics)  # outermost: times shed requests too
     for known in (StateStoreError, *DRIVER_ERRORS):
         app.add_exception_handler(known, _known_error)
     app.add_exception_handler(RequestValidationError, _bad_parameters)

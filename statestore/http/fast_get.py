@@ -7,7 +7,8 @@ itself, and with the client, the server and Cassandra sharing two cores it decid
 request, `GET /stores/{store}/keys/{key}` with no query string (so no `as_of`: the current
 value, of any store type), when the catalog already holds the store's handle warm. It reads
 with the driver's asynchronous call awaited on the event loop (`get_async`, read cache
-included) and answers with the route's own body (`record_for`) and error answers
+included; concurrent gets of a key-value store joined into one read by statestore.http.coalesce)
+and answers with the route's own body (`record_for`) and error answers
 (statestore.http.answers). Everything else, including every request with a query string,
 goes on to FastAPI unchanged, so parameter validation and the OpenAPI document keep one home.
 """
@@ -20,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from statestore.core.errors import StateStoreError
 from statestore.core.text import parse_key
 from statestore.http.answers import DRIVER_ERRORS, answer
+from statestore.http.coalesce import GetCoalescer
 from statestore.http.routes import record_for
 
 
@@ -40,6 +42,17 @@ def point_get_target(scope: Scope) -> tuple[str, str] | None:
 class PointGetFastPath:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._coalescers: dict[str, GetCoalescer] = {}
+
+    def _read(self, store: str, handle):
+        """The awaitable read of a key: joined with the other gets of this turn for key-value
+        stores (statestore.http.coalesce), alone for versioned stores' current values."""
+        if handle.VERSIONED:
+            return handle.get_async
+        coalescer = self._coalescers.get(store)
+        if coalescer is None or coalescer.handle is not handle:  # a store re-opened: its new handle
+            coalescer = self._coalescers[store] = GetCoalescer(handle)
+        return coalescer.get
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         target = point_get_target(scope)
@@ -50,7 +63,7 @@ class PointGetFastPath:
         key = target[1]
         try:
             parsed = parse_key(key, handle.key_codec)
-            record = record_for(handle, key, parsed, await handle.get_async(parsed))
+            record = record_for(handle, key, parsed, await self._read(target[0], handle)(parsed))
             response = Response(record.model_dump_json(), media_type="application/json")
         except (StateStoreError, *DRIVER_ERRORS) as exc:
             response = answer(exc)

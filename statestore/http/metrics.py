@@ -13,12 +13,15 @@ and statestore_kafka_up is 0; every other series is still served.
 from __future__ import annotations
 
 import logging
+import os
+import re
 import threading
 import time
 from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -32,6 +35,9 @@ from statestore.store.status import StreamStatus, stream_status
 _log = logging.getLogger(__name__)
 KAFKA_RETRY_S = 60.0  # after Kafka failed to answer, gather without it this long (its timeout is 15 s)
 KafkaSource = KafkaConfig | Callable[[], KafkaConfig | None] | None
+# prometheus-client's own variable: read when the package is imported, so set before that.
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_CONVERTER = re.compile(r":\w+}")
 
 
 def entries_estimate(session, spec) -> int | None:
@@ -138,11 +144,21 @@ class StoreCollector:
 
 
 class Metrics:
-    """The app's registry: the store collector and the request-latency histogram."""
+    """The app's registry: the store collector, the request-latency histogram and the count of
+    shed requests.
+
+    Under `statestore serve --workers N` each scrape reaches one worker, so the request series
+    are shared: prometheus-client's multiprocess mode (the directory in PROMETHEUS_MULTIPROC_DIR,
+    which serve sets for its workers) keeps every worker's values in files there, and a scrape
+    sums them, so the counts are the whole server's and keep growing when a worker is replaced."""
 
     def __init__(self, catalog, kafka: KafkaSource = None, ttl_s: float = 5.0) -> None:
-        self.registry = CollectorRegistry()
-        self.registry.register(StoreCollector(catalog, kafka, ttl_s))
+        self.stores = StoreCollector(catalog, kafka, ttl_s)
+        self.shared_dir = os.environ.get(MULTIPROCESS_DIR_ENV)
+        # Shared: the series live in the directory's files and every scrape gathers them anew.
+        self.registry = None if self.shared_dir else CollectorRegistry()
+        if self.registry is not None:
+            self.registry.register(self.stores)
         self.requests = Histogram(
             "statestore_http_request_duration_seconds",
             "Latency of the HTTP API's requests, by route template, method and status",
@@ -150,10 +166,23 @@ class Metrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
         )
+        self.shed = Counter(
+            "statestore_http_requests_shed",
+            "Requests answered 503 at once because every slot was busy and the queue full",
+            registry=self.registry,
+        )
+
+    def _gathered(self) -> CollectorRegistry:
+        if self.registry is not None:
+            return self.registry
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self.shared_dir)
+        registry.register(self.stores)
+        return registry
 
     def answer(self) -> Response:
         try:
-            body = generate_latest(self.registry)
+            body = generate_latest(self._gathered())
         except (StateStoreError, *DRIVER_ERRORS) as exc:  # Cassandra down: say so, as the other routes do
             return Response(f"# statestore metrics unavailable: {exc}\n", status_code=503, media_type="text/plain")
         return Response(body, media_type=CONTENT_TYPE_LATEST)
@@ -183,7 +212,9 @@ class RequestTimer:
             await self.app(scope, receive, sending)
         finally:
             route = scope.get("route")
-            template = getattr(route, "path", None) or _template_of(scope)
+            routed = getattr(route, "path", None)
+            # "{key:path}" -> "{key}": one series per route whether the fast path or FastAPI answered.
+            template = _CONVERTER.sub("}", routed) if routed else _template_of(scope)
             self.metrics.requests.labels(template, scope.get("method", "GET"), str(status["code"])).observe(
                 time.perf_counter() - began
             )

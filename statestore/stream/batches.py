@@ -110,13 +110,15 @@ class BatchSeams:
     `dead_letters` writes a batch's dead letters; `driver_timer` hears each driver step
     (lease check, registry progress, checkpoint offsets, first batch start offsets, registry
     begin_batch, apply_batch, dead letters, registry record_batch) and `task_timer` (an
-    AccumulatorTimer) the executors' apply phases; `on_batch` sees every applied batch."""
+    AccumulatorTimer) the executors' apply phases; `on_batch` sees every applied batch;
+    `log_batches` off leaves the batches out of the stream log (what recording them costs)."""
 
     make_applier: Callable[..., Callable] = partition_applier
     dead_letters: Callable[..., Counter[str]] = write_dead_letters
     driver_timer: Timer | None = None
     task_timer: Timer | None = None
     on_batch: Callable[[BatchResult], None] | None = None
+    log_batches: bool = True
 
 
 SHIPPED = BatchSeams()
@@ -372,7 +374,7 @@ class BatchApplier:
             tokens = dict(result.stats.cache_tokens)
             self.ledger.record(logical, plan.buckets, progress.outside_writes, tokens)
         self.last = result
-        if self.monitor is not None:
+        if self.monitor is not None and self.seams.log_batches:
             seconds = time.monotonic() - began
             times = [t for t in (_millis(progress.max_event_time), result.stats.max_time_ms) if t is not None]
             high_water = max(times) if times else None

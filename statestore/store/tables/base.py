@@ -63,6 +63,11 @@ class KeyValueTable(ABC):
         """The statement and parameters of `get` (for an asynchronous read of the same query)."""
         raise UnsupportedOperationError(f"{type(self).__name__} has no single-query get")
 
+    def get_many_queries(self, session, keys: list[bytes]) -> list[tuple[Any, tuple]]:
+        """The statements and parameters that read the entries of `keys` (a few keys per
+        query, each query's rows within one page), for one asynchronous read of many keys."""
+        raise UnsupportedOperationError(f"{type(self).__name__} has no multi-key get")
+
     @abstractmethod
     def put_if_absent(self, session, entry: Entry) -> Entry | None:
         """Insert `entry` unless its key exists (a lightweight transaction); returns the entry

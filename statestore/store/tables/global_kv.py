@@ -53,10 +53,8 @@ class GlobalKeyValueTable(KeyValueTable):
         # One request per chunk of keys, not per key: the client's cost per request is what
         # made this store's apply slow (BENCHMARKS.md). On several nodes the coordinator asks
         # each key's replicas; small chunks bound that fan-out.
-        select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE key IN ?")
-        select.is_idempotent = True
         found: dict[bytes, Entry] = {}
-        work = ((select, (chunk,)) for chunk in chunked(keys, _READ_KEYS))
+        work = self.get_many_queries(session, keys)
         for result in execute_concurrent(
             session,
             execution_profile=self.profile,
@@ -105,6 +103,11 @@ class GlobalKeyValueTable(KeyValueTable):
 
     def get_query(self, session, key):
         return self._select_one(session), (key,)
+
+    def get_many_queries(self, session, keys):
+        select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE key IN ?")
+        select.is_idempotent = True
+        return [(select, (chunk,)) for chunk in chunked(keys, _READ_KEYS)]
 
     def get(self, session, key):
         row = session.execute(*self.get_query(session, key), execution_profile=self.profile).one()

@@ -47,17 +47,20 @@ class PartitionedKeyValueTable(KeyValueTable):
             groups[self.partition_of(item if isinstance(item, bytes) else item.key)].append(item)
         return groups
 
-    def read_entries(self, session, keys, concurrency):
+    def get_many_queries(self, session, keys):
         select = prepare(
             session,
             f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE partition = ? AND key IN ?",
         )
         select.is_idempotent = True
-        work = [
+        return [
             (select, (partition, chunk))
             for partition, group in self._by_partition(keys).items()
             for chunk in chunked(group, _READ_KEYS)
         ]
+
+    def read_entries(self, session, keys, concurrency):
+        work = self.get_many_queries(session, keys)
         found: dict[bytes, Entry] = {}
         for result in execute_concurrent(
             session,

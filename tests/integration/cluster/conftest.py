@@ -200,15 +200,19 @@ def progress_of(session, keyspace: str, store: str):
     """The store's registry progress, or None before the job registered it."""
     from cassandra import InvalidRequest
 
-    from statestore.conn.retry import TRANSIENT
+    from statestore.conn.retry import is_transient
     from statestore.core.errors import StoreNotFoundError
     from statestore.store import registry
 
     try:
         return registry.progress(session, keyspace, store)
-    # No store yet, or not even the registry table; or a serial read caught by a node going down.
-    except (StoreNotFoundError, InvalidRequest, *TRANSIENT):
+    # No store yet, or not even the registry table.
+    except (StoreNotFoundError, InvalidRequest):
         return None
+    except Exception as exc:  # a serial read caught by a node going down, or by the job's own LWTs
+        if is_transient(exc):
+            return None
+        raise
 
 
 def recorded_batches(session, keyspace: str, store: str) -> int:

@@ -169,3 +169,12 @@ def test_the_profile_names_the_cache_phase_and_its_hit_rate():
     assert "| ↳ apply cache (LMDB lookups and writes) | 1.50 |" in text
     assert "Keys applied 2,000, read from Cassandra 500: the apply cache vouched for 75.0% of them." in text
     assert "its 6 batches applied 1,000 keys and read 400 from Cassandra (the cache vouched for 60.0%)" in text
+
+
+def test_every_system_has_a_label_and_a_colour():
+    # A system missing from either made the report crash after the whole run (partitioned-nolog did).
+    from compare.plots import _COLOURS
+    from compare.systems import LABELS
+    from compare.systems import SYSTEMS as ALL_SYSTEMS
+
+    assert set(ALL_SYSTEMS) <= set(LABELS) and set(ALL_SYSTEMS) <= set(_COLOURS)

@@ -54,3 +54,94 @@ def test_min_insync_above_the_replication_is_refused_before_any_topic_is_made():
     with pytest.raises(ConfigError, match="exceeds --topic-replication 1"):
         cfg.resolve(KafkaConfig, env=env)
     assert cfg.resolve(KafkaConfig, env={}).topic_replication == 1
+
+
+def _cas_unknown():
+    from cassandra.protocol import ErrorMessage
+
+    return ErrorMessage(0x1700, "CAS operation result is unknown - proposal accepted by 1 but not a quorum.", None)
+
+
+def test_an_lwt_with_an_unknown_outcome_is_retried_like_a_timeout():
+    # Protocol v5's CAS_WRITE_UNKNOWN reaches us as the driver's bare ErrorMessage (code 0x1700).
+    config = cfg.resolve(CassandraConfig, env={"STATESTORE_RETRY_BUDGET": "5"})
+    attempts = []
+
+    def action():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise _cas_unknown()
+        return "taken"
+
+    assert with_retries(config, "taking the lease", action, sleep=lambda _s: None) == "taken"
+    assert len(attempts) == 3
+
+
+def test_other_server_errors_are_not_retried():
+    from cassandra import InvalidRequest
+    from cassandra.protocol import ErrorMessage
+
+    config = cfg.resolve(CassandraConfig, env={"STATESTORE_RETRY_BUDGET": "5"})
+    for error in (InvalidRequest("no such table"), ErrorMessage(0x2000, "syntax error", None)):
+        attempts = []
+
+        def action(error=error, attempts=attempts):
+            attempts.append(1)
+            raise error
+
+        with pytest.raises(type(error)):
+            with_retries(config, "reading", action, sleep=lambda _s: None)
+        assert len(attempts) == 1
+
+
+class _Statement:
+    def bind(self, params):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(params=params, consistency_level=None)
+
+
+class _Session:
+    """A session whose serial reads fail with `errors` first, then answer."""
+
+    def __init__(self, errors):
+        from types import SimpleNamespace
+
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile
+
+        self.errors = list(errors)
+        self.calls = []
+        profiles = {EXEC_PROFILE_DEFAULT: ExecutionProfile(serial_consistency_level=ConsistencyLevel.LOCAL_SERIAL)}
+        self.cluster = SimpleNamespace(profile_manager=SimpleNamespace(profiles=profiles))
+
+    def execute(self, bound, execution_profile):
+        self.calls.append(bound.consistency_level)
+        if self.errors:
+            raise self.errors.pop(0)
+        return "row"
+
+
+def test_a_serial_read_left_unknown_by_contention_reads_again():
+    from cassandra import WriteTimeout, WriteType
+
+    from statestore.conn.cassandra import serial_read
+
+    cas_timeout = WriteTimeout("timeout", consistency=ConsistencyLevel.LOCAL_SERIAL, write_type=WriteType.CAS)
+    session = _Session([_cas_unknown(), cas_timeout])
+    assert serial_read(session, _Statement(), ("store",)) == "row"
+    assert session.calls == [ConsistencyLevel.LOCAL_SERIAL] * 3
+
+
+def test_a_serial_read_gives_up_after_a_few_rounds_and_never_retries_other_errors():
+    from cassandra import InvalidRequest
+
+    from statestore.conn.cassandra import serial_read
+
+    session = _Session([_cas_unknown() for _ in range(10)])
+    with pytest.raises(Exception, match="CAS operation result is unknown"):
+        serial_read(session, _Statement(), ("store",))
+    assert len(session.calls) == 4
+    session = _Session([InvalidRequest("no such table")])
+    with pytest.raises(InvalidRequest):
+        serial_read(session, _Statement(), ("store",))
+    assert len(session.calls) == 1

@@ -71,3 +71,25 @@ def test_requests_are_labelled_by_route_template_not_by_key():
     mounted = {"path": "/statestore/api/stores/c/keys/k", "root_path": "/statestore/api"}
     assert _template_of(mounted) == "/stores/{store}/keys/{key}"
     assert _template_of({"path": "/no/such/thing"}) == "other"
+
+
+def test_a_routed_request_and_a_fast_path_one_share_their_route_label():
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from statestore.http.metrics import Metrics, RequestTimer
+
+    metrics = Metrics(catalog=None, kafka=None)
+    routed = Starlette(routes=[Route("/stores/{store}/keys/{key:path}", lambda request: PlainTextResponse("1"))])
+    routed.add_middleware(RequestTimer, metrics=metrics)
+    with TestClient(routed) as client:
+        assert client.get("/stores/counts/keys/a/b").status_code == 200
+    labels = {
+        sample.labels["route"]
+        for family in metrics.requests.collect()
+        for sample in family.samples
+        if sample.name.endswith("_count")
+    }
+    assert labels == {_template_of({"path": "/stores/counts/keys/river"})} == {"/stores/{store}/keys/{key}"}

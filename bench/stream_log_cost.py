@@ -1,0 +1,57 @@
+"""What recording one batch in the stream log costs the driver (issue 17): StreamMonitor.batch
+(the 2-row read of the batch before it for the running sums, and the insert) timed on the local
+stack, in its own keyspace (dropped at the end). Beside it, `make bench`'s corpus run with and
+without the batch rows (`streaming_compare.py --systems partitioned,partitioned-nolog`).
+
+    .venv/bin/python bench/stream_log_cost.py [--batches 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
+from statestore.core.config import CassandraConfig, resolve
+from statestore.store.builder import StoreBuilder
+from statestore.store.stream_log import BatchRecord
+from statestore.stream.monitor import StreamMonitor
+
+KEYSPACE = "bench_stream_log"
+WARMUP = 20
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=300, help="batches recorded (300; the first 20 untimed)")
+    args = parser.parse_args()
+    config = resolve(CassandraConfig, overrides={"keyspace": KEYSPACE})
+    session = session_for(config)
+    create_keyspace(session, KEYSPACE)
+    try:
+        store = StoreBuilder(session, "logged").with_keyspace(KEYSPACE).partitioned_key_value_store(4).create()
+        monitor = StreamMonitor(config, store.spec)
+        monitor.ensure_tables()
+        monitor.run_id = "bench"
+        monitor.state("running")
+        offsets = '{"lines":{"0":1000,"1":1000,"2":1000,"3":1000}}'
+        took = []
+        for batch in range(args.batches):
+            record = BatchRecord(batch, batch, "bench", None, 57_000, 57_000, 0, 500_000, 0, 5.0, offsets, None)
+            began = time.perf_counter()
+            monitor.batch(record)
+            took.append(time.perf_counter() - began)
+        timed = sorted(took[WARMUP:])
+        print(
+            f"stream log per batch ({len(timed)} timed): median {statistics.median(timed) * 1000:.2f} ms, "
+            f"p99 {timed[int(len(timed) * 0.99)] * 1000:.2f} ms, mean {statistics.mean(timed) * 1000:.2f} ms"
+        )
+    finally:
+        session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", execution_profile=DDL_PROFILE, timeout=120)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
