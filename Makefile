@@ -90,7 +90,8 @@ bench-replay: stack-up
 bench-cluster: stack-up cluster-up
 	$(BIN)/python bench/cluster_throughput.py
 
-# HTTP point-get latency (with and without the read cache) and a 1M-entry full scan (BENCHMARKS.md).
+# HTTP point-get latency (with and without the read cache), the concurrency sweep (1-128 clients)
+# and a 1M-entry full scan (BENCHMARKS.md; about 12 minutes).
 bench-query: stack-up
 	$(BIN)/python bench/query_api.py
 

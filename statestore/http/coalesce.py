@@ -24,6 +24,8 @@ class GetCoalescer:
         self._reads: set[asyncio.Future] = set()
 
     async def get(self, key: Any) -> Any | None:
+        # A key that cannot be stored fails its own request here, never the read it would join.
+        self.handle.encode_key(key)
         loop = asyncio.get_running_loop()
         answer = loop.create_future()
         if not self._pending:

@@ -67,7 +67,8 @@ def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket
 
 def run(serve: ServeConfig, cassandra: CassandraConfig, *, access_log: bool, log_level: str) -> None:
     """Serve until interrupted."""
-    options = {"access_log": access_log, "log_level": log_level}
+    # host and port only for uvicorn's "running on" line: the sockets are bound here.
+    options = {"host": serve.http_host, "port": serve.http_port, "access_log": access_log, "log_level": log_level}
     if serve.workers == 1:
         sock = listening_socket(serve.http_host, serve.http_port, reuse_port=False)
         _serve(build_app(serve, cassandra), sock, options)

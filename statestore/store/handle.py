@@ -75,8 +75,13 @@ class StoreHandle:
 
     # -- codecs ------------------------------------------------------------------------------
 
-    def _key(self, key: Any) -> bytes:
+    def encode_key(self, key: Any) -> bytes:
+        """`key` as it is stored: encoded with the key codec and checked (the codec's error, or
+        ValueTooLargeError for a key Cassandra cannot store)."""
         return check_key(self.key_codec.encode(key))
+
+    def _key(self, key: Any) -> bytes:
+        return self.encode_key(key)
 
     def _value(self, value: Any) -> bytes:
         return check_value(self.value_codec.encode(value), self.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from statestore.conn import kafka as kafka_io
@@ -21,7 +22,6 @@ from statestore.store.stream_log import BatchRecord, StateChange, Totals
 
 RATE_BATCHES = 20  # words/s over this many recent batches
 HOUR_MS = 3_600_000
-_LOG_ROWS = 1000  # batches read to cover the last hour (more than one batch every 3.6 s: a lower bound)
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,35 @@ def words_per_second(batches: list[BatchRecord]) -> float | None:
     return None
 
 
-def dead_letters_since(batches: list[BatchRecord], since_ms: int) -> int:
-    """Dead letters of the batches committed at or after `since_ms`. Pure."""
-    return sum(b.dead_letters for b in batches if b.recorded_at_ms is not None and b.recorded_at_ms >= since_ms)
+def last_recorded_before(
+    newest: BatchRecord, since_ms: int, at_or_before: Callable[[int], BatchRecord | None]
+) -> BatchRecord | None:
+    """The newest batch recorded before `since_ms` (None: every logged batch is that recent),
+    found by bisecting batch ids, since a store records its batches in id order:
+    `at_or_before(id)` gives the newest logged batch with an id at most `id`, and about
+    log2(batches) of them are asked. Pure but for that probe."""
+    if newest.recorded_at_ms is None or newest.recorded_at_ms < since_ms:
+        return newest
+    # Invariant: every logged batch with an id at most `low` was recorded before since_ms, and
+    # `found` is the newest of them; every one from `high` on was recorded at or after it.
+    low, high, found = -1, newest.batch_id, None
+    while high - low > 1:
+        middle = (low + high) // 2
+        probe = at_or_before(middle)
+        if probe is None:
+            low = middle
+        elif probe.recorded_at_ms is None or probe.recorded_at_ms < since_ms:
+            low, found = middle, probe
+        else:
+            high = probe.batch_id
+    return found
+
+
+def dead_letters_between(newest: BatchRecord, before: BatchRecord | None) -> int:
+    """Dead letters of the batches after `before` up to `newest`, from their running sums
+    (`before` None: every batch up to `newest`). Pure."""
+    earlier = 0 if before is None else sum(n for _, n in before.totals.dead_letters)
+    return sum(n for _, n in newest.totals.dead_letters) - earlier
 
 
 def last_restart(states: list[StateChange]) -> StateChange | None:
@@ -108,7 +134,15 @@ def stream_status(
     progress = registry.progress(session, keyspace, store)
     holder = current_holder(session, keyspace, store)
     states = stream_log.recent_states(session, keyspace, store)
-    batches = stream_log.recent_batches(session, keyspace, store, _LOG_ROWS)
+    batches = stream_log.recent_batches(session, keyspace, store, RATE_BATCHES)
+    letters = 0
+    if batches:
+        hour_ago = last_recorded_before(
+            batches[0],
+            now_ms - HOUR_MS,
+            lambda batch_id: stream_log.batch_at_or_before(session, keyspace, store, batch_id),
+        )
+        letters = dead_letters_between(batches[0], hour_ago)
     latest = states[0] if states else None
     restart = last_restart(states)
     lag: list[PartitionLag] = []
@@ -139,13 +173,13 @@ def stream_status(
         last_batch_age_s=None if last_at is None else round((now_ms - last_at) / 1000, 1),
         lag=lag,
         lag_total=total,
-        words_per_s=words_per_second(batches[:RATE_BATCHES]),
-        rate_batches=min(len(batches), RATE_BATCHES),
-        dead_letters_last_hour=dead_letters_since(batches, now_ms - HOUR_MS),
+        words_per_s=words_per_second(batches),
+        rate_batches=len(batches),
+        dead_letters_last_hour=letters,
         last_restart_s=None if restart is None else restart.restart_seconds,
         last_restart_at_ms=None if restart is None else restart.at_ms,
         max_event_time_ms=None if progress.max_event_time is None else millis_of(progress.max_event_time),
         totals=batches[0].totals if batches else Totals(),
-        batch_seconds=tuple(b.seconds for b in batches[:RATE_BATCHES]),
+        batch_seconds=tuple(b.seconds for b in batches),
         kafka_error=kafka_error,
     )

@@ -162,37 +162,53 @@ def record_state(
     )
 
 
+_BATCH_COLUMNS = (
+    "batch_id, spark_batch_id, run_id, recorded_at, keys, written, skipped, words, dead_letters,"
+    " seconds, end_offsets, max_event_time, dead_letters_by_reason, written_total, skipped_total, words_total,"
+    " dead_letters_total"
+)
+
+
 def recent_batches(session, keyspace: str, store: str, limit: int = 20) -> list[BatchRecord]:
     """The store's `limit` latest batches, newest first (none when no stream has logged any)."""
     if table_metadata(session, keyspace, BATCHES_TABLE) is None:
         return []
     select = prepare(
         session,
-        "SELECT batch_id, spark_batch_id, run_id, recorded_at, keys, written, skipped, words, dead_letters,"
-        " seconds, end_offsets, max_event_time, dead_letters_by_reason, written_total, skipped_total, words_total,"
-        f" dead_letters_total FROM {validate_keyspace(keyspace)}.{BATCHES_TABLE}"
-        " WHERE store = ? LIMIT ?",
+        f"SELECT {_BATCH_COLUMNS} FROM {validate_keyspace(keyspace)}.{BATCHES_TABLE} WHERE store = ? LIMIT ?",
     )
     rows = session.execute(select, (validate_store_name(store), limit), execution_profile=BOOKKEEPING_PROFILE)
-    return [
-        BatchRecord(
-            r.batch_id,
-            r.spark_batch_id,
-            r.run_id,
-            _millis(r.recorded_at),
-            r.keys or 0,
-            r.written or 0,
-            r.skipped or 0,
-            r.words or 0,
-            r.dead_letters or 0,
-            r.seconds or 0.0,
-            r.end_offsets,
-            _millis(r.max_event_time),
-            _pairs(r.dead_letters_by_reason),
-            Totals(r.written_total or 0, r.skipped_total or 0, r.words_total or 0, _pairs(r.dead_letters_total)),
-        )
-        for r in rows
-    ]
+    return [_record_of(r) for r in rows]
+
+
+def batch_at_or_before(session, keyspace: str, store: str, batch_id: int) -> BatchRecord | None:
+    """The newest logged batch whose id is at most `batch_id` (None: none is), in one read."""
+    select = prepare(
+        session,
+        f"SELECT {_BATCH_COLUMNS} FROM {validate_keyspace(keyspace)}.{BATCHES_TABLE}"
+        " WHERE store = ? AND batch_id <= ? LIMIT 1",
+    )
+    row = session.execute(select, (validate_store_name(store), batch_id), execution_profile=BOOKKEEPING_PROFILE).one()
+    return None if row is None else _record_of(row)
+
+
+def _record_of(r) -> BatchRecord:
+    return BatchRecord(
+        r.batch_id,
+        r.spark_batch_id,
+        r.run_id,
+        _millis(r.recorded_at),
+        r.keys or 0,
+        r.written or 0,
+        r.skipped or 0,
+        r.words or 0,
+        r.dead_letters or 0,
+        r.seconds or 0.0,
+        r.end_offsets,
+        _millis(r.max_event_time),
+        _pairs(r.dead_letters_by_reason),
+        Totals(r.written_total or 0, r.skipped_total or 0, r.words_total or 0, _pairs(r.dead_letters_total)),
+    )
 
 
 def totals_before(session, keyspace: str, store: str, batch_id: int) -> Totals:

@@ -19,6 +19,11 @@ class FakeHandle:
         self.single: list = []
         self.many: list[list] = []
 
+    def encode_key(self, key):
+        if key == "":
+            raise ValueError("an empty key cannot be stored")
+        return key.encode()
+
     async def get_async(self, key):
         self.single.append(key)
         await asyncio.sleep(0)
@@ -82,5 +87,19 @@ def test_a_get_whose_client_left_does_not_disturb_the_others():
         assert await second == 2
         with pytest.raises(asyncio.CancelledError):
             await first
+
+    asyncio.run(scenario())
+
+
+def test_a_key_that_cannot_be_stored_fails_its_own_get_only():
+    async def scenario():
+        handle = FakeHandle({"a": 1, "b": 2})
+        coalescer = GetCoalescer(handle)
+        answers = await asyncio.gather(
+            coalescer.get("a"), coalescer.get(""), coalescer.get("b"), return_exceptions=True
+        )
+        assert answers[0] == 1 and answers[2] == 2
+        assert isinstance(answers[1], ValueError)
+        assert handle.many == [["a", "b"]]
 
     asyncio.run(scenario())

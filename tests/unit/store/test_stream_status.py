@@ -1,17 +1,22 @@
 """The pure parts of `statestore status`: lag, rate, the last hour's dead letters, the table."""
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from statestore.cli.status import render
 from statestore.store.status import (
     PartitionLag,
     StreamStatus,
-    dead_letters_since,
+    dead_letters_between,
     lag_of,
+    last_recorded_before,
     last_restart,
     words_per_second,
 )
-from statestore.store.stream_log import BatchRecord, StateChange
+from statestore.store.stream_log import BatchRecord, StateChange, Totals
 
 
 def batch(batch_id, at_ms, words, seconds=1.0, dead=0):
@@ -38,9 +43,51 @@ def test_words_per_second_spans_the_batches_commits():
     assert words_per_second([]) is None
 
 
+def logged(rows: list[tuple[int, int, int]]) -> list[BatchRecord]:
+    """(batch id, recorded at, dead letters) oldest first -> records carrying running sums."""
+    records, total = [], 0
+    for batch_id, at_ms, dead in rows:
+        total += dead
+        record = batch(batch_id, at_ms, 1, dead=dead)
+        records.append(replace(record, totals=Totals(dead_letters=(("bad", total),) if total else ())))
+    return records
+
+
+def probe_of(records: list[BatchRecord], asked: list[int]):
+    def at_or_before(batch_id: int) -> BatchRecord | None:
+        asked.append(batch_id)
+        return next((r for r in reversed(records) if r.batch_id <= batch_id), None)
+
+    return at_or_before
+
+
 def test_dead_letters_of_the_last_hour_only():
-    batches = [batch(3, 7_200_000, 1, dead=2), batch(2, 3_600_000, 1, dead=5), batch(1, 3_599_999, 1, dead=100)]
-    assert dead_letters_since(batches, 3_600_000) == 7
+    records = logged([(1, 3_599_999, 100), (2, 3_600_000, 5), (3, 7_200_000, 2)])
+    before = last_recorded_before(records[-1], 3_600_000, probe_of(records, []))
+    assert before.batch_id == 1
+    assert dead_letters_between(records[-1], before) == 7
+    # Every batch that recent: all of them count.
+    assert last_recorded_before(records[-1], 0, probe_of(records, [])) is None
+    assert dead_letters_between(records[-1], None) == 107
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 5), st.integers(0, 5_000), st.integers(0, 9)), min_size=1, max_size=200),
+    st.integers(0, 1_100_000),
+)
+def test_the_bisection_finds_what_a_scan_finds_in_few_reads(steps, since_ms):
+    # Batch ids with gaps (batches the log lost to its TTL), times growing with the id.
+    rows, batch_id, at_ms = [], -1, 0
+    for id_step, time_step, dead in steps:
+        batch_id, at_ms = batch_id + id_step, at_ms + time_step
+        rows.append((batch_id, at_ms, dead))
+    records = logged(rows)
+    asked: list[int] = []
+    found = last_recorded_before(records[-1], since_ms, probe_of(records, asked))
+    expected = next((r for r in reversed(records) if r.recorded_at_ms < since_ms), None)
+    assert found == expected
+    assert dead_letters_between(records[-1], found) == sum(d for _, at, d in rows if at >= since_ms)
+    assert len(asked) <= records[-1].batch_id.bit_length() + 1
 
 
 def test_the_last_restart_is_the_newest_state_with_a_restart_time():
