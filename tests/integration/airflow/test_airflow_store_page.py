@@ -27,7 +27,7 @@ from statestore.store import admin, stream_log
 from statestore.store.builder import StoreBuilder, open_store
 from statestore.store.session import SessionKey
 from statestore.store.status import stream_status
-from statestore.store.stream_log import BatchRecord
+from statestore.store.stream_log import BatchRecord, Totals
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 PASSWORD = "page-test-password"
@@ -132,8 +132,14 @@ def _log_a_stream(session, keyspace) -> None:
     stream_log.ensure_tables(session, keyspace)
     for state, restart in (("starting", None), ("waiting_for_lease", None), ("running", None), ("running", 2.5)):
         stream_log.record_state(session, keyspace, STORE, state, run_id="run-1", restart_seconds=restart)
+    totals = Totals()
     for batch_id, (words, seconds) in enumerate(BATCH_WORDS_SECONDS):
-        record = BatchRecord(batch_id, batch_id, "run-1", None, 3, 3, 0, words, batch_id, seconds, None, None)
+        # Batch i had i dead letters; each row carries the running sums, as the job's rows do.
+        reasons = (("invalid-utf8", batch_id),) if batch_id else ()
+        totals = totals.plus(3, 0, words, reasons)
+        record = BatchRecord(
+            batch_id, batch_id, "run-1", None, 3, 3, 0, words, batch_id, seconds, None, None, reasons, totals
+        )
         stream_log.record_batch(session, keyspace, STORE, record)
         time.sleep(0.05)  # distinct commit times, as real batches have
 
