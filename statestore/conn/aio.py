@@ -31,7 +31,7 @@ def awaitable(response_future) -> asyncio.Future:
 
 async def first_row(session, query: tuple, profile):
     """The first row `query` (statement, parameters) reads, or None, awaited without a thread."""
-    rows = await awaitable(session.execute_async(*query, execution_profile=profile))
+    rows = await rows_of(session, query, profile)
     return rows[0] if rows else None
 
 

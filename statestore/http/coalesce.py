@@ -36,22 +36,21 @@ class GetCoalescer:
 
     def _flush(self) -> None:
         taken, self._pending = self._pending, []
-        keys = [key for key, _ in taken]
-        if len(keys) == 1:
-            read = asyncio.ensure_future(self.handle.get_async(keys[0]))
-        else:
-            read = asyncio.ensure_future(self.handle.get_many_async(keys))
-        self._reads.add(read)  # the loop keeps only weak references to tasks
-        read.add_done_callback(self._reads.discard)
-        read.add_done_callback(lambda done: _settle(taken, done))
+        task = asyncio.get_running_loop().create_task(self._read_together([key for key, _ in taken]))
+        self._reads.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self._reads.discard)
+        task.add_done_callback(lambda done: _settle(taken, done))
+
+    async def _read_together(self, keys: list[Any]) -> list[Any | None]:
+        if len(keys) == 1:  # a lone get stays a single-key query
+            return [await self.handle.get_async(keys[0])]
+        return await self.handle.get_many_async(keys)
 
 
 def _settle(taken: list[tuple[Any, asyncio.Future]], read: asyncio.Future) -> None:
     """Each get of a finished read gets its value, or the read's error."""
     error = None if read.cancelled() else read.exception()
-    values = [None] * len(taken)
-    if not read.cancelled() and error is None:
-        values = [read.result()] if len(taken) == 1 else read.result()
+    values = read.result() if not read.cancelled() and error is None else [None] * len(taken)
     for (_, answer), value in zip(taken, values, strict=True):
         if answer.done():  # its client has gone
             continue

@@ -22,6 +22,7 @@ from statestore.core.errors import StateStoreError
 from statestore.core.text import parse_key
 from statestore.http.answers import DRIVER_ERRORS, answer
 from statestore.http.coalesce import GetCoalescer
+from statestore.http.paths import app_path
 from statestore.http.routes import record_for
 
 
@@ -29,11 +30,7 @@ def point_get_target(scope: Scope) -> tuple[str, str] | None:
     """(store, key) when `scope` is a plain point get this path may answer, else None."""
     if scope["type"] != "http" or scope["method"] != "GET" or scope["query_string"]:
         return None
-    path: str = scope["path"]  # already percent-decoded, as FastAPI's {key:path} sees it
-    root = scope.get("root_path", "")
-    if root and path.startswith(root + "/"):  # mounted under a prefix (the Airflow plugin)
-        path = path[len(root) :]
-    parts = path.split("/", 4)  # "", "stores", store, "keys", key (which may hold slashes)
+    parts = app_path(scope).split("/", 4)  # "", "stores", store, "keys", key (which may hold slashes)
     if len(parts) != 5 or parts[0] or parts[1] != "stores" or parts[3] != "keys" or not parts[2] or not parts[4]:
         return None
     return parts[2], parts[4]

@@ -28,6 +28,7 @@ from starlette.responses import Response
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.http.answers import DRIVER_ERRORS
+from statestore.http.paths import app_path
 from statestore.store import admin, stream_log
 from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.status import StreamStatus, stream_status
@@ -222,10 +223,7 @@ class RequestTimer:
 
 def _template_of(scope) -> str:
     """Requests answered before routing (the point-get fast path) or not routed at all."""
-    path = scope.get("path", "")
-    root = scope.get("root_path", "")
-    if root and path.startswith(root):  # mounted (the Airflow plugin): the app's own path
-        path = path[len(root) :]
+    path = app_path(scope)
     parts = path.strip("/").split("/")
     if len(parts) == 4 and parts[0] == "stores" and parts[2] == "keys":
         return "/stores/{store}/keys/{key}"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from statestore.core.errors import OptionError
+from statestore.http.paths import app_path
 
 NEVER_SHED = ("/metrics",)
 # The app's ErrorBody, made once: a shed request must cost next to nothing.
@@ -56,7 +57,7 @@ class LoadShedder:
         self.waiting = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _app_path(scope) in NEVER_SHED:
+        if scope["type"] != "http" or app_path(scope) in NEVER_SHED:
             await self.app(scope, receive, send)
             return
         if self._slots is None:
@@ -75,12 +76,6 @@ class LoadShedder:
             await self.app(scope, receive, send)
         finally:
             slots.release()
-
-
-def _app_path(scope: Scope) -> str:
-    path: str = scope.get("path", "")
-    root = scope.get("root_path", "")
-    return path[len(root) :] if root and path.startswith(root) else path
 
 
 async def _shed(send: Send, retry_after_s: int) -> None:

@@ -214,8 +214,8 @@ def _record_of(r) -> BatchRecord:
 def totals_before(session, keyspace: str, store: str, batch_id: int) -> Totals:
     """The running sums of the newest logged batch before `batch_id` (zeros: none logged; a
     replayed batch carries on from the one before it, not from its own earlier attempt)."""
-    earlier = [b for b in recent_batches(session, keyspace, store, 2) if b.batch_id < batch_id]
-    return earlier[0].totals if earlier else Totals()
+    earlier = batch_at_or_before(session, keyspace, store, batch_id - 1)
+    return Totals() if earlier is None else earlier.totals
 
 
 def _pairs(mapping) -> tuple[tuple[str, int], ...]:

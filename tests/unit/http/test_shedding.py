@@ -44,6 +44,15 @@ async def _request(app, path: str) -> dict:
     return answer
 
 
+async def _one_slot_taken(max_queue: int) -> tuple[GatedApp, LoadShedder, asyncio.Task]:
+    """A shedder with one slot, held by a request the gated app has not let through yet."""
+    inner = GatedApp()
+    app = LoadShedder(inner, ShedLimits(max_active=1, max_queue=max_queue))
+    busy = asyncio.create_task(_request(app, "/stores/s/keys/a"))
+    await asyncio.sleep(0.01)
+    return inner, app, busy
+
+
 def test_beyond_the_slots_and_the_queue_requests_are_shed_at_once():
     async def scenario():
         inner = GatedApp()
@@ -74,10 +83,7 @@ def test_beyond_the_slots_and_the_queue_requests_are_shed_at_once():
 
 def test_with_no_queue_a_request_is_shed_as_soon_as_every_slot_is_busy():
     async def scenario():
-        inner = GatedApp()
-        app = LoadShedder(inner, ShedLimits(max_active=1, max_queue=0))
-        first = asyncio.create_task(_request(app, "/stores/s/keys/a"))
-        await asyncio.sleep(0.01)
+        inner, app, first = await _one_slot_taken(max_queue=0)
         second = await _request(app, "/stores/s/keys/b")
         assert second["status"] == 503
         inner.gate.set()
@@ -90,10 +96,7 @@ def test_with_no_queue_a_request_is_shed_as_soon_as_every_slot_is_busy():
 
 def test_metrics_are_never_shed():
     async def scenario():
-        inner = GatedApp()
-        app = LoadShedder(inner, ShedLimits(max_active=1, max_queue=0))
-        busy = asyncio.create_task(_request(app, "/stores/s/keys/a"))
-        await asyncio.sleep(0.01)
+        inner, app, busy = await _one_slot_taken(max_queue=0)
         scrape = asyncio.create_task(_request(app, "/metrics"))
         await asyncio.sleep(0.01)
         assert inner.entered == ["/stores/s/keys/a", "/metrics"]
@@ -105,10 +108,7 @@ def test_metrics_are_never_shed():
 
 def test_a_waiting_request_whose_client_left_gives_its_place_back():
     async def scenario():
-        inner = GatedApp()
-        app = LoadShedder(inner, ShedLimits(max_active=1, max_queue=1))
-        busy = asyncio.create_task(_request(app, "/stores/s/keys/a"))
-        await asyncio.sleep(0.01)
+        inner, app, busy = await _one_slot_taken(max_queue=1)
         waiting = asyncio.create_task(_request(app, "/stores/s/keys/b"))
         await asyncio.sleep(0.01)
         assert app.waiting == 1
