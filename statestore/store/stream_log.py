@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -138,6 +141,26 @@ def record_batch(session, keyspace: str, store: str, batch: BatchRecord) -> None
     )
 
 
+class ChangeClock:
+    """Milliseconds for state-change rows, strictly increasing within this process. `at` is the
+    row's clustering key at Cassandra's millisecond precision, so two changes in one millisecond
+    (`starting`, then `waiting_for_lease` as soon as the lease is refused) would be one row and
+    the first change lost; the server's `now()` gives no such order."""
+
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._now = now
+        self._last_ms = 0
+        self._lock = threading.Lock()
+
+    def next_ms(self) -> int:
+        with self._lock:
+            self._last_ms = max(int(self._now() * 1000), self._last_ms + 1)
+            return self._last_ms
+
+
+_change_clock = ChangeClock()
+
+
 def record_state(
     session,
     keyspace: str,
@@ -153,11 +176,20 @@ def record_state(
     insert = prepare(
         session,
         f"INSERT INTO {validate_keyspace(keyspace)}.{STATES_TABLE} (store, at, state, reason, run_id, host, pid,"
-        " restart_seconds) VALUES (?, toTimestamp(now()), ?, ?, ?, ?, ?, ?)",
+        " restart_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     )
     session.execute(
         insert,
-        (validate_store_name(store), state, reason, run_id, socket.gethostname(), os.getpid(), restart_seconds),
+        (
+            validate_store_name(store),
+            _change_clock.next_ms(),
+            state,
+            reason,
+            run_id,
+            socket.gethostname(),
+            os.getpid(),
+            restart_seconds,
+        ),
         execution_profile=BOOKKEEPING_PROFILE,
     )
 

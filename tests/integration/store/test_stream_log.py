@@ -34,3 +34,15 @@ def test_dead_letters_of_the_last_hour_come_from_the_running_sums(session, keysp
         now_ms = rows[boundary].recorded_at_ms + HOUR_MS
         status = stream_status(session, None, keyspace, store.name, now_ms=now_ms)
         assert status.dead_letters_last_hour == sum(DEAD[boundary:]), boundary
+
+
+def test_state_changes_in_one_millisecond_are_all_kept_in_order(session, keyspace):
+    """A run refused the lease writes `starting`, `waiting_for_lease` and `failed` within a
+    millisecond or two; each must be its own row, in the order written (CI once lost `starting`)."""
+    stream_log.ensure_tables(session, keyspace)
+    written = [stream_log.STARTING, stream_log.WAITING_FOR_LEASE, stream_log.FAILED] * 5
+    for state in written:
+        stream_log.record_state(session, keyspace, "quick_changes", state, run_id="run")
+    kept = stream_log.recent_states(session, keyspace, "quick_changes", 100)
+    assert [s.state for s in reversed(kept)] == written
+    assert len({s.at_ms for s in kept}) == len(written)
