@@ -11,7 +11,6 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from cassandra.concurrent import execute_concurrent
-from cassandra.query import BatchStatement, BatchType
 
 from statestore.conn.cassandra import prepare
 from statestore.core.errors import UnsupportedOperationError
@@ -21,6 +20,7 @@ from statestore.core.sorting import external_sort
 from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import paged
+from statestore.store.tables.unlogged import write_unlogged
 
 _SORT_CHUNK = 200_000
 _READ_KEYS = 100
@@ -78,28 +78,13 @@ class GlobalKeyValueTable(KeyValueTable):
         return groups
 
     def write_entries(self, session, entries, concurrency, write_ts):
-        using = " USING TIMESTAMP ?" if write_ts is not None else ""
-        upsert = prepare(
-            session,
-            f"INSERT INTO {self.qualified} (key, value, time, batch_id) VALUES (?, ?, ?, ?){using}",
+        groups = (
+            [(e.key, e.value, _time(e), e.batch_id) for e in rows]
+            for group in self._by_first_replica(session, entries).values()
+            for rows in write_batches(group, _BATCH_KEYS)
         )
-        upsert.is_idempotent = True
-        stamp = () if write_ts is None else (write_ts,)
-        work = []
-        for group in self._by_first_replica(session, entries).values():
-            for rows in write_batches(group, _BATCH_KEYS):
-                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-                batch.is_idempotent = True
-                for e in rows:
-                    batch.add(upsert, (e.key, e.value, _time(e), e.batch_id, *stamp))
-                work.append((batch, ()))
-        execute_concurrent(
-            session,
-            execution_profile=self.profile,
-            statements_and_parameters=work,
-            concurrency=concurrency,
-            raise_on_first_error=True,
-        )
+        insert = f"INSERT INTO {self.qualified} (key, value, time, batch_id) VALUES (?, ?, ?, ?)"
+        write_unlogged(session, self.profile, insert, groups, concurrency, write_ts)
 
     def get_query(self, session, key):
         return self._select_one(session), (key,)

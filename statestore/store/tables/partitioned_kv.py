@@ -2,7 +2,7 @@
 
 The seed library's default layout. A key's partition is Kafka's default partitioner on the
 key bytes (statestore.core.partitioner), so readers find any key with one query. Writes of one
-partition go in UNLOGGED single-partition batches: one round trip, applied atomically.
+partition go in prepared UNLOGGED single-partition batches (statestore.store.tables.unlogged).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 from cassandra import OperationTimedOut, ReadTimeout
 from cassandra.concurrent import execute_concurrent
-from cassandra.query import BatchStatement, BatchType
 
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, Entry, KeyRange
@@ -21,6 +20,7 @@ from statestore.core.partitioner import partition_for
 from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, range_condition, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.unlogged import write_unlogged
 
 _BATCH_ROWS = 64
 _READ_KEYS = 100
@@ -73,33 +73,14 @@ class PartitionedKeyValueTable(KeyValueTable):
                 found[row.key] = entry_from_row(row)
         return found
 
-    def _upsert(self, session, write_ts: int | None):
-        using = " USING TIMESTAMP ?" if write_ts is not None else ""
-        upsert = prepare(
-            session,
-            f"INSERT INTO {self.qualified} (partition, key, value, time, batch_id) VALUES (?, ?, ?, ?, ?){using}",
-        )
-        upsert.is_idempotent = True
-        return upsert
-
     def write_entries(self, session, entries, concurrency, write_ts):
-        upsert = self._upsert(session, write_ts)
-        stamp = () if write_ts is None else (write_ts,)
-        batches = []
-        for partition, group in self._by_partition(entries).items():
-            for rows in write_batches(group, _BATCH_ROWS):
-                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-                batch.is_idempotent = True
-                for entry in rows:
-                    batch.add(upsert, (partition, entry.key, entry.value, _time(entry), entry.batch_id, *stamp))
-                batches.append((batch, ()))
-        execute_concurrent(
-            session,
-            execution_profile=self.profile,
-            statements_and_parameters=batches,
-            concurrency=concurrency,
-            raise_on_first_error=True,
+        groups = (
+            [(partition, e.key, e.value, _time(e), e.batch_id) for e in rows]
+            for partition, group in self._by_partition(entries).items()
+            for rows in write_batches(group, _BATCH_ROWS)
         )
+        insert = f"INSERT INTO {self.qualified} (partition, key, value, time, batch_id) VALUES (?, ?, ?, ?, ?)"
+        write_unlogged(session, self.profile, insert, groups, concurrency, write_ts)
 
     def get_query(self, session, key):
         select = prepare(

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
-from cassandra.query import BatchStatement, BatchType
 
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
@@ -27,6 +26,7 @@ from statestore.core.partitioner import partition_for
 from statestore.store.tables.base import chunked, range_condition, time_ms_of, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.unlogged import write_unlogged
 
 _BATCH_ROWS = 64
 # Pairs per read query: as many as the key-value table's keys per IN list.
@@ -80,32 +80,19 @@ class PartitionedWindowTable:
     def write(self, session, entries: list[WindowedEntry], concurrency: int, write_ts: int | None) -> None:
         """Upsert absolute values, one UNLOGGED batch per Cassandra partition (idempotent, so
         retries are safe; at `write_ts` microseconds, None: the server's clock)."""
-        using = " USING TIMESTAMP ?" if write_ts is not None else ""
-        upsert = prepare(
-            session,
-            f"INSERT INTO {self.qualified} (partition, segment, key, window_start, value, time, batch_id)"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?){using}",
-        )
-        upsert.is_idempotent = True
-        stamp = () if write_ts is None else (write_ts,)
         groups: dict[tuple[int, int], list[WindowedEntry]] = defaultdict(list)
         for entry in entries:
             groups[self._home(entry.key, entry.start_ms)].append(entry)
-        batches = []
-        for (partition, segment), group in groups.items():
-            for rows in write_batches(group, _BATCH_ROWS):
-                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-                batch.is_idempotent = True
-                for e in rows:
-                    batch.add(upsert, (partition, segment, e.key, e.start_ms, e.value, _time(e), e.batch_id, *stamp))
-                batches.append((batch, ()))
-        execute_concurrent(
-            session,
-            execution_profile=self.profile,
-            statements_and_parameters=batches,
-            concurrency=concurrency,
-            raise_on_first_error=True,
+        rows_of_batches = (
+            [(partition, segment, e.key, e.start_ms, e.value, _time(e), e.batch_id) for e in rows]
+            for (partition, segment), group in groups.items()
+            for rows in write_batches(group, _BATCH_ROWS)
         )
+        insert = (
+            f"INSERT INTO {self.qualified} (partition, segment, key, window_start, value, time, batch_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        )
+        write_unlogged(session, self.profile, insert, rows_of_batches, concurrency, write_ts)
 
     def read(
         self, session, windows: list[tuple[bytes, int]], concurrency: int

@@ -1,0 +1,58 @@
+"""The write path on the real Cassandra: every row of a write lands with the write timestamp it
+was given (replay safety and fencing rest on it), so an older timestamp cannot overwrite it,
+for each store type written in prepared UNLOGGED batches."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from statestore.core.codecs import decode_long, encode_long
+from statestore.core.model import Entry, StoreSpec, StoreType, WindowedEntry
+from statestore.core.windows import WindowSpec
+from statestore.store.builder import StoreBuilder
+from statestore.store.provision import provision_store
+from statestore.store.tables import table_for, window_table_for
+
+T0 = 1_700_000_000_000_000
+ROWS = 64 * 3 + 37  # full batches and a remainder cut into several sizes
+
+
+def _writetimes(session, table: str) -> dict[bytes, int]:
+    return {r.key: r.wt for r in session.execute(f"SELECT key, WRITETIME(value) AS wt FROM {table}")}
+
+
+@pytest.mark.parametrize("kind", [StoreType.PARTITIONED_KV, StoreType.GLOBAL_KV])
+def test_key_value_rows_carry_their_write_timestamp(session, keyspace, kind):
+    spec = provision_store(session, StoreSpec(keyspace, f"u{uuid.uuid4().hex[:12]}", kind, 4))
+    table = table_for(spec)
+    keys = [f"word-{i}".encode() for i in range(ROWS)]
+    try:
+        table.write_entries(session, [Entry(k, encode_long(i), 5, None) for i, k in enumerate(keys)], 8, T0)
+        table.write_entries(session, [Entry(k, encode_long(-1), 4, None) for k in keys], 8, T0 - 1)  # older: loses
+        found = table.read_entries(session, keys, 8)
+        assert {k: decode_long(e.value) for k, e in found.items()} == {k: i for i, k in enumerate(keys)}
+        assert {e.batch_id for e in found.values()} == {5}
+        assert _writetimes(session, f"{keyspace}.{spec.table}") == dict.fromkeys(keys, T0)
+    finally:
+        session.execute(f"DROP TABLE {keyspace}.{spec.table}")
+
+
+def test_window_rows_carry_their_write_timestamp(session, keyspace):
+    windowing = WindowSpec(10, 10, grace_ms=0, retention_ms=10_000, segment_ms=1_000)
+    name = f"w{uuid.uuid4().hex[:12]}"
+    store = StoreBuilder(session, name).with_keyspace(keyspace).partitioned_window_store(windowing, 4).create()
+    table = window_table_for(store.spec)
+    windows = [(f"word-{i % 50}".encode(), (i // 50) * 10) for i in range(ROWS)]
+    try:
+        table.write(session, [WindowedEntry(k, s, encode_long(7), 5, None) for k, s in windows], 8, T0)
+        table.write(session, [WindowedEntry(k, s, encode_long(-1), 4, None) for k, s in windows], 8, T0 - 1)
+        found = table.read(session, windows, 8)
+        assert sorted(found) == sorted(windows)
+        assert {decode_long(e.value) for e in found.values()} == {7}
+        rows = session.execute(f"SELECT WRITETIME(value) AS wt FROM {keyspace}.{store.spec.table}")
+        assert [r.wt for r in rows] == [T0] * ROWS
+    finally:
+        session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
+        session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (name,))

@@ -1,0 +1,58 @@
+"""Prepared UNLOGGED batches: every row of every group lands in exactly one batch, in order,
+with the write timestamp bound once per batch, and only power-of-two batch sizes are prepared."""
+
+from __future__ import annotations
+
+import pytest
+
+from statestore.store.tables.unlogged import batch_cql, batch_work, power_of_two_sizes
+
+INSERT = "INSERT INTO ks.t (partition, key, value) VALUES (?, ?, ?)"
+
+
+class _PreparingSession:
+    """Stands in for the driver's session: `prepare` returns a fresh object per CQL text."""
+
+    def __init__(self):
+        self.prepared: list[str] = []
+
+    def prepare(self, cql):
+        self.prepared.append(cql)
+        return type("Prepared", (), {"cql": cql, "is_idempotent": False})()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 37, 63, 64, 65, 100])
+def test_sizes_are_distinct_powers_of_two_summing_to_the_rows(rows):
+    sizes = list(power_of_two_sizes(rows))
+    assert sum(sizes) == rows
+    assert sizes == sorted(set(sizes), reverse=True)
+    assert all(size & (size - 1) == 0 for size in sizes)
+
+
+def test_no_rows_make_no_batch():
+    assert list(power_of_two_sizes(0)) == []
+
+
+def test_a_batch_repeats_the_insert_and_binds_its_timestamp_first():
+    cql = batch_cql(INSERT, 2, timestamped=True)
+    assert cql == f"BEGIN UNLOGGED BATCH USING TIMESTAMP ? {INSERT}; {INSERT}; APPLY BATCH"
+    assert "TIMESTAMP" not in batch_cql(INSERT, 4, timestamped=False)
+    assert batch_cql(INSERT, 4, timestamped=False).count("INSERT INTO") == 4
+
+
+def test_every_row_is_bound_once_in_order_with_the_timestamp():
+    session = _PreparingSession()
+    groups = [[(0, f"k{i}", i) for i in range(37)], [(1, "x", 9)], [(2, f"m{i}", i) for i in range(64)]]
+    work = batch_work(session, INSERT, groups, write_ts=1_700)
+    assert [s.cql.count("INSERT INTO") for s, _ in work] == [32, 4, 1, 1, 64]
+    assert all(values[0] == 1_700 and len(values) == 1 + 3 * s.cql.count("INSERT INTO") for s, values in work)
+    bound = [tuple(values[i : i + 3]) for _, values in work for i in range(1, len(values), 3)]
+    assert bound == [row for group in groups for row in group]
+    assert all(s.is_idempotent for s, _ in work)
+
+
+def test_without_a_timestamp_nothing_extra_is_bound_and_statements_are_reused():
+    session = _PreparingSession()
+    work = batch_work(session, INSERT, [[(0, "a", 1)] * 5, [(1, "b", 2)] * 5], write_ts=None)
+    assert [len(values) for _, values in work] == [12, 3, 12, 3]
+    assert len(session.prepared) == 2  # one per size, prepared once per session
