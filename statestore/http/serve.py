@@ -7,8 +7,9 @@ landed on one of two workers.) Each worker has its own event loop, Cassandra ses
 cache and load-shedding limits, so the limits and the cache are per worker. Workers start as
 fresh interpreters (multiprocessing's spawn), so the parent hands its resolved settings
 (command line over environment over defaults) to them as STATESTORE_* variables and each
-resolves them again through the same chain. The parent restarts a worker that dies and stops
-them all on SIGINT or SIGTERM. Their request metrics are shared through prometheus-client's
+resolves them again through the same chain. The parent restarts a worker that dies (with a
+growing delay while workers keep dying soon after they start) and stops them all on SIGINT or
+SIGTERM. Their request metrics are shared through prometheus-client's
 multiprocess directory, made for the run and removed after it.
 """
 
@@ -23,6 +24,8 @@ import signal
 import socket
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 
 import uvicorn
@@ -106,6 +109,26 @@ def _serve(app: FastAPI, sock: socket.socket, options: dict) -> None:
     uvicorn.Server(uvicorn.Config(app, **options)).run(sockets=[sock])
 
 
+@dataclass
+class RestartBackoff:
+    """How long to wait before replacing a worker that died: not at all after one that served
+    a while, doubling from `first_s` up to `max_s` while replacements keep dying within
+    `healthy_s` of their start (a crash loop: Cassandra unreachable at start, a bad setting),
+    so such a loop neither spins the CPU nor floods the log."""
+
+    first_s: float = 0.5
+    max_s: float = 30.0
+    healthy_s: float = 10.0
+    quick_deaths: int = 0
+
+    def delay(self, lived_s: float) -> float:
+        if lived_s >= self.healthy_s:
+            self.quick_deaths = 0
+            return 0.0
+        self.quick_deaths += 1
+        return min(self.first_s * 2 ** (self.quick_deaths - 1), self.max_s)
+
+
 def _supervise(count: int, options: dict) -> None:
     spawn = multiprocessing.get_context("spawn")
     stopping = []
@@ -113,29 +136,39 @@ def _supervise(count: int, options: dict) -> None:
     def start():
         process = spawn.Process(target=_worker, args=(options,), name="statestore-serve-worker", daemon=False)
         process.start()
-        return process
+        return process, time.monotonic()
 
     def stop(signum, _frame):
         stopping.append(signum)
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    workers = [start() for _ in range(count)]
-    _log.info("serving with %d workers: %s", count, ", ".join(str(w.pid) for w in workers))
+    slots = [start() for _ in range(count)]
+    backoffs = [RestartBackoff() for _ in range(count)]
+    due: dict[int, float] = {}  # slot -> when its replacement starts
+    _log.info("serving with %d workers: %s", count, ", ".join(str(w.pid) for w, _ in slots))
     try:
         while not stopping:
-            wait([w.sentinel for w in workers], timeout=0.5)
-            for n, worker in enumerate(workers):
+            wait([w.sentinel for w, _ in slots if w.is_alive()], timeout=0.5)
+            now = time.monotonic()
+            for n, (worker, started) in enumerate(slots):
                 if stopping or worker.is_alive():
                     continue
                 if worker.exitcode == BIND_FAILED:
                     raise ConfigError("a worker could not listen on the port (its error is above)")
-                _log.warning("worker %d exited with code %s; starting another", worker.pid, worker.exitcode)
-                workers[n] = start()
+                if n not in due:
+                    pause = backoffs[n].delay(now - started)
+                    _log.warning(
+                        "worker %d exited with code %s; starting another in %.1f s", worker.pid, worker.exitcode, pause
+                    )
+                    due[n] = now + pause
+                if now >= due[n]:
+                    del due[n]
+                    slots[n] = start()
     finally:
-        for worker in workers:
+        for worker, _ in slots:
             if worker.is_alive():
                 worker.terminate()  # SIGTERM: uvicorn finishes the requests in flight
-        for worker in workers:
+        for worker, _ in slots:
             worker.join(timeout=20)
             if worker.is_alive():
                 worker.kill()

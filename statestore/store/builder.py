@@ -17,7 +17,7 @@ default profile (LOCAL_QUORUM), count-all off, string keys and long values, no r
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
@@ -42,7 +42,7 @@ from statestore.store.window import WindowStore
 class StoreOptions:
     keyspace: str
     table_name_fn: Callable[[str], str] = store_table
-    table_options: TableOptions = field(default_factory=TableOptions)
+    table_options: TableOptions | None = None  # None: the store type's own default (TWCS for windows)
     create_table: bool = True
     ddl_profile: object = DDL_PROFILE
     dml_profile: object = EXEC_PROFILE_DEFAULT
@@ -74,7 +74,7 @@ class StoreBuilder:
 
     def with_table_options(self, options: TableOptions | None = None, **changes: Any) -> StoreBuilder:
         """Either a TableOptions, or changes to the current ones (compaction=..., ttl=...)."""
-        return self._with(table_options=(options or self.options.table_options).updated(changes))
+        return self._with(table_options=(options or self.options.table_options or TableOptions()).updated(changes))
 
     def with_create_table(self, enabled: bool) -> StoreBuilder:
         return self._with(create_table=_flag("create_table", enabled))
@@ -167,8 +167,7 @@ class StoreBuilder:
             spec,
             o.key_codec,
             o.value_codec,
-            # Untouched builder options leave the window table its own default (TWCS).
-            table_options=None if o.table_options == TableOptions() else o.table_options,
+            table_options=o.table_options,
             dml_profile=o.dml_profile,
             ddl_profile=o.ddl_profile,
         )

@@ -9,6 +9,9 @@ import asyncio
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 
 import httpx
@@ -157,3 +160,16 @@ def test_an_overloaded_server_sheds_with_503_and_retry_after(loaded):
         assert _shed_count(server.url) == len(shed)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_already_taken_is_one_clear_error_before_any_worker_starts(workers):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        argv = [sys.executable, "-m", "statestore", "serve", "--port", str(port), "--workers", workers]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "Choose another --port" in done.stderr
+    assert "worker" not in done.stderr.lower()  # refused by the parent, not by a worker it started

@@ -8,6 +8,7 @@ from statestore.core import codecs
 from statestore.core.errors import CodecError, InvalidNameError, OptionError
 from statestore.core.model import StoreType
 from statestore.core.options import TableOptions
+from statestore.core.windows import WindowSpec
 from statestore.store.builder import StoreBuilder
 from statestore.store.cache import CacheOptions
 
@@ -60,6 +61,15 @@ def test_builder_is_immutable_and_does_no_io():
     assert (spec.table, spec.partitions, spec.value_codec) == ("clicks_kstreams_store", 8, "json")
     assert spec.store_type is StoreType.PARTITIONED_KV
     assert base.global_key_value_store().spec.table == "clicks_store"
+
+
+def test_a_window_store_keeps_compaction_asked_for_even_when_it_is_the_key_value_default():
+    windowing = WindowSpec(60_000, 60_000)
+    base = StoreBuilder(None, "clicks").with_keyspace("ks")
+    assert base.partitioned_window_store(windowing, 2).table_options is None  # its own default: TWCS
+    leveled = base.with_table_options(compaction="LeveledCompactionStrategy").partitioned_window_store(windowing, 2)
+    assert leveled.table_options.compaction == "LeveledCompactionStrategy"
+    assert base.partitioned_key_value_store(2).table_options == TableOptions()
 
 
 def test_builder_refuses_bad_options_when_set():
