@@ -105,6 +105,14 @@ class ApplyStats:
             self.cache_tokens + other.cache_tokens,
         )
 
+    @classmethod
+    def of_slice(cls, deltas: list[Delta], written: int, skipped: int, read: int) -> ApplyStats:
+        """A slice's figures: its keys, what it wrote and skipped, what it read, its words and
+        its latest event time."""
+        times = [d.time_ms for d in deltas if d.time_ms is not None]
+        words = sum(d.amount for d in deltas)
+        return cls(len(deltas), written, skipped, max(times) if times else None, read=read, words=words)
+
 
 def advance(stored: Entry | WindowedEntry | None, delta: Delta, batch_id: int) -> tuple[bytes, int | None] | None:
     """Pure, the apply's one rule: the (value, event time) batch `batch_id` writes for `delta`
@@ -175,17 +183,18 @@ def apply_deltas(
         current.update(cached)
         writes, skipped = timed(timer, "plan", lambda: plan_writes(current, deltas, batch_id))
         write = table.write_entries
-    faults.crash_if_armed_mid_write(
-        batch_id, lambda half: write(session, writes[:half], concurrency, write_ts), len(writes)
-    )
-    timed(timer, "write", lambda: write(session, writes, concurrency, write_ts))
+    write_all(batch_id, lambda rows: write(session, rows, concurrency, write_ts), writes, timer)
     if cache is not None:
         written = {w.key for w in writes}
         read_back = (e for k, e in current.items() if k not in written and k not in cached)
         timed(timer, "cache", lambda: cache.remember([*writes, *read_back]))
-    times = [d.time_ms for d in deltas if d.time_ms is not None]
-    words = sum(d.amount for d in deltas)
-    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None, read=len(keys), words=words)
+    return ApplyStats.of_slice(deltas, len(writes), skipped, read=len(keys))
+
+
+def write_all(batch_id: int, write: Callable[[list], None], rows: list, timer: Timer | None) -> None:
+    """Write a slice's rows (timed), after the fault switch's half-write when it is armed."""
+    faults.crash_if_armed_mid_write(batch_id, lambda half: write(rows[:half]), len(rows))
+    timed(timer, "write", lambda: write(rows))
 
 
 # Deltas are applied in slices so a task's memory stays bounded whatever its input size.

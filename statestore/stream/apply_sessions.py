@@ -26,8 +26,7 @@ from statestore.core.model import SessionEntry, StoreSpec
 from statestore.core.windows import Session, merge_into_sessions
 from statestore.store.tables import session_table_for
 from statestore.store.tables.partitioned_session import SessionChange
-from statestore.stream import faults
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, slices_applier, timed
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, slices_applier, timed, write_all
 
 KeyTimes = tuple[Delta, tuple[int, ...]]  # a key's delta (count, latest time) and its event times
 
@@ -75,13 +74,8 @@ def apply_session_deltas(
             skipped += 1
         else:
             changes.append(change)
-    faults.crash_if_armed_mid_write(
-        batch_id, lambda half: table.apply(session, changes[:half], concurrency, write_ts), len(changes)
-    )
-    timed(timer, "write", lambda: table.apply(session, changes, concurrency, write_ts))
-    times = [d.time_ms for d, _ in deltas if d.time_ms is not None]
-    words = sum(d.amount for d, _ in deltas)
-    return ApplyStats(len(deltas), len(changes), skipped, max(times) if times else None, read=len(asks), words=words)
+    write_all(batch_id, lambda rows: table.apply(session, rows, concurrency, write_ts), changes, timer)
+    return ApplyStats.of_slice([d for d, _ in deltas], len(changes), skipped, read=len(asks))
 
 
 def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:

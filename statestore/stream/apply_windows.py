@@ -14,8 +14,7 @@ from collections.abc import Iterable, Iterator
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec, WindowedEntry
 from statestore.store.tables import window_table_for
-from statestore.stream import faults
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, advance, slices_applier, timed
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, advance, slices_applier, timed, write_all
 
 WindowKey = tuple[bytes, int]  # (key, window start)
 
@@ -52,13 +51,8 @@ def apply_window_deltas(
     windows = [(delta.key, start) for start, delta in deltas]
     current = timed(timer, "read", lambda: table.read(session, windows, concurrency))
     writes, skipped = timed(timer, "plan", lambda: plan_window_writes(current, deltas, batch_id))
-    faults.crash_if_armed_mid_write(
-        batch_id, lambda half: table.write(session, writes[:half], concurrency, write_ts), len(writes)
-    )
-    timed(timer, "write", lambda: table.write(session, writes, concurrency, write_ts))
-    times = [d.time_ms for _, d in deltas if d.time_ms is not None]
-    words = sum(d.amount for _, d in deltas)
-    return ApplyStats(len(deltas), len(writes), skipped, max(times) if times else None, read=len(windows), words=words)
+    write_all(batch_id, lambda rows: table.write(session, rows, concurrency, write_ts), writes, timer)
+    return ApplyStats.of_slice([d for _, d in deltas], len(writes), skipped, read=len(windows))
 
 
 def window_deltas_of(rows: Iterable) -> Iterator[list[tuple[int, Delta]]]:

@@ -25,9 +25,10 @@ from statestore.store.tables.unlogged import write_unlogged
 _SORT_CHUNK = 200_000
 _READ_KEYS = 100
 # Keys per write batch: one request for several keys instead of one each (the client's and the
-# coordinator's cost per request dominated this store's apply); at Cassandra's default
-# unlogged_batch_across_partitions_warn_threshold, so no batch draws a warning.
-_BATCH_KEYS = 10
+# coordinator's cost per request dominated this store's apply); under Cassandra's default
+# unlogged_batch_across_partitions_warn_threshold (10), so no batch draws a warning, and a power
+# of two, so a full batch is one prepared statement (10 would be cut into 8 + 2).
+_BATCH_KEYS = 8
 # The Murmur3 token ring, split into this many ranges for a parallel exact count.
 _COUNT_SPLITS = 64
 _TOKEN_MIN, _TOKEN_MAX = -(2**63), 2**63 - 1
