@@ -15,6 +15,7 @@ their batches row by row.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
 
 from cassandra.concurrent import execute_concurrent
 
@@ -31,6 +32,7 @@ def power_of_two_sizes(rows: int) -> Iterator[int]:
         size >>= 1
 
 
+@lru_cache(maxsize=256)  # a few sizes per table: built once, not once per batch
 def batch_cql(insert_cql: str, rows: int, timestamped: bool) -> str:
     """One UNLOGGED batch of `rows` copies of `insert_cql`; its timestamp, if any, is the
     batch's first bind marker (every row gets it)."""
