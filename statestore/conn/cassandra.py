@@ -15,6 +15,7 @@ import os
 import ssl
 import threading
 import time
+import weakref
 
 from cassandra import AuthenticationFailed, ConsistencyLevel, InvalidRequest, WriteTimeout, WriteType
 from cassandra.auth import PlainTextAuthProvider
@@ -255,17 +256,24 @@ def serial_read(session: Session, statement, params: tuple):
     raise AssertionError("unreachable")
 
 
-_prepared: dict[tuple[int, str], object] = {}
+# Each session's prepared statements, held for as long as the session lives: keyed by the
+# session itself, not its id(), which a later session could reuse after this one is gone (it
+# would then be handed statements prepared on a closed cluster).
+_prepared: weakref.WeakKeyDictionary[Session, dict[str, object]] = weakref.WeakKeyDictionary()
+_prepared_lock = threading.Lock()
 
 
 def prepare(session: Session, cql: str):
-    """Prepare `cql` once per session and process; prepared statements are idempotent-marked
-    by their callers, never here."""
-    key = (id(session), cql)
-    statement = _prepared.get(key)
+    """Prepare `cql` once per session; prepared statements are idempotent-marked by their
+    callers, never here."""
+    statements = _prepared.get(session)
+    if statements is None:
+        with _prepared_lock:
+            statements = _prepared.setdefault(session, {})
+    statement = statements.get(cql)
     if statement is None:
         statement = session.prepare(cql)
-        _prepared[key] = statement
+        statements[cql] = statement
     return statement
 
 

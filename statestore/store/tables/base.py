@@ -129,18 +129,22 @@ BATCH_BYTES = 4096
 
 
 def write_batches(entries: Iterable[Entry], max_rows: int) -> Iterator[list[Entry]]:
-    """`entries` cut into the groups one UNLOGGED batch writes: at most `max_rows` rows, and a
-    new batch once one reaches BATCH_BYTES (a single larger entry still goes alone)."""
-    batch: list[Entry] = []
-    size = 0
-    for entry in entries:
-        if batch and (size >= BATCH_BYTES or len(batch) >= max_rows):
-            yield batch
-            batch, size = [], 0
-        batch.append(entry)
-        size += len(entry.key) + len(entry.value) + 24
-    if batch:
-        yield batch
+    """`entries` cut into the groups one UNLOGGED batch writes, in order: each as many rows as
+    fit (at most `max_rows`, and none added once the rows reach BATCH_BYTES: a single larger
+    entry still goes alone), cut down to a power of two, the rest carried into the next. A
+    table prepares one batch statement per size (statestore.store.tables.unlogged), so full
+    batches are one request each and only a group's last rows need several."""
+    rows = list(entries)
+    start = 0
+    while start < len(rows):
+        fit, size = 0, 0
+        while start + fit < len(rows) and fit < max_rows and size < BATCH_BYTES:
+            entry = rows[start + fit]
+            size += len(entry.key) + len(entry.value) + 24
+            fit += 1
+        take = 1 << (fit.bit_length() - 1)
+        yield rows[start : start + take]
+        start += take
 
 
 def chunked(items: Iterable, size: int) -> Iterator[list]:

@@ -78,8 +78,9 @@ class PartitionedWindowTable:
         return self.partition_of(key), self.windowing.segment_of(start_ms)
 
     def write(self, session, entries: list[WindowedEntry], concurrency: int, write_ts: int | None) -> None:
-        """Upsert absolute values, one UNLOGGED batch per Cassandra partition (idempotent, so
-        retries are safe; at `write_ts` microseconds, None: the server's clock)."""
+        """Upsert absolute values in prepared UNLOGGED batches, each within one Cassandra
+        partition (idempotent, so retries are safe; at `write_ts` microseconds, None: the
+        server's clock)."""
         groups: dict[tuple[int, int], list[WindowedEntry]] = defaultdict(list)
         for entry in entries:
             groups[self._home(entry.key, entry.start_ms)].append(entry)
