@@ -13,6 +13,7 @@ executor-side timer is statestore's own AccumulatorTimer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import logging
@@ -260,6 +261,22 @@ def drop_keyspace(session, keyspace: str, cassandra, kafka) -> None:
         except Exception as exc:  # noqa: BLE001 - a loaded node can time out; try again
             _log.warning("dropping keyspace %s failed (attempt %d): %s", keyspace, attempt + 1, exc)
             time.sleep(5)
+
+
+@contextlib.contextmanager
+def scratch_keyspace(keyspace: str):
+    """(config, session) on the local stack with `keyspace` made for one benchmark and dropped
+    after it, also when the benchmark fails."""
+    from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
+    from statestore.core.config import CassandraConfig, resolve
+
+    config = resolve(CassandraConfig, overrides={"keyspace": keyspace})
+    session = session_for(config)
+    create_keyspace(session, keyspace)
+    try:
+        yield config, session
+    finally:
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", execution_profile=DDL_PROFILE, timeout=120)
 
 
 def delete_topics(kafka, topics: list[str]) -> None:

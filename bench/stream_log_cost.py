@@ -13,8 +13,8 @@ import statistics
 import sys
 import time
 
-from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
-from statestore.core.config import CassandraConfig, resolve
+from bench_common import scratch_keyspace
+
 from statestore.store.builder import StoreBuilder
 from statestore.store.stream_log import BatchRecord
 from statestore.stream.monitor import StreamMonitor
@@ -27,10 +27,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=300, help="batches recorded (300; the first 20 untimed)")
     args = parser.parse_args()
-    config = resolve(CassandraConfig, overrides={"keyspace": KEYSPACE})
-    session = session_for(config)
-    create_keyspace(session, KEYSPACE)
-    try:
+    with scratch_keyspace(KEYSPACE) as (config, session):
         store = StoreBuilder(session, "logged").with_keyspace(KEYSPACE).partitioned_key_value_store(4).create()
         monitor = StreamMonitor(config, store.spec)
         monitor.ensure_tables()
@@ -48,8 +45,6 @@ def main() -> int:
             f"stream log per batch ({len(timed)} timed): median {statistics.median(timed) * 1000:.2f} ms, "
             f"p99 {timed[int(len(timed) * 0.99)] * 1000:.2f} ms, mean {statistics.mean(timed) * 1000:.2f} ms"
         )
-    finally:
-        session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", execution_profile=DDL_PROFILE, timeout=120)
     return 0
 
 

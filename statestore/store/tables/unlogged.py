@@ -3,8 +3,8 @@
 A batch assembled in the driver (`BatchStatement.add` once per row) costs every row a bound
 statement of its own in the driver's Python, and Cassandra a prepared-statement lookup and a
 bind per row. A batch *prepared* as one statement of n INSERTs binds one flat list of values:
-on the local stack, 100,000 rows in batches of 64 took 11-18 µs per row instead of 38-57
-(bench/write_path.py). Batches are powers of two long (tables.base.write_batches cuts them so,
+on the local stack, 200,000 rows in batches of 64 took 14.7 µs per row instead of 64.8
+(bench/write_path.py, BENCHMARKS.md). Batches are powers of two long (tables.base.write_batches cuts them so,
 carrying the rest into the next batch; a group of any other length is cut here), so a table has
 at most seven such statements per timestamp mode, prepared once per session.
 
