@@ -25,6 +25,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
@@ -65,10 +66,10 @@ def timed(timer: Timer | None, phase: str, step: Callable):
         timer(phase, time.perf_counter() - began)
 
 
-@dataclass(frozen=True)
-class Delta:
+class Delta(NamedTuple):
     """A change to one key within one batch: `amount` to add, latest event time seen, and the
-    key's apply-cache bucket (statestore.stream.apply_cache; None without the cache)."""
+    key's apply-cache bucket (statestore.stream.apply_cache; None without the cache). A named
+    tuple: one is made per key of every batch (see statestore.core.model.Entry)."""
 
     key: bytes
     amount: int

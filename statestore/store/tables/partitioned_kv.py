@@ -16,7 +16,7 @@ from cassandra.concurrent import execute_concurrent
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, Entry, KeyRange
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import partition_for
+from statestore.core.partitioner import partition_for, partitions_for
 from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, range_condition, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
@@ -41,10 +41,12 @@ class PartitionedKeyValueTable(KeyValueTable):
     def partition_of(self, key: bytes) -> int:
         return partition_for(key, self.spec.partitions)
 
-    def _by_partition(self, keys) -> dict[int, list]:
+    def _by_partition(self, items) -> dict[int, list]:
+        """`items` (keys, or entries) grouped by their key's partition, in order."""
         groups: dict[int, list] = defaultdict(list)
-        for item in keys:
-            groups[self.partition_of(item if isinstance(item, bytes) else item.key)].append(item)
+        keys = [item if isinstance(item, bytes) else item.key for item in items]
+        for partition, item in zip(partitions_for(keys, self.spec.partitions), items, strict=True):
+            groups[partition].append(item)
         return groups
 
     def get_many_queries(self, session, keys):

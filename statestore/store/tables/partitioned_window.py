@@ -22,7 +22,7 @@ from cassandra.concurrent import execute_concurrent
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import partition_for
+from statestore.core.partitioner import partition_for, partitions_for
 from statestore.store.tables.base import chunked, range_condition, time_ms_of, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
@@ -82,8 +82,9 @@ class PartitionedWindowTable:
         partition (idempotent, so retries are safe; at `write_ts` microseconds, None: the
         server's clock)."""
         groups: dict[tuple[int, int], list[WindowedEntry]] = defaultdict(list)
-        for entry in entries:
-            groups[self._home(entry.key, entry.start_ms)].append(entry)
+        partitions = partitions_for([entry.key for entry in entries], self.spec.partitions)
+        for partition, entry in zip(partitions, entries, strict=True):
+            groups[(partition, self.windowing.segment_of(entry.start_ms))].append(entry)
         rows_of_batches = (
             [(partition, segment, e.key, e.start_ms, e.value, _time(e), e.batch_id) for e in rows]
             for (partition, segment), group in groups.items()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from statestore.store.tables.unlogged import batch_cql, batch_work, power_of_two_sizes
+from statestore.store.tables.unlogged import batch_cql, batch_work, bind_serialized, power_of_two_sizes
 
 INSERT = "INSERT INTO ks.t (partition, key, value) VALUES (?, ?, ?)"
 
@@ -56,3 +56,61 @@ def test_without_a_timestamp_nothing_extra_is_bound_and_statements_are_reused():
     work = batch_work(session, INSERT, [[(0, "a", 1)] * 5, [(1, "b", 2)] * 5], write_ts=None)
     assert [len(values) for _, values in work] == [12, 3, 12, 3]
     assert len(session.prepared) == 2  # one per size, prepared once per session
+
+
+def _prepared(types: list, encryption=None):
+    """A real driver PreparedStatement over columns of `types` (no server needed to bind)."""
+    from cassandra.protocol import ColumnMetadata
+    from cassandra.query import PreparedStatement
+
+    columns = [ColumnMetadata("ks", "t", f"c{i}", cql_type) for i, cql_type in enumerate(types)]
+    return PreparedStatement(columns, b"id", None, "INSERT", "ks", 5, None, None, encryption)
+
+
+def test_serialized_values_are_the_bytes_the_driver_binds():
+    from datetime import datetime
+
+    from cassandra.cqltypes import BytesType, DateType, Int32Type, LongType
+    from cassandra.query import UNSET_VALUE
+
+    types = [LongType, Int32Type, BytesType, BytesType, DateType, LongType] * 5
+    rows = [
+        [1_700_000_000_000_000, 3, b"key", b"\x00" * 8, 1_700_000_000_123, 42],
+        [0, -1, b"", bytearray(b"raw"), datetime(2026, 11, 26, 1, 2, 3), None],
+        [-(2**63), 2**31 - 1, b"\xff", b"v", UNSET_VALUE, 2**63 - 1],
+        [5, 0, memoryview(b"mv"), b"", -5, True],
+        [None, None, None, None, None, UNSET_VALUE],
+    ]
+    values = [value for row in rows for value in row]
+    statement = _prepared(types)
+    ours = bind_serialized(statement, values)
+    assert ours.values == statement.bind(values).values
+    assert ours.prepared_statement is statement
+
+
+def test_values_the_driver_refuses_are_refused_alike():
+    from cassandra.cqltypes import Int32Type
+
+    statement = _prepared([Int32Type])
+    for bad in (2**31, "7"):
+        with pytest.raises(TypeError) as driver_error:
+            statement.bind([bad])
+        with pytest.raises(type(driver_error.value)):
+            bind_serialized(statement, [bad])
+
+
+def test_the_driver_binds_under_column_encryption_or_a_short_list():
+    from cassandra.cqltypes import Int32Type, LongType
+
+    calls = []
+
+    class Recording:
+        def contains_column(self, _column):
+            calls.append("asked")
+            return False
+
+    encrypted = _prepared([Int32Type, LongType], Recording())
+    assert bind_serialized(encrypted, [1, 2]).values == encrypted.bind([1, 2]).values
+    assert calls  # the driver's bind consulted the policy
+    short = _prepared([Int32Type, LongType])
+    assert bind_serialized(short, [1]).values == short.bind([1]).values  # the rest is UNSET
