@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import zipfile
+import zipimport
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -89,3 +90,39 @@ def library_archive(target: Path) -> Path:
             archive.write(source, source.relative_to(package.parent).as_posix())
     partial.replace(target)
     return target
+
+
+# archive path -> ((modification time ns, size), its directory as zipimport read it)
+_ZIP_DIRECTORIES: dict[str, tuple[tuple[int, int], dict]] = {}
+
+
+def spare_zip_rereads() -> None:
+    """Make importlib.invalidate_caches() cheap in this process (a Spark Python worker).
+
+    Spark's worker calls it before every task (pyspark.worker_util.setup_spark_files), and on
+    Python 3.11 every zipimporter then re-reads its archive's whole directory. A worker holds one
+    importer per package it imported from pyspark.zip (16 once the apply has run, over 1,328
+    entries each): 90-190 ms of CPU per task, measured, which Spark's own JVM state stores never
+    pay (BENCHMARKS.md, "Python workers"). Afterwards an archive is read again only when its file
+    changed (size or modification time: what the call is there to notice, a file Spark just
+    added), and once for all its importers. Python 3.12 reads lazily itself: nothing to do."""
+    original = zipimport.zipimporter.invalidate_caches
+    if sys.version_info >= (3, 12) or getattr(original, "spares_rereads", False):
+        return
+
+    def invalidate_caches(importer) -> None:
+        try:
+            status = os.stat(importer.archive)
+        except OSError:
+            original(importer)  # gone or unreadable: as Python would
+            return
+        stamp = (status.st_mtime_ns, status.st_size)
+        known = _ZIP_DIRECTORIES.get(importer.archive)
+        if known is not None and known[0] == stamp:
+            importer._files = known[1]
+            return
+        original(importer)
+        _ZIP_DIRECTORIES[importer.archive] = (stamp, importer._files)
+
+    invalidate_caches.spares_rereads = True
+    zipimport.zipimporter.invalidate_caches = invalidate_caches

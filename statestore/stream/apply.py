@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
+from statestore.conn.spark import spare_zip_rereads
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.config import CassandraConfig
 from statestore.core.model import Entry, StoreSpec, WindowedEntry
@@ -329,6 +330,8 @@ def run_applier(
 
     def over_arrow(batches):
         import pyarrow as pa  # on the executor, where Spark calls this with Arrow batches
+
+        spare_zip_rereads()  # for the worker's next tasks (Spark's Python workers are reused)
 
         schema = pa.schema([(name, pa.string() if name == "cache_tokens" else pa.int64()) for name in names])
         uncountable = 0
