@@ -5,8 +5,8 @@ A keyed Kafka record goes to `toPositive(murmur2(key)) % numPartitions`
 so a store's partition of a word equals the partition Kafka would choose for it.
 
 `partitions_for` computes the same for many keys at once with numpy: the apply hashes every
-key it writes, and murmur2 in Python costs 1.1-1.6 µs per key against about 0.2 vectorised
-(BENCHMARKS.md, "Serialising the values").
+key it writes, and murmur2 in Python costs 1.3-1.6 µs per key against 0.2-0.3 vectorised
+(bench/apply_costs.py; BENCHMARKS.md, "Python's own costs in the apply").
 """
 
 from __future__ import annotations

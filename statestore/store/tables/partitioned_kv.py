@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from cassandra import OperationTimedOut, ReadTimeout
+from cassandra import OperationTimedOut, ReadFailure, ReadTimeout
 from cassandra.concurrent import execute_concurrent
 
 from statestore.conn.cassandra import prepare
@@ -154,9 +154,11 @@ class PartitionedKeyValueTable(KeyValueTable):
         for partition, result in enumerate(results):
             if result.success:
                 total += result.result_or_exc.one()[0]
-            elif isinstance(result.result_or_exc, (ReadTimeout, OperationTimedOut)):
+            elif isinstance(result.result_or_exc, (ReadTimeout, ReadFailure, OperationTimedOut)):
                 # A partition of millions of rows outlasts one request's timeout on a small
                 # node: count its keys page by page instead (each page its own request).
+                # Cassandra 5 reports a replica that aborted the read at its timeout as a
+                # ReadFailure, not a ReadTimeout; a real failure fails the paged count too.
                 total += self._count_by_pages(session, partition)
             else:
                 raise result.result_or_exc

@@ -9,11 +9,11 @@ carrying the rest into the next batch; a group of any other length is cut here),
 at most seven such statements per timestamp mode, prepared once per session.
 
 The values are serialised here, not by `PreparedStatement.bind`: the driver's bind builds a
-column descriptor and asks the column-encryption policy for every value, 3.4 µs per row of five
-values against 0.3 µs for the same bytes packed directly (BENCHMARKS.md, "Serialising the
-values"). `RowSerializer` gives exactly the bytes bind gives (unit-tested against it) and hands
-any value it has no fast way for, and every statement under a column-encryption policy, back to
-the driver.
+column descriptor and asks the column-encryption policy for every value, 3.5 µs per row of five
+values against 0.9 µs here (bench/apply_costs.py; BENCHMARKS.md, "Python's own costs in the
+apply"). `bind_serialized` gives exactly the bytes bind gives (unit-tested against it) and
+leaves to the driver any value it has no fast way for, and every statement under a
+column-encryption policy.
 
 Only for rows that need no atomicity across a batch's cut: a key-value entry or a window is one
 row. The versioned and session tables, whose changes span rows that must land together, build
@@ -95,7 +95,7 @@ def value_serializer(cql_type, protocol_version: int) -> Callable[[object], obje
             try:
                 return pack(value)
             except struct.error:
-                pass  # out of range: the driver raises its TypeError naming the column
+                pass  # out of range: left to the driver, whose bind then names the column
         return cql_type.serialize(value, protocol_version)
 
     return serialize
