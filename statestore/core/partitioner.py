@@ -66,17 +66,16 @@ def partitions_for(keys: Sequence[bytes], num_partitions: int) -> list[int]:
     if len(keys) < _VECTOR_FEWEST:
         return [partition_for(key, num_partitions) for key in keys]
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-    short = lengths <= _VECTOR_LONGEST
-    if short.all():
-        hashes = _murmur2_vector([bytes(key) for key in keys], lengths)
-        return ((hashes & 0x7FFFFFFF) % num_partitions).tolist()
-    partitions = [0] * len(keys)
-    indexes = np.flatnonzero(short)
-    hashes = _murmur2_vector([bytes(keys[i]) for i in indexes], lengths[indexes])
-    for i, value in zip(indexes.tolist(), ((hashes & 0x7FFFFFFF) % num_partitions).tolist(), strict=True):
-        partitions[i] = value
-    for i in np.flatnonzero(~short).tolist():
-        partitions[i] = partition_for(keys[i], num_partitions)
+    short = np.flatnonzero(lengths <= _VECTOR_LONGEST)
+    if len(short) < _VECTOR_FEWEST:  # mostly long keys: nothing worth hashing together
+        return [partition_for(key, num_partitions) for key in keys]
+    hashes = _murmur2_vector([bytes(keys[i]) for i in short], lengths[short])
+    hashed = ((hashes & 0x7FFFFFFF) % num_partitions).tolist()
+    if len(short) == len(keys):
+        return hashed
+    partitions = [partition_for(key, num_partitions) if len(key) > _VECTOR_LONGEST else 0 for key in keys]
+    for i, partition in zip(short.tolist(), hashed, strict=True):
+        partitions[i] = partition
     return partitions
 
 

@@ -56,6 +56,12 @@ def test_partitions_for_keeps_the_order_of_short_and_long_keys():
     assert len({len(k) > 64 for k in keys}) == 2  # both paths taken
 
 
+@pytest.mark.parametrize("short", [0, 1, 15, 16])
+def test_partitions_for_slices_of_mostly_long_keys(short):
+    keys = [bytes([i]) * 100 for i in range(20)] + [bytes([i]) * 9 for i in range(short)]
+    assert partitions_for(keys, 7) == [partition_for(key, 7) for key in keys]
+
+
 def test_partitions_for_refuses_no_partitions():
     with pytest.raises(ValueError, match="at least 1"):
         partitions_for([b"x"] * 20, 0)
