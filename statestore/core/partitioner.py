@@ -69,14 +69,17 @@ def partitions_for(keys: Sequence[bytes], num_partitions: int) -> list[int]:
     short = np.flatnonzero(lengths <= _VECTOR_LONGEST)
     if len(short) < _VECTOR_FEWEST:  # mostly long keys: nothing worth hashing together
         return [partition_for(key, num_partitions) for key in keys]
-    hashes = _murmur2_vector([bytes(keys[i]) for i in short], lengths[short])
-    hashed = ((hashes & 0x7FFFFFFF) % num_partitions).tolist()
     if len(short) == len(keys):
-        return hashed
+        return _partitions_vector([bytes(key) for key in keys], lengths, num_partitions)
+    hashed = _partitions_vector([bytes(keys[i]) for i in short.tolist()], lengths[short], num_partitions)
     partitions = [partition_for(key, num_partitions) if len(key) > _VECTOR_LONGEST else 0 for key in keys]
     for i, partition in zip(short.tolist(), hashed, strict=True):
         partitions[i] = partition
     return partitions
+
+
+def _partitions_vector(keys: list[bytes], lengths: np.ndarray, num_partitions: int) -> list[int]:
+    return ((_murmur2_vector(keys, lengths) & 0x7FFFFFFF) % num_partitions).tolist()
 
 
 def _murmur2_vector(keys: list[bytes], lengths: np.ndarray) -> np.ndarray:
