@@ -103,9 +103,10 @@ def spare_zip_rereads() -> None:
     Python 3.11 every zipimporter then re-reads its archive's whole directory. A worker holds one
     importer per package it imported from pyspark.zip (16 once the apply has run, over 1,328
     entries each): 90-190 ms of CPU per task, measured, which Spark's own JVM state stores never
-    pay (BENCHMARKS.md, "Python's own costs in the apply"). Afterwards an archive is read again only when its file
-    changed (size or modification time: what the call is there to notice, a file Spark just
-    added), and once for all its importers. Python 3.12 reads lazily itself: nothing to do."""
+    pay (BENCHMARKS.md, "Python's own costs in the apply"). Afterwards an archive is read again
+    only when its file changed (size or modification time: what the call is there to notice, a
+    file Spark just added), and once for all its importers. Python 3.12 reads lazily itself:
+    nothing to do."""
     original = zipimport.zipimporter.invalidate_caches
     if sys.version_info >= (3, 12) or getattr(original, "spares_rereads", False):
         return

@@ -4,13 +4,13 @@ A batch assembled in the driver (`BatchStatement.add` once per row) costs every 
 statement of its own in the driver's Python, and Cassandra a prepared-statement lookup and a
 bind per row. A batch *prepared* as one statement of n INSERTs binds one flat list of values:
 on the local stack, 200,000 rows in batches of 64 took 14.7 µs per row instead of 64.8
-(bench/write_path.py, BENCHMARKS.md). Batches are powers of two long (tables.base.write_batches cuts them so,
-carrying the rest into the next batch; a group of any other length is cut here), so a table has
-at most seven such statements per timestamp mode, prepared once per session.
+(bench/write_path.py, BENCHMARKS.md). Batches are powers of two long (tables.base.write_batches
+cuts them so, carrying the rest into the next batch; a group of any other length is cut here),
+so a table has at most seven such statements per timestamp mode, prepared once per session.
 
 The values are serialised here, not by `PreparedStatement.bind`: the driver's bind builds a
 column descriptor and asks the column-encryption policy for every value, 3.5 µs per row of five
-values against 0.9 µs here (bench/apply_costs.py; BENCHMARKS.md, "Python's own costs in the
+values against 0.7 µs here (bench/apply_costs.py; BENCHMARKS.md, "Python's own costs in the
 apply"). `bind_serialized` gives exactly the bytes bind gives (unit-tested against it) and
 leaves to the driver any value it has no fast way for, and every statement under a
 column-encryption policy.
@@ -23,6 +23,7 @@ their batches row by row.
 from __future__ import annotations
 
 import struct
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 
@@ -107,8 +108,9 @@ def bind_serialized(statement, values: list) -> BoundStatement:
     columns = statement.column_metadata
     if statement.column_encryption_policy is not None or len(values) != len(columns):
         return statement.bind(values)
-    version = statement.protocol_version
-    serializers = _serializers(tuple(column.type for column in columns), version)
+    serializers = _SERIALIZERS.get(statement)
+    if serializers is None:
+        serializers = _SERIALIZERS[statement] = _serializers_of(statement)
     try:
         serialized = [serialize(value) for serialize, value in zip(serializers, values, strict=True)]
     except (TypeError, struct.error):
@@ -119,9 +121,14 @@ def bind_serialized(statement, values: list) -> BoundStatement:
     return bound
 
 
-@lru_cache(maxsize=256)
-def _serializers(types: tuple, protocol_version: int) -> tuple[Callable[[object], object], ...]:
-    by_type = {cql_type: value_serializer(cql_type, protocol_version) for cql_type in set(types)}
+# Each prepared batch statement's serialisers, one per bind marker, found once per statement
+# (finding them again per batch cost 0.2 µs of each row's 0.9) and gone with the statement.
+_SERIALIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _serializers_of(statement) -> tuple[Callable[[object], object], ...]:
+    types = [column.type for column in statement.column_metadata]
+    by_type = {cql_type: value_serializer(cql_type, statement.protocol_version) for cql_type in set(types)}
     return tuple(by_type[cql_type] for cql_type in types)
 
 
