@@ -144,16 +144,17 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
     return Running(running.query, running.stop)
 
 
-def native_words(spark, topic: str, bootstrap: str, max_offsets: int | None, with_time: bool = False):
-    """The words of the topic as a streaming DataFrame: our job's tokenization (`with_time`:
-    with each record's Kafka timestamp as `timestamp`)."""
+def native_words(spark, topic: str, kafka, max_offsets: int | None, with_time: bool = False):
+    """The words of the topic as a streaming DataFrame: our job's tokenization and Kafka
+    consumer settings (`with_time`: with each record's Kafka timestamp as `timestamp`)."""
     from pyspark.sql import functions as F
 
+    from statestore.conn.kafka import spark_source_options
     from statestore.stream.tokenize import words_column
 
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**spark_source_options(kafka))
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
     )
@@ -165,7 +166,7 @@ def native_words(spark, topic: str, bootstrap: str, max_offsets: int | None, wit
 
 
 def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
-    words = native_words(spark, target.topic, kafka.bootstrap_servers, max_offsets, system in WINDOWED)
+    words = native_words(spark, target.topic, kafka, max_offsets, system in WINDOWED)
     if system == "stateless":
         output, mode = words, "append"
     elif system in WINDOWED:

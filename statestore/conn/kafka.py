@@ -30,6 +30,14 @@ def _client_config(config: KafkaConfig) -> dict:
     return {"bootstrap.servers": config.bootstrap_servers, "logger": _quiet}
 
 
+def spark_source_options(config: KafkaConfig) -> dict[str, str]:
+    """The options every Spark Kafka reader of the project starts from (stream and batch)."""
+    return {
+        "kafka.bootstrap.servers": config.bootstrap_servers,
+        "kafka.fetch.max.wait.ms": str(config.fetch_max_wait_ms),
+    }
+
+
 def _unreachable(config: KafkaConfig, exc: Exception) -> KafkaError:
     return KafkaError(
         f"cannot reach Kafka at {config.bootstrap_servers} ({exc}). Is it running? For the local "

@@ -1,25 +1,49 @@
-"""Configuration: one precedence chain, defaults < STATESTORE_* environment < flags.
+"""Configuration sections: how to reach Cassandra and Kafka, and what a stream job runs.
 
-Every setting is a field of a frozen dataclass whose metadata names its environment
-variable, its command-line flag and its help text, so the CLI, the jobs and the Airflow
-hook all resolve settings the same way (`resolve`) and document them from one place
-(`add_arguments`).
+Each is a frozen dataclass of settings (statestore.core.settings: defaults < STATESTORE_*
+environment < flags). The resolving functions are re-exported here, so callers keep one
+import: `from statestore.core import config as cfg; cfg.resolve(CassandraConfig)`.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from statestore.core.errors import ConfigError, OptionError
 from statestore.core.event_time import parse_duration
 from statestore.core.model import StoreType
 from statestore.core.names import validate_keyspace, validate_store_name, validate_topic
+from statestore.core.settings import (
+    add_arguments,
+    from_args,
+    parse_bool,
+    parse_hosts,
+    parse_non_negative_int,
+    parse_port,
+    parse_positive_float,
+    parse_positive_int,
+    resolve,
+    setting,
+    to_environment,
+)
 from statestore.core.windows import SessionSpec, WindowSpec
+
+__all__ = [
+    "CONSISTENCY_LEVELS",
+    "CassandraConfig",
+    "KafkaConfig",
+    "StreamConfig",
+    "add_arguments",
+    "from_args",
+    "parse_port",
+    "parse_positive_float",
+    "parse_positive_int",
+    "parse_trigger",
+    "resolve",
+    "setting",
+    "to_environment",
+    "trigger_seconds",
+]
 
 CONSISTENCY_LEVELS = (
     "ONE",
@@ -31,51 +55,6 @@ CONSISTENCY_LEVELS = (
     "EACH_QUORUM",
     "LOCAL_ONE",
 )
-
-
-def setting(default: Any, env: str, flag: str, help: str, parse=str, secret: bool = False, switch: bool = False):
-    return field(
-        default=default,
-        repr=not secret,
-        metadata={"env": env, "flag": flag, "help": help, "parse": parse, "secret": secret, "switch": switch},
-    )
-
-
-def _bool(raw: str) -> bool:
-    text = raw.strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("use true or false")
-
-
-def _hosts(raw: str) -> tuple[str, ...]:
-    hosts = tuple(h.strip() for h in raw.split(",") if h.strip())
-    if not hosts:
-        raise ValueError("give at least one host")
-    return hosts
-
-
-def parse_port(raw: str) -> int:
-    port = int(raw)
-    if not 0 < port < 65536:
-        raise ValueError("a TCP port is 1-65535")
-    return port
-
-
-def parse_positive_int(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise ValueError("must be at least 1")
-    return value
-
-
-def parse_positive_float(raw: str) -> float:
-    value = float(raw)
-    if value <= 0:
-        raise ValueError("must be greater than 0")
-    return value
 
 
 def _consistency(raw: str) -> str:
@@ -101,7 +80,7 @@ class CassandraConfig:
         "STATESTORE_CASSANDRA_HOSTS",
         "--cassandra-hosts",
         "comma-separated contact points (default 127.0.0.1)",
-        _hosts,
+        parse_hosts,
     )
     port: int = setting(9042, "STATESTORE_CASSANDRA_PORT", "--cassandra-port", "CQL port (default 9042)", parse_port)
     keyspace: str = setting(
@@ -189,7 +168,9 @@ class CassandraConfig:
         "the job fails (default 60)",
         parse_positive_float,
     )
-    ssl: bool = setting(False, "STATESTORE_CASSANDRA_SSL", "--cassandra-ssl", "connect with TLS", _bool, switch=True)
+    ssl: bool = setting(
+        False, "STATESTORE_CASSANDRA_SSL", "--cassandra-ssl", "connect with TLS", parse_bool, switch=True
+    )
     ssl_ca_file: str | None = setting(
         None,
         "STATESTORE_CASSANDRA_SSL_CA",
@@ -210,7 +191,7 @@ class CassandraConfig:
         "STATESTORE_CASSANDRA_SSL_CHECK_HOSTNAME",
         "--cassandra-ssl-check-hostname",
         "check that the certificate names the host (default true; 'false' to turn off)",
-        _bool,
+        parse_bool,
     )
 
 
@@ -238,6 +219,17 @@ class KafkaConfig:
         "min.insync.replicas of topics this project creates (default: the broker's; 2 with replication 3)",
         parse_positive_int,
     )
+    # Spark's Kafka reader asks for a partition's offset range right after each poll; the
+    # broker answers that only after the consumer's prefetch, which at the end of a partition
+    # waits fetch.max.wait.ms (Kafka's 500 ms) for data that Spark never asks for.
+    fetch_max_wait_ms: int = setting(
+        10,
+        "STATESTORE_KAFKA_FETCH_MAX_WAIT_MS",
+        "--kafka-fetch-max-wait-ms",
+        "fetch.max.wait.ms of Spark's Kafka consumers (default 10; Kafka's own 500 adds half a second per "
+        "task that reads to the end of a partition)",
+        parse_non_negative_int,
+    )
 
     def __post_init__(self) -> None:
         if self.min_insync_replicas is not None and self.min_insync_replicas > self.topic_replication:
@@ -245,75 +237,6 @@ class KafkaConfig:
                 f"--min-insync-replicas {self.min_insync_replicas} exceeds --topic-replication "
                 f"{self.topic_replication}: no write could ever be acknowledged; lower it or raise the replication"
             )
-
-
-def _parse(cls: type, f: dataclasses.Field, raw: Any) -> Any:
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return f.metadata["parse"](raw)
-    except (ValueError, TypeError) as exc:
-        shown = "<hidden>" if f.metadata.get("secret") else repr(raw)
-        source = f"{f.metadata['flag']} / {f.metadata['env']}"
-        raise ConfigError(f"{source}: {shown} is not valid: {exc}") from None
-
-
-def resolve(cls: type, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None):
-    """Build `cls` from its defaults, then the environment, then explicit overrides.
-
-    `overrides` maps field names to values (e.g. parsed flags); None means "not given".
-    """
-    env = os.environ if env is None else env
-    overrides = overrides or {}
-    values = {}
-    for f in dataclasses.fields(cls):
-        if overrides.get(f.name) is not None:
-            values[f.name] = _parse(cls, f, overrides[f.name])
-        elif f.metadata["env"] in env:
-            values[f.name] = _parse(cls, f, env[f.metadata["env"]])
-    return cls(**values)
-
-
-def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """Add one flag per setting of `cls`; unset flags stay None so `resolve` falls through."""
-    group = parser.add_argument_group(cls.__doc__.strip().rstrip("."))
-    taken = {action.dest for action in parser._actions}
-    for f in dataclasses.fields(cls):
-        # Two sections sharing a field name would share one argparse dest, and one flag's value
-        # would silently land in the other section (`from_args` picks fields by name).
-        if f.name in taken:
-            raise TypeError(f"{cls.__name__}.{f.name} collides with another section's setting of that name")
-        help_text = f"{f.metadata['help']} [env {f.metadata['env']}]"
-        # A switch takes no value on the command line; "true" then goes through `resolve`.
-        extra = {"action": "store_const", "const": "true"} if f.metadata["switch"] else {}
-        group.add_argument(f.metadata["flag"], dest=f.name, default=None, help=help_text, **extra)
-        if f.metadata["switch"] and f.default is True:  # a switch that is on: --no-<flag> turns it off
-            off = "--no-" + f.metadata["flag"].removeprefix("--")
-            group.add_argument(
-                off, dest=f.name, action="store_const", const="false", help=f"turn {f.metadata['flag']} off"
-            )
-
-
-def to_environment(settings: Any) -> dict[str, str]:
-    """The STATESTORE_* variables that `resolve` turns back into `settings` (None fields left
-    out): how a process hands its resolved settings to the processes it starts."""
-    env = {}
-    for f in dataclasses.fields(settings):
-        value = getattr(settings, f.name)
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            env[f.metadata["env"]] = "true" if value else "false"
-        elif isinstance(value, tuple):
-            env[f.metadata["env"]] = ",".join(str(v) for v in value)
-        else:
-            env[f.metadata["env"]] = str(value)
-    return env
-
-
-def from_args(cls: type, args: argparse.Namespace, env: Mapping[str, str] | None = None):
-    names = {f.name for f in dataclasses.fields(cls)}
-    return resolve(cls, env, {k: v for k, v in vars(args).items() if k in names})
 
 
 _DURATION = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -453,7 +376,7 @@ class StreamConfig:
         "--recover-from-store",
         "with a new (empty) checkpoint, finish the store's last batch and continue from where it "
         "ended instead of refusing to start",
-        _bool,
+        parse_bool,
         switch=True,
     )
     apply_cache: bool = setting(
@@ -462,7 +385,7 @@ class StreamConfig:
         "--apply-cache",
         "keep each batch's writes on the executors so the next batch reads only what they cannot vouch "
         "for (default on; --no-apply-cache reads every key from Cassandra, as before 2026-11)",
-        _bool,
+        parse_bool,
         switch=True,
     )
     lease_ttl_s: float = setting(

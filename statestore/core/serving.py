@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from statestore.core.config import parse_port, parse_positive_float, parse_positive_int, setting
+from statestore.core.settings import parse_port, parse_positive_float, parse_positive_int, setting
 
 
 def _count(raw: str) -> int:

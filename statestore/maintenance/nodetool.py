@@ -25,8 +25,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from statestore.core.config import parse_port, parse_positive_float, setting
 from statestore.core.errors import NodetoolError
+from statestore.core.settings import parse_port, parse_positive_float, setting
 
 PROJECT = Path(__file__).resolve().parents[2]
 _MAIN_CLASS = "org.apache.cassandra.tools.NodeTool"

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from statestore.conn.kafka import spark_source_options
 from statestore.core.config import KafkaConfig
 from statestore.store.registry import StoreProgress
 
@@ -29,7 +30,7 @@ def input_records(spark, kafka: KafkaConfig, progress: StoreProgress, starting: 
         return None
     return (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .options(**spark_source_options(kafka))
         .option("subscribe", ",".join(sorted(json.loads(progress.offsets))))
         .option("startingOffsets", starting)
         .option("endingOffsets", progress.offsets)

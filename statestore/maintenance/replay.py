@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import functions as F
 
 from statestore.conn.cassandra import DDL_PROFILE, session_for
+from statestore.conn.kafka import spark_source_options
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import CheckpointMismatchError
 from statestore.core.model import StoreSpec
@@ -186,7 +187,7 @@ def _replay_batch(
     end = checkpoint.batch_end_offsets(spark, location, spark_id)
     records = (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .options(**spark_source_options(kafka))
         .option("subscribe", ",".join(sorted(json.loads(end))))
         .option("startingOffsets", start)
         .option("endingOffsets", end)

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pyspark.sql import functions as F
 
 from statestore.conn.cassandra import session_for
+from statestore.conn.kafka import spark_source_options
 from statestore.conn.retry import with_retries
 from statestore.core.codecs import millis_of
-from statestore.core.config import CassandraConfig
+from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.core.model import StoreSpec
 from statestore.store import deadletters, registry
@@ -441,7 +442,7 @@ def batch_record(
 
 
 def finish_pending_batch(
-    spark, config: CassandraConfig, spec: StoreSpec, kafka_bootstrap: str, epoch: int, seams: BatchSeams = SHIPPED
+    spark, config: CassandraConfig, spec: StoreSpec, kafka: KafkaConfig, epoch: int, seams: BatchSeams = SHIPPED
 ) -> BatchResult | None:
     """Complete the store's pending batch (started, maybe half written, never recorded as
     done) by reading exactly its offsets from Kafka again. Replay-safe: rows it already wrote
@@ -457,7 +458,7 @@ def finish_pending_batch(
         )
     batch_df = (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .options(**spark_source_options(kafka))
         .option("subscribe", ",".join(sorted(json.loads(progress.pending_offsets))))
         .option("startingOffsets", progress.offsets)
         .option("endingOffsets", progress.pending_offsets)

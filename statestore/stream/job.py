@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statestore.conn.cassandra import require_keyspace, session_for, tls_files
-from statestore.conn.kafka import partition_count
+from statestore.conn.kafka import partition_count, spark_source_options
 from statestore.conn.retry import with_retries
 from statestore.conn.spark import build_session
 from statestore.core import config as cfg
@@ -76,7 +76,7 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
 def _kafka_source(spark, job: JobConfig, starting_offsets: str):
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", job.kafka.bootstrap_servers)
+        .options(**spark_source_options(job.kafka))
         .option("subscribe", job.stream.topic)
         .option("startingOffsets", starting_offsets)
     )
@@ -123,7 +123,7 @@ def _check_checkpoint(
         raise checkpoint.mismatch_error(spec.name, job.stream.checkpoint, problem)
     if owner is None and progress.has_batches:  # only reached with --recover-from-store
         monitor.state(stream_log.RECOVERING, "--recover-from-store: finishing the store's pending batch, if any")
-        batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka.bootstrap_servers, epoch, seams)
+        batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka, epoch, seams)
         return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
     return job.stream.starting_offsets
 
