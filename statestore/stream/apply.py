@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
-from statestore.conn.spark import spare_zip_rereads
+from statestore.conn.spark import arrow_row, spare_zip_rereads
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.config import CassandraConfig
 from statestore.core.model import Entry, StoreSpec, WindowedEntry
@@ -346,9 +346,9 @@ def run_applier(
                         yield row
 
         for stats in applier(rows()):
-            yield pa.RecordBatch.from_pylist([out(stats)], schema=schema)
+            yield arrow_row(schema, out(stats))
         if uncountable:
-            yield pa.RecordBatch.from_pylist([out(ApplyStats(uncountable=uncountable))], schema=schema)
+            yield arrow_row(schema, out(ApplyStats(uncountable=uncountable)))
 
     columns = ", ".join(f"{name} {'string' if name == 'cache_tokens' else 'long'}" for name in names)
     tasks = deltas_df.mapInArrow(over_arrow, columns).collect()
