@@ -132,8 +132,8 @@ def spare_zip_rereads() -> None:
 
 
 def arrow_row(schema, row: Mapping[str, int | str]):
-    """`row` as a one-row Arrow RecordBatch of `schema` (int64 and string columns, no nulls),
-    for a Python worker to hand back to Spark.
+    """`row` as a one-row Arrow RecordBatch of `schema` (int64 and string columns; None is a
+    null), for a Python worker to hand back to Spark.
 
     Built from buffers, not with pyarrow's `from_pylist` or `pa.array`: they import pandas, when
     it is installed, to ask whether a Python list is array-like, which cost each new Python
@@ -143,6 +143,9 @@ def arrow_row(schema, row: Mapping[str, int | str]):
     columns = []
     for field in schema:
         value = row[field.name]
+        if value is None:
+            columns.append(pa.nulls(1, field.type))
+            continue
         if pa.types.is_int64(field.type):
             buffers = [None, pa.py_buffer(struct.pack("=q", value))]
         elif pa.types.is_string(field.type):

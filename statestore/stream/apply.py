@@ -323,17 +323,8 @@ def run_applier(
 
         deltas_df = deltas_df.withColumn("bucket", F.expr(bucket_expression(buckets)))
 
-    def out(stats: ApplyStats) -> dict:
-        row = asdict(stats)
-        row["cache_tokens"] = json.dumps(stats.cache_tokens)
-        return row
-
     def over_arrow(batches):
-        import pyarrow as pa  # on the executor, where Spark calls this with Arrow batches
-
         spare_zip_rereads()  # for the worker's next tasks (Spark's Python workers are reused)
-
-        schema = pa.schema([(name, pa.string() if name == "cache_tokens" else pa.int64()) for name in names])
         uncountable = 0
 
         def rows():
@@ -346,15 +337,27 @@ def run_applier(
                         yield row
 
         for stats in applier(rows()):
-            yield arrow_row(schema, out(stats))
+            yield stats_batch(stats)
         if uncountable:
-            yield arrow_row(schema, out(ApplyStats(uncountable=uncountable)))
+            yield stats_batch(ApplyStats(uncountable=uncountable))
 
     columns = ", ".join(f"{name} {'string' if name == 'cache_tokens' else 'long'}" for name in names)
     tasks = deltas_df.mapInArrow(over_arrow, columns).collect()
-    return sum((_stats_of(task.asDict()) for task in tasks), ApplyStats())
+    return sum((stats_from_row(task.asDict()) for task in tasks), ApplyStats())
 
 
-def _stats_of(row: dict) -> ApplyStats:
+def stats_batch(stats: ApplyStats):
+    """A task's ApplyStats as the one-row Arrow batch the apply job hands back to Spark (on the
+    executor); `stats_from_row` reads its row back on the driver."""
+    import pyarrow as pa
+
+    names = [f.name for f in fields(ApplyStats)]
+    schema = pa.schema([(name, pa.string() if name == "cache_tokens" else pa.int64()) for name in names])
+    row = asdict(stats)
+    row["cache_tokens"] = json.dumps(stats.cache_tokens)
+    return arrow_row(schema, row)
+
+
+def stats_from_row(row: dict) -> ApplyStats:
     tokens = tuple((int(bucket), token) for bucket, token in json.loads(row.pop("cache_tokens") or "[]"))
     return ApplyStats(**row, cache_tokens=tokens)

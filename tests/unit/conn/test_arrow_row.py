@@ -22,6 +22,8 @@ SCHEMA = pa.schema([("keys", pa.int64()), ("cache_tokens", pa.string()), ("writt
         {"keys": 0, "cache_tokens": "", "written": 0},
         {"keys": 2**63 - 1, "cache_tokens": '[[3, "a1"]]', "written": -(2**63)},
         {"keys": 12, "cache_tokens": "größe ✓ 𝄞", "written": -1},
+        # ApplyStats of a task with no rows, or of a batch's dead letters: no max_time_ms.
+        {"keys": 0, "cache_tokens": None, "written": None},
     ],
 )
 def test_the_batch_is_what_pyarrow_builds_from_the_row(row):
