@@ -317,7 +317,6 @@ def run_applier(
     through `DataFrame.rdd`, which also cost the driver a quarter of a second per batch to
     build (BENCHMARKS.md, streaming profile).
     """
-    names = [f.name for f in fields(ApplyStats)]
     if buckets is not None:
         from pyspark.sql import functions as F
 
@@ -341,9 +340,15 @@ def run_applier(
         if uncountable:
             yield stats_batch(ApplyStats(uncountable=uncountable))
 
-    columns = ", ".join(f"{name} {'string' if name == 'cache_tokens' else 'long'}" for name in names)
+    columns = ", ".join(f"{name} {sql_type}" for name, sql_type in _stats_columns())
     tasks = deltas_df.mapInArrow(over_arrow, columns).collect()
     return sum((stats_from_row(task.asDict()) for task in tasks), ApplyStats())
+
+
+def _stats_columns() -> list[tuple[str, str]]:
+    """(name, Spark SQL type) of the apply job's output: every ApplyStats field, a long each
+    but cache_tokens, which crosses as JSON text."""
+    return [(f.name, "string" if f.name == "cache_tokens" else "long") for f in fields(ApplyStats)]
 
 
 def stats_batch(stats: ApplyStats):
@@ -351,8 +356,9 @@ def stats_batch(stats: ApplyStats):
     executor); `stats_from_row` reads its row back on the driver."""
     import pyarrow as pa
 
-    names = [f.name for f in fields(ApplyStats)]
-    schema = pa.schema([(name, pa.string() if name == "cache_tokens" else pa.int64()) for name in names])
+    schema = pa.schema(
+        [(name, pa.string() if sql_type == "string" else pa.int64()) for name, sql_type in _stats_columns()]
+    )
     row = asdict(stats)
     row["cache_tokens"] = json.dumps(stats.cache_tokens)
     return arrow_row(schema, row)
