@@ -37,6 +37,17 @@ def _runs_locally(master: str | None) -> bool:
     return master is None or master.startswith("local")
 
 
+# Spark's Python worker daemon, as started from the library (conn.spark_daemon's doc says why).
+DAEMON_MODULE = "statestore.conn.spark_daemon"
+
+
+def _workers_import_the_library() -> bool:
+    """Whether local Python workers can start the library's daemon: they run this interpreter,
+    and the library is installed in it, not shipped in a --py-files zip (which Spark adds to a
+    worker's path only for its tasks, after the daemon started)."""
+    return os.environ.get("PYSPARK_PYTHON") == sys.executable and Path(__file__).is_file()
+
+
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
     """A SparkSession; under spark-submit the submitted settings win over these defaults."""
     # pyspark is imported only here: dag_support imports this module (connector_jars) when
@@ -62,6 +73,8 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         # executors use their own machine's python3 (or spark.pyspark.python) and get the
         # library from --py-files (README "Running on a cluster").
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if _workers_import_the_library():
+            defaults["spark.python.daemon.module"] = DAEMON_MODULE
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Started by spark-submit: its JVM already runs with the submitted --jars and
         # --conf; fill in only what the submitter left unset.
