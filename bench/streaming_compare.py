@@ -85,9 +85,13 @@ def parse_args(argv=None):
         "--cold-restart",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="also restart once per size in a new SparkSession (nothing of the executor left; default on)",
+        help="also restart in new SparkSessions, as often as warm (nothing of the executor left; default on)",
     )
-    p.add_argument("--restart-repeats", type=int, help="restarts per state size; the median counts (3; quick 1)")
+    p.add_argument(
+        "--restart-repeats",
+        type=int,
+        help="restarts per state size, warm and cold alike; the median counts (3; quick 1)",
+    )
     p.add_argument("--probe-words", type=int, default=1000, help="words of the batch after each restart (1000)")
     p.add_argument("--rate", type=float, default=5_000.0, help="input rate of the latency runs, words/s (5,000)")
     p.add_argument("--latency-seconds", type=float, help="how long the latency runs feed input (60; quick 8)")

@@ -242,8 +242,20 @@ class Worker:
             _log.info("%s restart at %d keys: %.2f s (fill %.1f s)", self.system, size, restart, fill_s)
             out.append({"keys": size, "restart_s": restart, "runs": runs, "fill_s": fill_s})
             if cfg.get("cold") and self.new_session is not None:
-                out[-1]["cold"] = self.cold_restart(topic, name, checkpoint, size, rng)
-                _log.info("%s cold restart at %d keys: %.2f s", self.system, size, out[-1]["cold"]["restart_s"])
+                # As many as the warm restarts: one cold restart moves by half a second with
+                # the machine's load. The median run is kept whole, with every run's time.
+                colds = sorted(
+                    (self.cold_restart(topic, name, checkpoint, size, rng) for _ in range(cfg["repeats"])),
+                    key=lambda run: run["restart_s"],
+                )
+                out[-1]["cold"] = {**colds[len(colds) // 2], "runs_s": [run["restart_s"] for run in colds]}
+                _log.info(
+                    "%s cold restart at %d keys: %.2f s (of %s)",
+                    self.system,
+                    size,
+                    out[-1]["cold"]["restart_s"],
+                    out[-1]["cold"]["runs_s"],
+                )
         return {"sizes": out}
 
     def cold_restart(self, topic: str, name: str, checkpoint: Path, size: int, rng) -> dict:

@@ -1,2 +1,3 @@
 """Outside systems: Cassandra sessions and execution profiles, Kafka topics and producers,
-the retry budget, asyncio adapters of the driver and the Spark session. Imports only core."""
+the retry budget, asyncio adapters of the driver, the Spark session and Spark's Python worker
+daemon as the library starts it. Imports only core."""

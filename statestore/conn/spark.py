@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
 import sys
 import zipfile
 import zipimport
@@ -42,10 +43,20 @@ DAEMON_MODULE = "statestore.conn.spark_daemon"
 
 
 def _workers_import_the_library() -> bool:
-    """Whether local Python workers can start the library's daemon: they run this interpreter,
-    and the library is installed in it, not shipped in a --py-files zip (which Spark adds to a
-    worker's path only for its tasks, after the daemon started)."""
-    return os.environ.get("PYSPARK_PYTHON") == sys.executable and Path(__file__).is_file()
+    """Whether local Python workers would start the library's daemon from this very library:
+    they run this interpreter, in this working directory and environment, and find this
+    module's sibling there, not a --py-files zip (Spark adds one to a worker's path only for its
+    tasks, after the daemon started) nor another checkout. A child interpreter is asked (about
+    50 ms), because a daemon that cannot start fails every Python task."""
+    ours = Path(__file__).with_name("spark_daemon.py")
+    if os.environ.get("PYSPARK_PYTHON") != sys.executable or not ours.is_file():
+        return False
+    probe = f"import importlib.util as u; print(u.find_spec({DAEMON_MODULE!r}).origin)"
+    try:
+        found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0 and Path(found.stdout.strip()).resolve() == ours.resolve()
 
 
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):

@@ -4,6 +4,7 @@ that it starts and answers as pyspark's own daemon does, from the installed pysp
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 import zipfile
@@ -15,17 +16,21 @@ import pytest
 from statestore.conn import spark
 from statestore.conn.spark_daemon import EXECUTOR_IMPORTS, preload, without_bundled_zips
 
+PROJECT = Path(__file__).resolve().parents[3]
 
-def _package(root: Path, name: str) -> Path:
+
+def _package(root: Path, name: str, version: str = "1.0") -> Path:
     (root / name).mkdir(parents=True)
     (root / name / "__init__.py").write_text("")
+    (root / name / "version.py").write_text(f"__version__ = {version!r}\n")
     return root
 
 
-def _zip(path: Path, package: str) -> str:
+def _zip(path: Path, package: str, version: str = "1.0") -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr(f"{package}/__init__.py", "")
+        archive.writestr(f"{package}/version.py", f"__version__ = {version!r}\n")
     return str(path)
 
 
@@ -41,6 +46,24 @@ def test_the_zips_inside_the_installed_pyspark_leave_the_path(installed):
     site, pyspark_zip, py4j_zip = installed
     path = [pyspark_zip, py4j_zip, "/elsewhere", str(site)]
     assert without_bundled_zips(path) == ["/elsewhere", str(site)]
+
+
+def test_the_zips_leave_when_reached_through_a_symbolic_link(installed, tmp_path):
+    """Spark names the zips from SPARK_HOME, which pyspark resolves through links; the path to
+    the installed package may still go through one."""
+    site, pyspark_zip, py4j_zip = installed
+    (tmp_path / "linked").symlink_to(site)
+    assert without_bundled_zips([pyspark_zip, py4j_zip, str(tmp_path / "linked")]) == [str(tmp_path / "linked")]
+
+
+def test_a_zip_of_another_release_stays(tmp_path):
+    site = _package(_package(tmp_path / "site", "pyspark"), "py4j", version="0.10.9.7")
+    lib = site / "pyspark" / "python" / "lib"
+    pyspark_zip, py4j_zip = (
+        _zip(lib / "pyspark.zip", "pyspark"),
+        _zip(lib / "py4j-0.10.9.9-src.zip", "py4j", "0.10.9.9"),
+    )
+    assert without_bundled_zips([pyspark_zip, py4j_zip, str(site)]) == [py4j_zip, str(site)]
 
 
 def test_a_zip_of_another_spark_distribution_stays(installed, tmp_path):
@@ -61,11 +84,14 @@ def test_without_an_installed_pyspark_the_path_is_unchanged(tmp_path):
     assert without_bundled_zips([pyspark_zip, str(tmp_path)]) == [pyspark_zip, str(tmp_path)]
 
 
-def test_preload_imports_and_names_what_it_could_not(monkeypatch):
+def test_preload_imports_and_names_what_it_could_not(monkeypatch, tmp_path):
+    (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('no event loop')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
-    failed = preload(("colorsys", "no_such_module_here"))
+    failed = preload(("colorsys", "no_such_module_here", "raises_on_import"))
     assert "colorsys" in sys.modules
-    assert len(failed) == 1 and failed[0].startswith("no_such_module_here:")
+    assert [f.split(":")[0] for f in failed] == ["no_such_module_here", "raises_on_import"]
+    assert "RuntimeError: no event loop" in failed[1]
 
 
 def _spark_zips() -> list[str]:
@@ -87,8 +113,10 @@ def test_the_daemon_starts_as_spark_starts_it():
         stderr=subprocess.PIPE,
     )
     try:
+        ready, _, _ = select.select([daemon.stdout], [], [], 60)
+        assert ready, "the daemon wrote no port within 60 s"
         port = int.from_bytes(daemon.stdout.read(4), "big")
-        assert 0 < port < 65536, daemon.stderr.read().decode()
+        assert 0 < port < 65536
     finally:
         daemon.stdin.close()
         daemon.wait(timeout=30)
@@ -114,8 +142,16 @@ def test_spark_forks_its_python_workers_from_the_librarys_daemon(spark):
     assert not any(entry in zips for entry in _spark_zips())
 
 
-def test_local_sessions_name_the_daemon_only_when_workers_run_this_interpreter(monkeypatch):
+def test_local_sessions_name_the_daemon_only_where_workers_would_find_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     assert spark._workers_import_the_library()
+    # Another checkout in the working directory comes first on a worker's path (python -m).
+    (tmp_path / "statestore" / "conn").mkdir(parents=True)
+    for package in ("statestore", "statestore/conn"):
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "statestore" / "conn" / "spark_daemon.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert not spark._workers_import_the_library()
+    monkeypatch.chdir(PROJECT)
     monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/some-other-python")
     assert not spark._workers_import_the_library()
