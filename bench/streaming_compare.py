@@ -62,6 +62,13 @@ QUICK = {
 }
 
 
+def _spark_setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.startswith("spark."):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a Spark setting as spark.KEY=VALUE")
+    return key, value
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small corpus, two state sizes, short latency run")
@@ -105,6 +112,14 @@ def parse_args(argv=None):
         default=[],
         choices=sorted(EXPERIMENTS),
         help="a change to our job to try out (bench/compare/experiments.py); repeatable",
+    )
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        type=_spark_setting,
+        metavar="KEY=VALUE",
+        help="a Spark setting for every system's session, over the shared ones; repeatable",
     )
     p.add_argument("--partitions", type=int, default=4, help="Kafka topic partitions (4)")
     p.add_argument("--master", default="local[2]", help="Spark master (local[2])")
@@ -288,6 +303,7 @@ def main(argv=None) -> int:
                 "cold": args.cold_restart,
             },
             "experiments": args.experiment,
+            "spark_conf": dict(args.spark_conf),
         }
         for round_no in range(1, args.rounds + 1):
             order = args.systems if round_no % 2 else list(reversed(args.systems))

@@ -373,7 +373,10 @@ def main(argv: list[str]) -> int:
     sampler.start()
     cassandra = cfg.resolve(CassandraConfig, overrides={"keyspace": plan["keyspace"]})
     kafka = cfg.resolve(KafkaConfig)
-    conf = session_conf(plan["system"], plan["shuffle_partitions"], plan["driver_memory"])
+    conf = {
+        **session_conf(plan["system"], plan["shuffle_partitions"], plan["driver_memory"]),
+        **plan.get("spark_conf", {}),
+    }
     began = time.perf_counter()
 
     def new_session():

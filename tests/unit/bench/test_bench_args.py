@@ -55,3 +55,13 @@ def test_only_the_large_state_systems_fill_ten_million_keys():
     assert restart_sizes("global", sizes) == [10_000, 1_000_000]
     assert restart_sizes("hdfs", sizes) == [10_000, 1_000_000]
     assert parse_args(["--no-cold-restart"]).cold_restart is False
+
+
+def test_spark_settings_reach_every_system_and_bad_ones_are_refused(capsys):
+    args = parse_args(["--spark-conf", "spark.python.daemon.module=pyspark.daemon", "--spark-conf", "spark.a=b=c"])
+    assert dict(args.spark_conf) == {"spark.python.daemon.module": "pyspark.daemon", "spark.a": "b=c"}
+    assert parse_args([]).spark_conf == []
+    for bad in ("spark.no-value", "python.daemon=x"):
+        with pytest.raises(SystemExit):
+            parse_args(["--spark-conf", bad])
+        assert "spark.KEY=VALUE" in capsys.readouterr().err
