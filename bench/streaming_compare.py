@@ -121,6 +121,12 @@ def parse_args(argv=None):
         metavar="KEY=VALUE",
         help="a Spark setting for every system's session, over the shared ones; repeatable",
     )
+    p.add_argument(
+        "--driver-apply-records",
+        type=int,
+        help="our job's --driver-apply-records: batches of at most this many records applied by the driver "
+        "(default: the job's, 1000; 0: every batch on the executors)",
+    )
     p.add_argument("--partitions", type=int, default=4, help="Kafka topic partitions (4)")
     p.add_argument("--master", default="local[2]", help="Spark master (local[2])")
     p.add_argument("--shuffle-partitions", type=int, default=4, help="spark.sql.shuffle.partitions (4)")
@@ -304,6 +310,7 @@ def main(argv=None) -> int:
             },
             "experiments": args.experiment,
             "spark_conf": dict(args.spark_conf),
+            "driver_apply_records": args.driver_apply_records,
         }
         for round_no in range(1, args.rounds + 1):
             order = args.systems if round_no % 2 else list(reversed(args.systems))

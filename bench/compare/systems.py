@@ -113,15 +113,25 @@ class Target:
     trigger: str  # "available-now" or an interval such as "1s"
 
 
-def start_system(spark, system: str, target: Target, cassandra, kafka, max_offsets: int | None, seams=None) -> Running:
+def start_system(
+    spark,
+    system: str,
+    target: Target,
+    cassandra,
+    kafka,
+    max_offsets: int | None,
+    seams=None,
+    driver_records: int | None = None,
+) -> Running:
     """Start `system` on the target. `seams` (our systems only): the statestore BatchSeams to
-    run our job with (None: the job as shipped)."""
+    run our job with (None: the job as shipped); `driver_records`: our job's
+    --driver-apply-records (None: the job's default)."""
     if system in OURS:
-        return _start_ours(spark, system, target, cassandra, kafka, max_offsets, seams)
+        return _start_ours(spark, system, target, cassandra, kafka, max_offsets, seams, driver_records)
     return _start_native(spark, system, target, kafka, max_offsets)
 
 
-def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, seams) -> Running:
+def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, seams, driver_records) -> Running:
     from statestore.core.config import StreamConfig
     from statestore.stream.batches import SHIPPED
     from statestore.stream.job import JobConfig, start
@@ -136,6 +146,7 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
         apply_cache=system not in UNCACHED,
         window=WINDOW_MS if system in WINDOWED else None,
         grace=WINDOW_MS if system in WINDOWED else None,
+        **({} if driver_records is None else {"driver_apply_records": driver_records}),
     )
     seams = seams or SHIPPED
     if system in UNLOGGED:

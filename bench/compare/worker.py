@@ -98,7 +98,10 @@ class Worker:
         target = Target(topic, name, str(checkpoint), trigger)
         max_offsets = self.plan["max_offsets"]
         seams = seams or self.seams
-        return start_system(self.spark, self.system, target, self.cassandra, self.kafka, max_offsets, seams)
+        driver_records = self.plan.get("driver_apply_records")
+        return start_system(
+            self.spark, self.system, target, self.cassandra, self.kafka, max_offsets, seams, driver_records
+        )
 
     def run_to_end(self, topic: str, name: str, checkpoint: Path, seams=None) -> tuple[list[dict], float]:
         """An available-now run; its progress events and the wall time from the start call."""

@@ -385,6 +385,14 @@ class StreamConfig:
         parse_bool,
         switch=True,
     )
+    driver_apply_records: int = setting(
+        1000,
+        "STATESTORE_DRIVER_APPLY_RECORDS",
+        "--driver-apply-records",
+        "a micro-batch of at most this many Kafka records is applied by the driver, with no Python tasks "
+        "(default 1000; 0: every batch on the executors)",
+        parse_non_negative_int,
+    )
     lease_ttl_s: float = setting(
         30.0,
         "STATESTORE_LEASE_TTL",

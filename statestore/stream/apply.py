@@ -305,44 +305,74 @@ def slices_applier(
     return apply_partition
 
 
-def run_applier(
-    deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]], buckets: int | None = None
-) -> ApplyStats:
+# The most rows (words, or deltas of windows and sessions) the driver collects of a small
+# batch to apply it itself; a batch with more goes to the executors after all, so the
+# driver's memory stays bounded whatever its few records hold.
+DRIVER_ROWS = 100_000
+
+
+def with_buckets(df, buckets: int | None):
+    """`df` (rows of a `word`) with each word's apply-cache bucket as its last column, named
+    `bucket` (None: no cache, `df` as it is)."""
+    if buckets is None:
+        return df
+    from pyspark.sql import functions as F
+
+    return df.withColumn("bucket", F.expr(bucket_expression(buckets)))
+
+
+def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
     """Run `applier` (partition_applier's function, or a drop-in with its contract) on the
-    executors over a DataFrame of (word, delta, last_ms); the stats of every task, summed.
-    A row under UNCOUNTABLE is not applied: its delta comes back as `uncountable`. With
-    `buckets` (the apply cache), each row also carries its key's bucket.
+    executors over a DataFrame of (word, delta, last_ms[, bucket]); the stats of every task,
+    summed. A row under UNCOUNTABLE is not applied: its delta comes back as `uncountable`.
 
     The rows cross from the JVM as Arrow column batches (mapInArrow), not as pickled Rows
     through `DataFrame.rdd`, which also cost the driver a quarter of a second per batch to
     build (BENCHMARKS.md, streaming profile).
     """
-    if buckets is not None:
-        from pyspark.sql import functions as F
-
-        deltas_df = deltas_df.withColumn("bucket", F.expr(bucket_expression(buckets)))
 
     def over_arrow(batches):
         spare_zip_rereads()  # for the worker's next tasks (Spark's Python workers are reused)
-        uncountable = 0
-
-        def rows():
-            nonlocal uncountable
-            for batch in batches:
-                for row in zip(*(column.to_pylist() for column in batch.columns), strict=True):
-                    if row[0] == UNCOUNTABLE:
-                        uncountable += row[1]
-                    else:
-                        yield row
-
-        for stats in applier(rows()):
+        for stats in applied(batches, applier):
             yield stats_batch(stats)
-        if uncountable:
-            yield stats_batch(ApplyStats(uncountable=uncountable))
 
     columns = ", ".join(f"{name} {sql_type}" for name, sql_type in _stats_columns())
     tasks = deltas_df.mapInArrow(over_arrow, columns).collect()
     return sum((stats_from_row(task.asDict()) for task in tasks), ApplyStats())
+
+
+def collect_at_most(df, rows: int):
+    """`df` collected to the driver as a pyarrow Table, or None when it has more than `rows`
+    rows (then only rows + 1 of them crossed): the driver's memory stays bounded."""
+    table = df.limit(rows + 1).toArrow()
+    return None if table.num_rows > rows else table
+
+
+def apply_on_driver(deltas, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
+    """run_applier's work done by the driver itself, over a pyarrow Table of the deltas, as
+    one task over every bucket. For a small batch: no Python worker starts, which is most of
+    its time, and all of a cold restart's first batch's (BENCHMARKS.md, "Small batches on the
+    driver")."""
+    return sum(applied(deltas.to_batches(), applier), ApplyStats())
+
+
+def applied(batches: Iterable, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> Iterator[ApplyStats]:
+    """`applier` over Arrow record batches of (word, delta, last_ms[, bucket]): its stats, then
+    (when the batches had any) what was uncountable, as stats of its own."""
+    uncountable = 0
+
+    def rows():
+        nonlocal uncountable
+        for batch in batches:
+            for row in zip(*(column.to_pylist() for column in batch.columns), strict=True):
+                if row[0] == UNCOUNTABLE:
+                    uncountable += row[1]
+                else:
+                    yield row
+
+    yield from applier(rows())
+    if uncountable:
+        yield ApplyStats(uncountable=uncountable)
 
 
 def _stats_columns() -> list[tuple[str, str]]:

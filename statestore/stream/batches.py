@@ -34,16 +34,28 @@ from statestore.store.lease import StoreLease
 from statestore.store.stream_log import BatchRecord
 from statestore.store.tables import table_for
 from statestore.stream import checkpoint
-from statestore.stream.apply import ApplyStats, Timer, partition_applier, run_applier, timed
+from statestore.stream.apply import (
+    DRIVER_ROWS,
+    ApplyStats,
+    Timer,
+    apply_on_driver,
+    collect_at_most,
+    partition_applier,
+    run_applier,
+    timed,
+    with_buckets,
+)
 from statestore.stream.apply_cache import CacheLedger, CachePlan
 from statestore.stream.apply_sessions import session_applier
 from statestore.stream.apply_windows import window_applier
 from statestore.stream.faults import pause_driver_if_armed
 from statestore.stream.monitor import StreamMonitor
-from statestore.stream.transforms import batch_deltas, batch_version_ms, dead_letter_rows
+from statestore.stream.transforms import arrow_deltas, batch_deltas, batch_version_ms, dead_letter_rows, word_times
 from statestore.stream.windowed import late_letter_rows, session_deltas, windowed_deltas
 
 _log = logging.getLogger("statestore.stream.batches")
+# Where a batch's counts were applied (BatchResult.applied_on).
+DRIVER, EXECUTORS = "driver", "executors"
 _DEAD_LETTER_CHUNK = 500
 
 
@@ -69,6 +81,7 @@ class BatchResult:
     stats: ApplyStats
     dead_letters: int
     dead_letter_reasons: tuple[tuple[str, int], ...] = ()  # (reason, how many), by reason
+    applied_on: str = EXECUTORS  # or DRIVER (on_driver_for)
 
 
 def write_dead_letters(
@@ -148,12 +161,15 @@ def apply_batch(
     seams: BatchSeams = SHIPPED,
     cache: CachePlan | None = None,
     stream_time_ms: int | None = None,
+    driver_records: int = 0,
 ) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records as logical batch `logical`, which reads
     from `start_offsets` up to `end_offsets` (Spark's JSON), as the writer of store epoch
     `epoch` (its progress updates are refused once a newer writer took the store). `cache`:
     the batch's apply-cache plan (key-value stores; None reads every key). `stream_time_ms`:
-    the store's stream time before this batch (window stores: which windows are closed)."""
+    the store's stream time before this batch (window stores: which windows are closed).
+    `driver_records`: a batch of at most this many records is applied by the driver itself
+    (on_driver_for; 0: always by the executors)."""
     return timed(
         seams.driver_timer,
         "apply_batch",
@@ -171,8 +187,20 @@ def apply_batch(
             seams,
             cache if _cacheable(spec) else None,
             stream_time_ms,
+            on_driver_for(start_offsets, end_offsets, driver_records),
         ),
     )
+
+
+def on_driver_for(start_offsets: str, end_offsets: str, driver_records: int) -> bool:
+    """Pure, the rule of where a batch is applied: by the driver when it reads at most
+    `driver_records` Kafka records (known from its offsets, before anything runs), else by the
+    executors. A small batch's apply is quicker than starting its Python tasks, and on the
+    first batch after a restart quicker than starting Python workers at all."""
+    if driver_records <= 0:
+        return False
+    records = checkpoint.records_between(start_offsets, end_offsets)
+    return records is not None and records <= driver_records
 
 
 def _cacheable(spec: StoreSpec) -> bool:
@@ -194,6 +222,7 @@ def _apply_batch(
     seams,
     cache,
     stream_time_ms,
+    on_driver,
 ) -> BatchResult:
     session = session_for(config)
     clock = seams.driver_timer
@@ -232,15 +261,13 @@ def _apply_batch(
                 extra["cache"] = cache
             applier = seams.make_applier(config, spec, logical, write_ts, **extra)
         buckets = None if cache is None else cache.buckets
-        if spec.store_type.sessioned:
-            deltas = session_deltas(batch_df, spec.windowing, stream_time_ms)
-            late = {"stream_time_ms": stream_time_ms}
-        elif spec.windowing is not None:
-            deltas = windowed_deltas(batch_df, spec.windowing, stream_time_ms)
-            late = {"stream_time_ms": stream_time_ms}
+        late = {} if spec.windowing is None else {"stream_time_ms": stream_time_ms}
+        small = _driver_deltas(batch_df, spec, buckets, stream_time_ms) if on_driver else None
+        if small is not None:
+            stats, applied_on = apply_on_driver(small, applier), DRIVER
         else:
-            deltas, late = batch_deltas(batch_df, with_uncountable=True), {}
-        stats = run_applier(deltas, applier, buckets)
+            deltas = with_buckets(_deltas(batch_df, spec, stream_time_ms), buckets)
+            stats, applied_on = run_applier(deltas, applier), EXECUTORS
         letters: Counter[str] = Counter()
         if stats.uncountable:
             letters = timed(
@@ -263,10 +290,29 @@ def _apply_batch(
             lambda: registry.record_batch(session, spec, logical, write_ts, end_offsets, stats.max_time_ms, epoch),
         ),
     )
-    result = BatchResult(logical, stats, sum(letters.values()), tuple(sorted(letters.items())))
+    result = BatchResult(logical, stats, sum(letters.values()), tuple(sorted(letters.items())), applied_on)
     if seams.on_batch is not None:
         seams.on_batch(result)
     return result
+
+
+def _deltas(batch_df, spec: StoreSpec, stream_time_ms: int | None):
+    """The batch's deltas as the store's type counts them (a DataFrame plan)."""
+    if spec.store_type.sessioned:
+        return session_deltas(batch_df, spec.windowing, stream_time_ms)
+    if spec.windowing is not None:
+        return windowed_deltas(batch_df, spec.windowing, stream_time_ms)
+    return batch_deltas(batch_df, with_uncountable=True)
+
+
+def _driver_deltas(batch_df, spec: StoreSpec, buckets: int | None, stream_time_ms: int | None):
+    """A small batch's deltas on the driver, as a pyarrow Table, or None when it has too many
+    rows for the driver (apply.DRIVER_ROWS). Key-value stores collect the batch's words and
+    count them in Arrow: no shuffle, which is half of a small batch's Spark job."""
+    if spec.windowing is None:
+        words = collect_at_most(word_times(batch_df, buckets), DRIVER_ROWS)
+        return None if words is None else arrow_deltas(words)
+    return collect_at_most(with_buckets(_deltas(batch_df, spec, stream_time_ms), buckets), DRIVER_ROWS)
 
 
 class BatchApplier:
@@ -283,8 +329,10 @@ class BatchApplier:
         seams: BatchSeams = SHIPPED,
         apply_cache: bool = True,
         monitor: StreamMonitor | None = None,
+        driver_records: int = 0,
     ) -> None:
         self.spark = spark
+        self.driver_records = driver_records  # batches of at most this many records: on the driver
         self.monitor = monitor  # records each committed batch (statestore.stream.monitor)
         self.epoch = epoch
         # The apply cache's tokens of the last batch (statestore.stream.apply_cache); None: off.
@@ -366,6 +414,7 @@ class BatchApplier:
                 self.seams,
                 plan,
                 _millis(progress.max_event_time),
+                self.driver_records,
             )
         except BaseException:
             if self.ledger is not None:
@@ -383,10 +432,12 @@ class BatchApplier:
                 batch_record(logical, batch_id, self.monitor.run_id, result, seconds, offsets, high_water)
             )
         _log.info(
-            "batch %d (spark %d) of store %s: %d keys, %d written, %d already applied, %d dead letters, %.1fs",
+            "batch %d (spark %d) of store %s, applied on the %s: %d keys, %d written, %d already applied, "
+            "%d dead letters, %.1fs",
             logical,
             batch_id,
             self.spec.name,
+            result.applied_on,
             result.stats.keys,
             result.stats.written,
             result.stats.skipped,
@@ -442,11 +493,17 @@ def batch_record(
 
 
 def finish_pending_batch(
-    spark, config: CassandraConfig, spec: StoreSpec, kafka: KafkaConfig, epoch: int, seams: BatchSeams = SHIPPED
+    spark,
+    config: CassandraConfig,
+    spec: StoreSpec,
+    kafka: KafkaConfig,
+    epoch: int,
+    seams: BatchSeams = SHIPPED,
+    driver_records: int = 0,
 ) -> BatchResult | None:
     """Complete the store's pending batch (started, maybe half written, never recorded as
     done) by reading exactly its offsets from Kafka again. Replay-safe: rows it already wrote
-    are skipped."""
+    are skipped. `driver_records`: as apply_batch's."""
     session = session_for(config)
     progress = registry.progress(session, spec.keyspace, spec.name)
     pending = progress.pending_batch_id
@@ -478,4 +535,5 @@ def finish_pending_batch(
         epoch,
         seams,
         stream_time_ms=_millis(progress.max_event_time),
+        driver_records=driver_records,
     )

@@ -60,6 +60,21 @@ def batch_end_offsets(spark, checkpoint: str, batch_id: int) -> str:
     return json.dumps(offsets, sort_keys=True, separators=(",", ":"))
 
 
+def records_between(start_offsets: str, end_offsets: str) -> int | None:
+    """Pure: how many Kafka records a batch reads from `start_offsets` up to `end_offsets`
+    (Spark's JSON), or None when that is unknown: a partition of the end without a start (one
+    added to the topic since), or an offset that is not a number (`-1`/`-2`, latest/earliest)."""
+    start, end = json.loads(start_offsets), json.loads(end_offsets)
+    total = 0
+    for topic, partitions in end.items():
+        for partition, last in partitions.items():
+            first = start.get(topic, {}).get(partition)
+            if not isinstance(first, int) or not isinstance(last, int) or first < 0 or last < first:
+                return None
+            total += last - first
+    return total
+
+
 def checkpoint_problem(progress: StoreProgress, checkpoint_query: str | None, recover: bool) -> str | None:
     """Pure: why a checkpoint cannot write this store, or None if it can."""
     if not progress.has_batches or checkpoint_query == progress.query_id:

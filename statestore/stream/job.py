@@ -123,7 +123,9 @@ def _check_checkpoint(
         raise checkpoint.mismatch_error(spec.name, job.stream.checkpoint, problem)
     if owner is None and progress.has_batches:  # only reached with --recover-from-store
         monitor.state(stream_log.RECOVERING, "--recover-from-store: finishing the store's pending batch, if any")
-        batches.finish_pending_batch(spark, job.cassandra, spec, job.kafka, epoch, seams)
+        batches.finish_pending_batch(
+            spark, job.cassandra, spec, job.kafka, epoch, seams, job.stream.driver_apply_records
+        )
         return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
     return job.stream.starting_offsets
 
@@ -156,7 +158,16 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
             lambda: _check_checkpoint(spark, session, job, spec, epoch, seams, monitor),
         )
         applier = BatchApplier(
-            spark, job.cassandra, spec, job.stream.checkpoint, lease, epoch, seams, job.stream.apply_cache, monitor
+            spark,
+            job.cassandra,
+            spec,
+            job.stream.checkpoint,
+            lease,
+            epoch,
+            seams,
+            job.stream.apply_cache,
+            monitor,
+            job.stream.driver_apply_records,
         )
         writer = (
             _kafka_source(spark, job, starting)

@@ -1,6 +1,6 @@
 """The word count's Spark transforms of one micro-batch: words and their deltas, the batch's
-version time, and the rows of its dead letters. Pure DataFrame plans: nothing runs until an
-action, and nothing here reads or writes a store."""
+version time, and the rows of its dead letters. Pure DataFrame plans (nothing runs until an
+action) and one pure Arrow aggregation; nothing here reads or writes a store."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from statestore.core.model import MAX_KEY_BYTES
 from statestore.store import deadletters
-from statestore.stream.apply import UNCOUNTABLE
+from statestore.stream.apply import UNCOUNTABLE, with_buckets
 from statestore.stream.tokenize import words_column
 
 
@@ -81,13 +81,13 @@ def _readable(batch_df):
     return batch_df.filter(is_readable())
 
 
-def batch_deltas(batch_df, with_uncountable: bool = False):
-    """(word, delta, last_ms) for every countable word of the batch.
+def batch_words(batch_df, with_uncountable: bool = False):
+    """(word, timestamp): one row per countable word of the batch, with its record's Kafka time.
 
-    `with_uncountable`: plus one row under statestore.stream.apply.UNCOUNTABLE, when the batch has
-    any, whose delta counts the messages without UTF-8 text and the words over the key limit
-    (what dead_letter_rows finds). The apply job then tells whether the batch has dead letters
-    at all, so the usual batch, which has none, runs no job of its own to find out.
+    `with_uncountable`: plus one row under statestore.stream.apply.UNCOUNTABLE per message
+    without UTF-8 text and per word over the key limit (what dead_letter_rows finds). The
+    apply then tells whether the batch has dead letters at all, so the usual batch, which has
+    none, runs no job of its own to find out.
     """
     value, word = F.col("value"), F.col("word")
     tokens = F.when(is_readable(), words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
@@ -97,11 +97,39 @@ def batch_deltas(batch_df, with_uncountable: bool = False):
     keep = F.length(word) > 0
     if not with_uncountable:
         keep = keep & (word != F.lit(UNCOUNTABLE))
+    return words.filter(keep)
+
+
+def batch_deltas(batch_df, with_uncountable: bool = False):
+    """(word, delta, last_ms) for every countable word of the batch: how often it occurs and
+    its records' latest Kafka time (epoch ms). `with_uncountable`: see batch_words."""
     return (
-        words.filter(keep)
+        batch_words(batch_df, with_uncountable)
         .groupBy("word")
         .agg(F.count("*").alias("delta"), F.max(F.unix_millis("timestamp")).alias("last_ms"))
     )
+
+
+def word_times(batch_df, buckets: int | None):
+    """batch_words as (word, ms[, bucket]): what the driver collects of a small batch to make
+    its deltas itself (arrow_deltas), with no shuffle. `buckets`: the apply cache's."""
+    return with_buckets(
+        batch_words(batch_df, with_uncountable=True).select("word", F.unix_millis("timestamp").alias("ms")), buckets
+    )
+
+
+def arrow_deltas(words):
+    """batch_deltas's aggregation over a pyarrow Table of word_times: (word, delta, last_ms
+    [, bucket]), as the executors' path gets them from Spark (the same count and latest time)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = ["word", "bucket"] if "bucket" in words.column_names else ["word"]
+    grouped = words.group_by(keys, use_threads=False).aggregate(
+        [("ms", "count", pc.CountOptions(mode="all")), ("ms", "max")]
+    )
+    columns = [grouped["word"], grouped["ms_count"], grouped["ms_max"]] + [grouped[k] for k in keys[1:]]
+    return pa.Table.from_arrays(columns, names=["word", "delta", "last_ms", *keys[1:]])
 
 
 def batch_version_ms(batch_df) -> int | None:
