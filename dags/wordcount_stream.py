@@ -111,6 +111,14 @@ with DAG(
             description="executors keep each batch's writes and read only what they cannot vouch for; "
             "turn off when other programs write the store while the stream runs",
         ),
+        "driver_apply_records": Param(
+            1000,
+            type="integer",
+            minimum=0,
+            title="Driver apply: largest batch (records)",
+            description="a micro-batch of at most this many Kafka records is applied by the driver, with no "
+            "Python tasks; 0: every batch on the executors",
+        ),
         "window": _duration_param(
             "Window (windowed counts)",
             "empty: count per word forever; a duration such as 1m: count per word and event-time window of that "
@@ -159,6 +167,7 @@ with DAG(
                 max_offsets_per_trigger=params["max_offsets_per_trigger"],
                 recover_from_store=params["recover_from_store"],
                 apply_cache=params.get("apply_cache", True),
+                driver_apply_records=params.get("driver_apply_records", 1000),
                 **{
                     name: parse_duration(params[name], name, zero=name == "grace")
                     for name in WINDOW_PARAMS
@@ -173,6 +182,7 @@ with DAG(
             ("--store-type", stream.store_type),
             ("--partitions", stream.partitions),
             ("--max-offsets-per-trigger", stream.max_offsets_per_trigger),
+            ("--driver-apply-records", stream.driver_apply_records),
         ):
             if value is not None:
                 args += [flag, str(value)]

@@ -12,7 +12,7 @@ from statestore.core.config import StreamConfig
 from statestore.store import registry
 from statestore.store.builder import open_store
 from statestore.store.tables import table_for
-from statestore.stream.batches import BatchSeams
+from statestore.stream.batches import DRIVER, EXECUTORS, BatchSeams
 from statestore.stream.job import JobConfig, start
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream
@@ -44,10 +44,19 @@ def test_batches_of_a_new_store_read_nothing_and_count_exactly(
 ):
     lines, truth = generate(2000, seed=31)
     produce_lines(kafka_config, topic, lines)
+    # Every batch on the executors (their Python workers keep the files).
     results = _run_batches(
-        spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", max_offsets_per_trigger=400
+        spark,
+        cassandra_config,
+        kafka_config,
+        topic,
+        store_name,
+        tmp_path / "cp",
+        max_offsets_per_trigger=400,
+        driver_apply_records=0,
     )
     assert len(results) >= 4
+    assert {r.applied_on for r in results} == {EXECUTORS}
     assert dump(session, keyspace, store_name) == dict(truth)
     # A new store: every bucket file starts complete, so no batch reads a key from Cassandra,
     # and every bucket that had keys reported its token.
@@ -64,9 +73,35 @@ def test_batches_of_a_new_store_read_nothing_and_count_exactly(
         tmp_path / "cp2",
         max_offsets_per_trigger=400,
         apply_cache=False,
+        driver_apply_records=0,
     )
     assert [r.stats.read for r in uncached] == [r.stats.keys for r in uncached]
     assert dump(session, keyspace, store_name + "_x") == dict(truth)
+
+
+def test_the_driver_applying_a_small_batch_trusts_the_files_the_executors_finished(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    """In local mode the driver opens the executors' bucket files: after two batches on the
+    executors, the small last batch (500 records, under the limit of 600) reads nothing, as it
+    would on the executors. (On a cluster the driver's files are its own: their tokens differ,
+    so they are emptied and the keys read, which the unit tests of the ledger cover.)"""
+    lines, truth = generate(2500, seed=37)
+    produce_lines(kafka_config, topic, lines)
+    results = _run_batches(
+        spark,
+        cassandra_config,
+        kafka_config,
+        topic,
+        store_name,
+        tmp_path / "cp",
+        max_offsets_per_trigger=1000,
+        driver_apply_records=600,
+    )
+    assert [r.applied_on for r in results] == [EXECUTORS, EXECUTORS, DRIVER]
+    assert [r.stats.read for r in results] == [0, 0, 0]  # a new store's files start complete: none emptied
+    assert all(r.stats.cache_tokens for r in results)
+    assert dump(session, keyspace, store_name) == dict(truth)
 
 
 def test_a_restart_trusts_nothing_it_cached_before(
@@ -110,6 +145,7 @@ def test_deletes_marked_as_outside_writes_are_seen_by_the_next_batch(
         max_offsets_per_trigger=10,
     )
     assert len(results) >= 3 and 0 < deleted["alpha"] < 40
+    assert {r.applied_on for r in results} == {DRIVER}  # 10 records a batch: the cache's rules on the driver
     # The expired word counts again from zero; a trusted cache would have brought it back.
     assert dump(session, keyspace, store_name) == {"alpha": 40 - deleted["alpha"], "beta": 40}
     assert results[1].stats.read == results[1].stats.keys  # nothing trusted right after the expiry

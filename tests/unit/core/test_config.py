@@ -100,6 +100,19 @@ def test_a_switch_that_is_on_by_default_has_a_no_flag_and_the_environment_still_
     assert cfg.from_args(StreamConfig, parser.parse_args([*base, "--apply-cache"]), env=env_off).apply_cache is True
 
 
+def test_the_driver_apply_limit_defaults_to_1000_records_and_refuses_a_negative_one():
+    parser = argparse.ArgumentParser()
+    cfg.add_arguments(parser, StreamConfig)
+    base = ["--topic", "t", "--store", "s", "--checkpoint", "/tmp/cp"]
+    assert cfg.from_args(StreamConfig, parser.parse_args(base), env={}).driver_apply_records == 1000
+    off = parser.parse_args([*base, "--driver-apply-records", "0"])
+    assert cfg.from_args(StreamConfig, off, env={}).driver_apply_records == 0
+    env = {"STATESTORE_DRIVER_APPLY_RECORDS": "250"}
+    assert cfg.from_args(StreamConfig, parser.parse_args(base), env=env).driver_apply_records == 250
+    with pytest.raises(ConfigError, match="--driver-apply-records / STATESTORE_DRIVER_APPLY_RECORDS: '-1'"):
+        cfg.from_args(StreamConfig, parser.parse_args([*base, "--driver-apply-records", "-1"]), env={})
+
+
 def test_two_sections_with_a_same_named_setting_are_refused_when_the_parser_is_built():
     @dataclasses.dataclass(frozen=True)
     class Other:
