@@ -25,6 +25,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
+from itertools import pairwise
 from typing import NamedTuple
 
 from statestore.conn.cassandra import session_for
@@ -349,11 +350,26 @@ def collect_at_most(df, rows: int):
 
 
 def apply_on_driver(deltas, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
-    """run_applier's work done by the driver itself, over a pyarrow Table of the deltas, as
-    one task over every bucket. For a small batch: no Python worker starts, which is most of
-    its time, and all of a cold restart's first batch's (BENCHMARKS.md, "Small batches on the
-    driver")."""
-    return sum(applied(deltas.to_batches(), applier), ApplyStats())
+    """run_applier's work done by the driver itself, over a pyarrow Table of the deltas: one
+    call of `applier` per apply-cache bucket, as the executors' tasks hold one bucket each (a
+    call keeps its buckets' files open to its end, and each file maps a large address range),
+    or one call over every row without the cache. For a small batch: no Python worker starts,
+    which is most of its time, and all of a cold restart's first batch's (BENCHMARKS.md,
+    "Small batches on the driver")."""
+    return sum((stats for part in by_bucket(deltas) for stats in applied(part.to_batches(), applier)), ApplyStats())
+
+
+def by_bucket(deltas) -> list:
+    """The Table `deltas` cut into one Table per value of its `bucket` column (the whole
+    Table when it has none)."""
+    if "bucket" not in deltas.column_names or deltas.num_rows == 0:
+        return [deltas]
+    import numpy as np
+
+    deltas = deltas.sort_by("bucket")
+    buckets = deltas["bucket"].to_numpy()
+    starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), deltas.num_rows]
+    return [deltas.slice(start, end - start) for start, end in pairwise(starts)]
 
 
 def applied(batches: Iterable, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> Iterator[ApplyStats]:

@@ -308,7 +308,8 @@ def _deltas(batch_df, spec: StoreSpec, stream_time_ms: int | None):
 def _driver_deltas(batch_df, spec: StoreSpec, buckets: int | None, stream_time_ms: int | None):
     """A small batch's deltas on the driver, as a pyarrow Table, or None when it has too many
     rows for the driver (apply.DRIVER_ROWS). Key-value stores collect the batch's words and
-    count them in Arrow: no shuffle, which is half of a small batch's Spark job."""
+    count them in Arrow instead of shuffling every word by key, which was half of a small
+    batch's Spark job."""
     if spec.windowing is None:
         words = collect_at_most(word_times(batch_df, buckets), DRIVER_ROWS)
         return None if words is None else arrow_deltas(words)

@@ -1,8 +1,9 @@
 """A test-only fault-injection switch: crash or pause the whole job in the middle of a batch's writes.
 
-With STATESTORE_TEST_FAULT=kill-mid-write:<batch_id>, the executor applying that batch writes
-the first half of its new values, then kills its process group (driver, executors and Python
-workers: a hard crash of the whole job). With pause-mid-write:<batch_id> it stops them instead
+With STATESTORE_TEST_FAULT=kill-mid-write:<batch_id>, the process applying that batch (a Python
+worker of an executor, or the driver for a small batch) writes the first half of its new
+values, then kills the job's process groups (driver, executors and Python workers: a hard
+crash of the whole job). With pause-mid-write:<batch_id> it stops them instead
 (SIGSTOP), as a driver frozen by a long GC pause or a suspended VM; a test resumes them with
 SIGCONT once another writer has taken over (the zombie-driver test of fencing); a job pauses
 once only (several tasks of the batch reach the switch). With pause-before-record:<batch_id>
@@ -59,6 +60,9 @@ def armed_for(batch_id: int) -> str | None:
 
 def _signal_job(signum: int) -> None:
     # PySpark's worker daemon runs in a process group of its own: signal the group of the
-    # session leader (spark-submit's JVM and the Python driver) first, then our own.
+    # session leader (spark-submit's JVM and the Python driver) first, then our own. The
+    # driver is in the leader's group: signalling it twice would stop it again after a
+    # test's SIGCONT.
     os.killpg(os.getsid(0), signum)
-    os.killpg(os.getpgid(0), signum)
+    if os.getpgid(0) != os.getsid(0):
+        os.killpg(os.getpgid(0), signum)

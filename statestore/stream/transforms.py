@@ -112,7 +112,8 @@ def batch_deltas(batch_df, with_uncountable: bool = False):
 
 def word_times(batch_df, buckets: int | None):
     """batch_words as (word, ms[, bucket]): what the driver collects of a small batch to make
-    its deltas itself (arrow_deltas), with no shuffle. `buckets`: the apply cache's."""
+    its deltas itself (arrow_deltas), without shuffling every word by key. `buckets`: the
+    apply cache's."""
     return with_buckets(
         batch_words(batch_df, with_uncountable=True).select("word", F.unix_millis("timestamp").alias("ms")), buckets
     )

@@ -10,21 +10,22 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from statestore.store import registry
 from statestore.stream.faults import ENV as FAULT_ENV
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, spark_submit_job, wait_for
 
-BATCH_LINES = 2_000
 LEASE_TTL_S = "6"
 PAUSED_BATCH = 1
 
 
-def _launch(name: str, topic, store, checkpoint, keyspace, fault: str) -> subprocess.Popen:
+def _launch(name: str, topic, store, checkpoint, keyspace, fault: str, batch_lines: int) -> subprocess.Popen:
     log = open(checkpoint.parent / f"{name}.log", "w")
     return spark_submit_job(
         *("--topic", topic, "--store", store, "--checkpoint", str(checkpoint), "--keyspace", keyspace),
-        *("--max-offsets-per-trigger", str(BATCH_LINES), "--lease-ttl", LEASE_TTL_S),
+        *("--max-offsets-per-trigger", str(batch_lines), "--lease-ttl", LEASE_TTL_S),
         env={FAULT_ENV: fault},
         start_new_session=True,  # its own session: every process of the job can be found and resumed
         stdout=log,
@@ -52,13 +53,17 @@ def _stopped(pid: int) -> bool:
         return False
 
 
+# Batches of 2,000 records are applied by the executors' Python workers, which freeze the job;
+# batches of 500 (under --driver-apply-records' 1,000) by the driver, which freezes itself.
+@pytest.mark.parametrize(("batch_lines", "applied_on"), [(2_000, "executors"), (500, "driver")])
 def test_a_paused_driver_is_fenced_off_and_counts_stay_exact(
-    session, keyspace, kafka_config, topic, store_name, tmp_path
+    session, keyspace, kafka_config, topic, store_name, tmp_path, batch_lines, applied_on
 ):
-    lines, truth = generate(12_000, seed=4242)
+    lines, truth = generate(6 * batch_lines, seed=4242)
     produce_lines(kafka_config, topic, lines)
     checkpoint = tmp_path / "cp"
-    zombie = _launch("zombie", topic, store_name, checkpoint, keyspace, f"pause-mid-write:{PAUSED_BATCH}")
+    fault = f"pause-mid-write:{PAUSED_BATCH}"
+    zombie = _launch("zombie", topic, store_name, checkpoint, keyspace, fault, batch_lines)
     try:
         # The job freezes itself after writing half of batch PAUSED_BATCH.
         wait_for(lambda: _stopped(zombie.pid), 300, "the first driver to freeze mid-write")
@@ -67,7 +72,7 @@ def test_a_paused_driver_is_fenced_off_and_counts_stay_exact(
 
         # A second driver from the same checkpoint waits out the frozen one's lease, takes
         # over with a newer epoch, replays the half-written batch and reads the topic to its end.
-        successor = _launch("successor", topic, store_name, checkpoint, keyspace, "")
+        successor = _launch("successor", topic, store_name, checkpoint, keyspace, "", batch_lines)
         assert successor.wait(timeout=600) == 0, (checkpoint.parent / "successor.log").read_text()[-3000:]
         done = registry.progress(session, keyspace, store_name)
         assert done.epoch > frozen.epoch and done.last_batch_id > PAUSED_BATCH
@@ -79,6 +84,10 @@ def test_a_paused_driver_is_fenced_off_and_counts_stay_exact(
         assert zombie.wait(timeout=300) != 0
         log = (checkpoint.parent / "zombie.log").read_text(errors="replace")
         assert f"fenced off while recording batch {PAUSED_BATCH}" in log, log[-3000:]
+        assert (
+            f"batch {PAUSED_BATCH - 1} (spark {PAUSED_BATCH - 1}) of store {store_name}, applied on the {applied_on}"
+            in log
+        )
         after = registry.progress(session, keyspace, store_name)
         assert (after.last_batch_id, after.offsets, after.epoch) == (done.last_batch_id, done.offsets, done.epoch)
         assert dump(session, keyspace, store_name) == dict(truth)

@@ -16,6 +16,7 @@ from statestore.stream.apply import (
     ApplyStats,
     applied,
     apply_on_driver,
+    by_bucket,
     collect_at_most,
     run_applier,
     with_buckets,
@@ -75,7 +76,7 @@ def _pid_recording_applier(directory: Path):
     def apply_rows(rows):
         rows = list(rows)
         (directory / str(os.getpid())).touch()
-        yield ApplyStats(keys=len(rows), words=sum(r[1] for r in rows), read=len(rows[0]) if rows else 0)
+        yield ApplyStats(keys=len(rows), words=sum(r[1] for r in rows), read=sum(len(r) for r in rows))
 
     return apply_rows
 
@@ -88,7 +89,7 @@ def _deltas(spark, n: int):
 def test_a_small_batch_is_applied_in_the_drivers_own_process(spark, tmp_path):
     table = collect_at_most(with_buckets(_deltas(spark, 5), 4), 5)
     stats = apply_on_driver(table, _pid_recording_applier(tmp_path))
-    assert stats == ApplyStats(keys=5, words=15, read=4)  # one task of every row, with its bucket column
+    assert stats == ApplyStats(keys=5, words=15, read=5 * 4)  # every row, with its bucket column
     assert [p.name for p in tmp_path.iterdir()] == [str(os.getpid())]
 
 
@@ -129,3 +130,32 @@ def test_the_drivers_deltas_equal_the_executors_deltas(spark):
     expected = sorted(tuple(row) for row in on_executors)
     assert sorted(tuple(row.values()) for row in on_driver.to_pylist()) == expected
     assert (UNCOUNTABLE, 3) in {(w, d) for w, d, *_ in expected}  # the null, the non-text and the long word
+
+
+def test_the_driver_applies_one_bucket_per_call_as_the_executors_tasks_do():
+    """The applier keeps the files of the buckets it was given open until it returns: one
+    call over 200 buckets would map 200 LMDB files at once (1 TiB of address space each)."""
+    buckets = [i % 200 for i in range(1000)]
+    deltas = pa.table(
+        {
+            "word": [f"w{i}" for i in range(1000)],
+            "delta": pa.array([1] * 1000, pa.int64()),
+            "last_ms": pa.array([7] * 1000, pa.int64()),
+            "bucket": pa.array(buckets, pa.int32()),
+        }
+    )
+    calls: list[set[int]] = []
+
+    def one_call(rows):
+        rows = list(rows)
+        calls.append({row[3] for row in rows})
+        yield ApplyStats(keys=len(rows))
+
+    assert apply_on_driver(deltas, one_call) == ApplyStats(keys=1000)
+    assert sorted(calls, key=min) == [{bucket} for bucket in range(200)]
+
+
+def test_without_the_cache_the_driver_applies_every_row_in_one_call():
+    deltas = pa.table({"word": ["a", "b"], "delta": pa.array([1, 2], pa.int64()), "last_ms": pa.array([1, 2])})
+    assert [len(part) for part in by_bucket(deltas)] == [2]
+    assert apply_on_driver(deltas, _counting_applier) == ApplyStats(keys=2, words=3)
