@@ -156,7 +156,11 @@ def test_wordcount_stream_killed_then_rerun_counts_exactly(
     #    it continues where the killed run stopped, and every word is counted exactly once.
     more, more_truth = generate(1000, seed=22)
     produce_lines(kafka_config, topic, more)
-    rerun = dag.test(run_conf={"topic": topic, "store": store_name, "trigger": "available-now"})
+    #    The form's driver_apply_records 0 sends the 1,000 new lines to the executors, which
+    #    the default (1,000) would have applied on the driver.
+    rerun = dag.test(
+        run_conf={"topic": topic, "store": store_name, "trigger": "available-now", "driver_apply_records": 0}
+    )
     assert rerun.state == "success"
     assert dump(session, keyspace, store_name) == dict(first_truth + more_truth)
 

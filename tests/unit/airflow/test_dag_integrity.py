@@ -69,6 +69,7 @@ def test_schedules_and_concurrency(dagbag):
         ("wordcount_stream", {"window": "a minute"}, "window"),
         ("wordcount_stream", {"hop": "-5s"}, "hop"),
         ("wordcount_stream", {"session_gap": "5 minutes"}, "session_gap"),
+        ("wordcount_stream", {"driver_apply_records": -1}, "driver_apply_records"),
         ("state_store_admin", {"action": "explode"}, "action"),
         ("state_store_admin", {"options": "ttl=5"}, "options"),
         ("state_maintenance", {"policy": "ignore"}, "policy"),
