@@ -119,6 +119,15 @@ with DAG(
             description="a micro-batch of at most this many Kafka records is applied by the driver, with no "
             "Python tasks; 0: every batch on the executors",
         ),
+        "compaction": Param(
+            "default",
+            type="string",
+            enum=["default", "ucs", "lcs", "stcs", "twcs"],
+            title="Compaction (new stores)",
+            description="the compaction strategy of a store this run creates; default: the store type's "
+            "(UCS for key-value stores, TWCS for window and session stores); lcs: the seed library's; an "
+            "existing store keeps its own",
+        ),
         "window": _duration_param(
             "Window (windowed counts)",
             "empty: count per word forever; a duration such as 1m: count per word and event-time window of that "
@@ -168,6 +177,7 @@ with DAG(
                 recover_from_store=params["recover_from_store"],
                 apply_cache=params.get("apply_cache", True),
                 driver_apply_records=params.get("driver_apply_records", 1000),
+                compaction=None if params.get("compaction", "default") == "default" else params["compaction"],
                 **{
                     name: parse_duration(params[name], name, zero=name == "grace")
                     for name in WINDOW_PARAMS
@@ -183,6 +193,7 @@ with DAG(
             ("--partitions", stream.partitions),
             ("--max-offsets-per-trigger", stream.max_offsets_per_trigger),
             ("--driver-apply-records", stream.driver_apply_records),
+            ("--compaction", stream.compaction),
         ):
             if value is not None:
                 args += [flag, str(value)]

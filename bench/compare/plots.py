@@ -9,6 +9,7 @@ _COLOURS = {
     "global": "#7fbf7b",
     "partitioned-reads": "#a6dba0",
     "partitioned-nolog": "#5aae61",
+    "partitioned-lcs": "#00441b",
     "rocksdb": "#2166ac",
     "hdfs": "#92c5de",
     "stateless": "#999999",

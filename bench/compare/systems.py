@@ -17,6 +17,9 @@
                .count() after a 1-minute watermark, update mode to a no-op sink, RocksDB
                (the grace and the watermark delay keep every record of the corpus on time:
                its partitions are read in step, but not to the millisecond)
+  partitioned-lcs
+               our job on a partitioned-kv store it creates with --compaction lcs (the seed
+               library's LeveledCompactionStrategy instead of the default UCS)
   write-ceiling
                our job on a partitioned-kv store with blind writes instead of the apply
                (compare/ceiling.py): each batch's distinct keys written once, nothing read,
@@ -38,6 +41,7 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 OURS = {
     "partitioned": "partitioned-kv",
     "partitioned-nolog": "partitioned-kv",
+    "partitioned-lcs": "partitioned-kv",
     "global": "global-kv",
     "partitioned-reads": "partitioned-kv",
     "write-ceiling": "partitioned-kv",
@@ -45,15 +49,18 @@ OURS = {
 }
 WINDOW_MS = 60_000  # the windowed systems' tumbling window, and their grace (watermark delay)
 # Our job with exact counts (the write ceiling runs our job's driver only).
-REAL_JOB = ("partitioned", "partitioned-nolog", "global", "partitioned-reads", "partitioned-window")
+REAL_JOB = ("partitioned", "partitioned-nolog", "partitioned-lcs", "global", "partitioned-reads", "partitioned-window")
 UNCACHED = ("partitioned-reads",)
 # The job without its stream log's batch rows: what recording progress costs (issue 17).
 UNLOGGED = ("partitioned-nolog",)
+# Our job on a store created with the seed's compaction, LCS.
+LEVELED = ("partitioned-lcs",)
 BLIND = "write-ceiling"
 PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER, "rocksdb-window": ROCKSDB_PROVIDER}
 SYSTEMS = (
     "partitioned",
     "partitioned-nolog",
+    "partitioned-lcs",
     "partitioned-reads",
     "global",
     "rocksdb",
@@ -66,11 +73,12 @@ SYSTEMS = (
 STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
 # Not in the default run (`--systems` names them): the windowed word count and Spark's own.
 WINDOWED = ("partitioned-window", "rocksdb-window")
-OPTIONAL = (*WINDOWED, *UNLOGGED)
+OPTIONAL = (*WINDOWED, *UNLOGGED, *LEVELED)
 LABELS = {
     "partitioned": "statestore, partitioned-kv",
     "partitioned-reads": "statestore, partitioned-kv, no apply cache",
     "partitioned-nolog": "statestore, partitioned-kv, batches not logged",
+    "partitioned-lcs": "statestore, partitioned-kv, LCS compaction",
     "global": "statestore, global-kv",
     "rocksdb": "Spark, RocksDB provider",
     "hdfs": "Spark, HDFS-backed provider",
@@ -146,6 +154,7 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
         apply_cache=system not in UNCACHED,
         window=WINDOW_MS if system in WINDOWED else None,
         grace=WINDOW_MS if system in WINDOWED else None,
+        compaction="LeveledCompactionStrategy" if system in LEVELED else None,
         **({} if driver_records is None else {"driver_apply_records": driver_records}),
     )
     seams = seams or SHIPPED

@@ -13,6 +13,7 @@ from statestore.core.errors import ConfigError, OptionError
 from statestore.core.event_time import parse_duration
 from statestore.core.model import StoreType
 from statestore.core.names import validate_keyspace, validate_store_name, validate_topic
+from statestore.core.options import compaction_class
 from statestore.core.settings import (
     add_arguments,
     from_args,
@@ -267,6 +268,10 @@ def _duration(what: str, zero: bool = False):
     return lambda raw: parse_duration(raw, what, zero)
 
 
+def _compaction(raw: str) -> str:
+    return compaction_class(raw)
+
+
 def _starting_offsets(raw: str) -> str:
     if raw not in ("earliest", "latest"):
         raise ValueError("use earliest or latest")
@@ -346,6 +351,15 @@ class StreamConfig:
         "store partitions of a new store (default: the topic's partition count)",
         parse_positive_int,
     )
+    compaction: str | None = setting(
+        None,
+        "STATESTORE_COMPACTION",
+        "--compaction",
+        "compaction strategy of a store this job creates: ucs, lcs, stcs, twcs or a class name such as "
+        "UnifiedCompactionStrategy (default: the store type's, UCS for key-value stores; an existing "
+        "store keeps its own)",
+        _compaction,
+    )
     trigger: str = setting(
         "available-now",
         "STATESTORE_TRIGGER",
@@ -407,6 +421,11 @@ class StreamConfig:
                 raise ConfigError(f"{name} is required: pass --{name} or set STATESTORE_{name.upper()}")
         validate_topic(self.topic)
         validate_store_name(self.store)
+        if self.compaction is not None:
+            try:
+                object.__setattr__(self, "compaction", compaction_class(self.compaction))
+            except OptionError as exc:
+                raise ConfigError(f"--compaction: {exc}") from None
         if self.window is not None and self.session_gap is not None:
             raise ConfigError("give either --window or --session-gap: a store counts in windows or in sessions")
         if self.window is None and self.hop is not None:

@@ -9,7 +9,7 @@
     store.put("home", {"n": 1})
 
 Every option is validated when it is set. Defaults: keyspace STATESTORE_KEYSPACE (else
-"statestore"), table name "<store>_store", LeveledCompactionStrategy and no TTL, tables
+"statestore"), table name "<store>_store", UnifiedCompactionStrategy and no TTL, tables
 created by `create()`, DDL on the "ddl" execution profile (consistency ALL), DML on the
 default profile (LOCAL_QUORUM), count-all off, string keys and long values, no read cache.
 """

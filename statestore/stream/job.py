@@ -26,6 +26,7 @@ from statestore.core.model import StoreSpec, StoreType
 from statestore.store import registry, stream_log
 from statestore.store.lease import StoreLease
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
+from statestore.store.tables import options_with_compaction
 from statestore.stream import batches, checkpoint
 from statestore.stream.batches import SHIPPED, BatchApplier, BatchSeams
 from statestore.stream.monitor import StreamMonitor
@@ -60,6 +61,7 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
             job.stream.partitions or existing.partitions,
             windowing=(windowing or existing.windowing) if store_type.timed else None,
         )
+        # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing).
         return provision_store(session, wanted, job.stream.topic)
     partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)
     if partitions is None:
@@ -70,7 +72,9 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
     spec = StoreSpec(
         job.cassandra.keyspace, job.stream.store, store_type or DEFAULT_STORE_TYPE, partitions, windowing=windowing
     )
-    return provision_store(session, spec, job.stream.topic)
+    return provision_store(
+        session, spec, job.stream.topic, options=options_with_compaction(spec, job.stream.compaction)
+    )
 
 
 def _kafka_source(spark, job: JobConfig, starting_offsets: str):

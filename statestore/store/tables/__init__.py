@@ -1,5 +1,7 @@
 """Store types: one module per type owns that type's CQL."""
 
+from dataclasses import replace
+
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
 from statestore.core.errors import UnsupportedOperationError
@@ -48,6 +50,25 @@ def session_table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -
     return PartitionedSessionTable(spec, profile)
 
 
+def default_options_for(spec: StoreSpec) -> TableOptions:
+    """The table options a store of `spec`'s type is created with when none are given."""
+    if spec.store_type.windowed:
+        return window_table_for(spec).default_options()
+    if spec.store_type.sessioned:
+        return session_table_for(spec).default_options()
+    return TableOptions()
+
+
+def options_with_compaction(spec: StoreSpec, compaction: str | None) -> TableOptions | None:
+    """The options of a new store of `spec` created with the compaction class `compaction`:
+    its type's defaults when that is their class too (None: the defaults), else that class
+    with Cassandra's own sub-options."""
+    defaults = default_options_for(spec)
+    if compaction is None or compaction == defaults.compaction:
+        return None
+    return replace(defaults, compaction=compaction, compaction_options={})
+
+
 def create_cql_for(spec: StoreSpec, options: TableOptions | None = None) -> str:
     """The CREATE TABLE of any store type (each type's default options when `options` is None)."""
     if spec.store_type.windowed:
@@ -62,6 +83,8 @@ __all__ = [
     "PartitionedSessionTable",
     "PartitionedWindowTable",
     "create_cql_for",
+    "default_options_for",
+    "options_with_compaction",
     "session_table_for",
     "table_for",
     "window_table_for",

@@ -172,7 +172,8 @@ def test_wordcount_stream_counts_in_the_windows_the_trigger_form_asks_for(
     base = 1_767_225_600_000  # a whole minute
     _produce_at(kafka_config, topic, ["heron reed", "heron"], base + 5_000)
     _produce_at(kafka_config, topic, ["heron"], base + minute + 59_000)
-    conf = {"topic": topic, "store": store_name, "window": "1m", "hop": "30s", "grace": "0s"}
+    # The form's compaction reaches the table the run creates (a window store's default is TWCS).
+    conf = {"topic": topic, "store": store_name, "window": "1m", "hop": "30s", "grace": "0s", "compaction": "ucs"}
     # A DAG of its own (`dags` only set up the database): dag.test() keeps a run's conf in its
     # tasks' params, where the other tests' runs of the module-wide DAG would find it.
     from airflow.dag_processing.dagbag import DagBag
@@ -182,6 +183,11 @@ def test_wordcount_stream_counts_in_the_windows_the_trigger_form_asks_for(
     spec = registry.lookup(session, keyspace, store_name)
     assert spec.store_type.value == "partitioned-window"
     assert (spec.windowing.size_ms, spec.windowing.hop_ms, spec.windowing.grace_ms) == (minute, 30_000, 0)
+    compaction = session.execute(
+        "SELECT compaction FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+        (keyspace, spec.table),
+    ).one()[0]
+    assert compaction["class"].endswith("UnifiedCompactionStrategy")
     stored = {(w.key, w.start_ms - base): w.value for w in open_window_store(session, keyspace, store_name).all()}
     # 0:05 falls in the windows starting -0:30 (before base) and 0:00; 1:59 in 1:00 and 1:30.
     assert stored == {

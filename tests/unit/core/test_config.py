@@ -124,3 +124,18 @@ def test_two_sections_with_a_same_named_setting_are_refused_when_the_parser_is_b
     cfg.add_arguments(parser, CassandraConfig)
     with pytest.raises(TypeError, match=r"Other\.hosts collides"):
         cfg.add_arguments(parser, Other)
+
+
+def test_compaction_of_a_new_store_is_a_setting_with_short_names():
+    parser = argparse.ArgumentParser()
+    cfg.add_arguments(parser, StreamConfig)
+    base = ["--topic", "t", "--store", "s", "--checkpoint", "/tmp/cp"]
+    assert cfg.from_args(StreamConfig, parser.parse_args(base), env={}).compaction is None
+    given = parser.parse_args([*base, "--compaction", "ucs"])
+    assert cfg.from_args(StreamConfig, given, env={}).compaction == "UnifiedCompactionStrategy"
+    env = {"STATESTORE_COMPACTION": "LeveledCompactionStrategy"}
+    assert cfg.from_args(StreamConfig, parser.parse_args(base), env=env).compaction == "LeveledCompactionStrategy"
+    with pytest.raises(ConfigError, match="--compaction / STATESTORE_COMPACTION: 'fast'"):
+        cfg.from_args(StreamConfig, parser.parse_args([*base, "--compaction", "fast"]), env={})
+    with pytest.raises(ConfigError, match="unknown compaction 'fast'"):
+        StreamConfig(topic="t", store="s", checkpoint="/tmp/cp", compaction="fast")

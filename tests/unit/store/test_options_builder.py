@@ -6,18 +6,21 @@ import pytest
 
 from statestore.core import codecs
 from statestore.core.errors import CodecError, InvalidNameError, OptionError
-from statestore.core.model import StoreType
-from statestore.core.options import TableOptions
+from statestore.core.model import StoreSpec, StoreType
+from statestore.core.options import TableOptions, compaction_class
 from statestore.core.windows import WindowSpec
 from statestore.store.builder import StoreBuilder
 from statestore.store.cache import CacheOptions
+from statestore.store.tables import create_cql_for, options_with_compaction
 
 
-def test_default_table_options_are_the_seeds():
+def test_default_table_options_are_ucs_and_the_seeds_lcs_is_one_option_away():
     cql = TableOptions().cql("the comment")
-    assert "compaction = {'class': 'LeveledCompactionStrategy'}" in cql
+    assert "compaction = {'class': 'UnifiedCompactionStrategy'}" in cql
     assert "default_time_to_live = 0" in cql
     assert "comment = 'the comment'" in cql
+    seed = TableOptions.parse({"compaction": "LeveledCompactionStrategy"}).cql("c")
+    assert "compaction = {'class': 'LeveledCompactionStrategy'}" in seed
 
 
 def test_ttl_alias_and_compaction_options_render():
@@ -130,3 +133,40 @@ def test_long_and_int_are_kafkas_big_endian_formats():
     with pytest.raises(CodecError, match="not valid UTF-8 JSON"):
         codecs.JSON.decode(b"{")
     assert codecs.codec_named("long-be64") is codecs.LONG  # the first registry rows' name
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("ucs", "UnifiedCompactionStrategy"),
+        ("LCS", "LeveledCompactionStrategy"),
+        (" stcs ", "SizeTieredCompactionStrategy"),
+        ("TimeWindowCompactionStrategy", "TimeWindowCompactionStrategy"),
+    ],
+)
+def test_compaction_short_names_and_class_names_resolve(name, expected):
+    assert compaction_class(name) == expected
+
+
+def test_an_unknown_compaction_is_refused_naming_the_choices():
+    with pytest.raises(OptionError, match="unknown compaction 'leveled': use one of lcs, stcs, twcs, ucs"):
+        compaction_class("leveled")
+
+
+def test_a_new_key_value_store_takes_the_compaction_asked_for():
+    spec = StoreSpec("ks", "words", StoreType.PARTITIONED_KV, 4)
+    assert options_with_compaction(spec, None) is None
+    assert options_with_compaction(spec, "UnifiedCompactionStrategy") is None  # the default already
+    assert "compaction = {'class': 'UnifiedCompactionStrategy'}" in create_cql_for(spec, None)
+    cql = create_cql_for(spec, options_with_compaction(spec, "LeveledCompactionStrategy"))
+    assert "compaction = {'class': 'LeveledCompactionStrategy'}" in cql
+    assert "UnifiedCompactionStrategy" not in cql
+
+
+def test_a_window_store_keeps_its_twcs_windows_unless_another_class_is_asked_for():
+    spec = StoreSpec("ks", "w", StoreType.PARTITIONED_WINDOW, 4, windowing=WindowSpec(60_000))
+    assert options_with_compaction(spec, "TimeWindowCompactionStrategy") is None
+    assert "compaction_window_unit" in create_cql_for(spec, None)
+    other = create_cql_for(spec, options_with_compaction(spec, "UnifiedCompactionStrategy"))
+    assert "compaction = {'class': 'UnifiedCompactionStrategy'}" in other
+    assert "compaction_window_unit" not in other  # TWCS's sub-options would be refused by UCS
