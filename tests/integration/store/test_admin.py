@@ -87,7 +87,8 @@ def test_bad_options_are_refused_before_any_cql(session, keyspace, store_name):
 
 
 def test_alter_ttl_and_compaction(session, keyspace, store_name):
-    admin.create_store(session, keyspace, store_name, "partitioned-kv", 2, {"compaction_options": {"fanout_size": 8}})
+    leveled = {"compaction": "LeveledCompactionStrategy", "compaction_options": {"fanout_size": 8}}
+    admin.create_store(session, keyspace, store_name, "partitioned-kv", 2, leveled)
     table = f"{store_name}_store"
     now = admin.alter_store(session, keyspace, store_name, {"ttl": "86400"})
     assert now.default_time_to_live == 86400
@@ -181,3 +182,15 @@ def test_versioned_stores_through_every_admin_action(session, keyspace, store_na
     assert list(store.all()) == []
     admin.drop_store(session, keyspace, store_name, store_name)
     assert registry.find(session, keyspace, store_name) is None
+
+
+def test_a_key_value_store_is_created_with_ucs_unless_asked_for_the_seeds_lcs(session, keyspace, store_name):
+    admin.create_store(session, keyspace, store_name, "global-kv")
+    assert _table_options(session, keyspace, f"{store_name}_store")["compaction"]["class"].endswith(
+        "UnifiedCompactionStrategy"
+    )
+    seed = f"{store_name}_seed"
+    admin.create_store(session, keyspace, seed, "partitioned-kv", 2, {"compaction": "LeveledCompactionStrategy"})
+    assert _table_options(session, keyspace, f"{seed}_store")["compaction"]["class"].endswith(
+        "LeveledCompactionStrategy"
+    )
