@@ -55,8 +55,8 @@ MINUTE_MS = 60_000
 WINDOWING = WindowSpec(10_000, grace_ms=0, retention_ms=3 * MINUTE_MS, segment_ms=MINUTE_MS)
 STRATEGIES = {
     "twcs": None,  # the window table's default: TWCS, one compaction window per segment
-    # The key-value tables' default. Its sub-option (Cassandra's default value) is spelled out
-    # because the builder reads options equal to TableOptions() as "the table's own default".
+    # The seed library's compaction (the key-value tables' default until 26 Nov, UCS since);
+    # its sub-option is Cassandra's default value, spelled out as when the runs were made.
     "lcs": TableOptions(compaction="LeveledCompactionStrategy", compaction_options={"sstable_size_in_mb": "160"}),
     "stcs": TableOptions(compaction="SizeTieredCompactionStrategy"),  # Cassandra's own default
     "ucs": TableOptions(compaction="UnifiedCompactionStrategy"),  # Cassandra 5's recommended one

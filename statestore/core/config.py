@@ -426,6 +426,12 @@ class StreamConfig:
                 object.__setattr__(self, "compaction", compaction_class(self.compaction))
             except OptionError as exc:
                 raise ConfigError(f"--compaction: {exc}") from None
+            timed = self.window is not None or self.session_gap is not None
+            if self.compaction == "TimeWindowCompactionStrategy" and not timed:
+                raise ConfigError(
+                    "--compaction twcs is for window and session stores (--window or --session-gap): a "
+                    "key-value store overwrites its entries rather than ageing them out; use ucs, lcs or stcs"
+                )
         if self.window is not None and self.session_gap is not None:
             raise ConfigError("give either --window or --session-gap: a store counts in windows or in sessions")
         if self.window is None and self.hop is not None:

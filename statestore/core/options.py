@@ -4,11 +4,11 @@ Only a known set of options is accepted, each with a checked value, because opti
 written into CREATE / ALTER TABLE text (CQL cannot bind them as parameters).
 
 Defaults: no default TTL, as the seed library, and UnifiedCompactionStrategy where the seed has
-LeveledCompactionStrategy. Cassandra 5 recommends UCS for new tables, and under the stream's
-overwrites it costs Cassandra about 40% less CPU than LCS, which raised the job's throughput by
-a third on the shared cores (BENCHMARKS.md, "Compaction"); point reads cost the same, the
-apply's multi-key reads a little more. `compaction="LeveledCompactionStrategy"` gives the seed's
-schema exactly.
+LeveledCompactionStrategy. Cassandra 5 recommends UCS for new tables. Under the stream's
+overwrites it cost Cassandra 23-44% less CPU than LCS in the job, which counted 1.14-1.34x as many
+words per second on cores shared with Cassandra (BENCHMARKS.md, "Compaction"). Point reads cost
+the same; reads of many keys at once cost about 50% more per key.
+`compaction="LeveledCompactionStrategy"` gives the seed's schema exactly.
 """
 
 from __future__ import annotations

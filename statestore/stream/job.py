@@ -61,8 +61,11 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
             job.stream.partitions or existing.partitions,
             windowing=(windowing or existing.windowing) if store_type.timed else None,
         )
-        # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing).
-        return provision_store(session, wanted, job.stream.topic)
+        # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing);
+        # a registered store whose table is missing is created as a new one would be.
+        return provision_store(
+            session, wanted, job.stream.topic, options=options_with_compaction(wanted, job.stream.compaction)
+        )
     partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)
     if partitions is None:
         raise KafkaError(

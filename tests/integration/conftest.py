@@ -123,6 +123,14 @@ def run_stream(spark, cassandra_config, kafka_config, topic, store, checkpoint, 
         running.stop()
 
 
+def compaction_class_of(session, keyspace: str, table: str) -> str:
+    """The compaction class of a table, as Cassandra's schema holds it."""
+    row = session.execute(
+        "SELECT compaction FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s", (keyspace, table)
+    ).one()
+    return row[0]["class"]
+
+
 def dump(session, keyspace, store) -> dict[str, int]:
     from statestore.core.codecs import decode_long, decode_text
     from statestore.store import registry

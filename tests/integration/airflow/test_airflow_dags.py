@@ -18,7 +18,7 @@ from statestore.store import registry
 from statestore.store.builder import open_store, open_window_store
 from statestore.store.lease import current_holder
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines, wait_for
+from tests.integration.conftest import compaction_class_of, dump, produce_lines, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -183,11 +183,7 @@ def test_wordcount_stream_counts_in_the_windows_the_trigger_form_asks_for(
     spec = registry.lookup(session, keyspace, store_name)
     assert spec.store_type.value == "partitioned-window"
     assert (spec.windowing.size_ms, spec.windowing.hop_ms, spec.windowing.grace_ms) == (minute, 30_000, 0)
-    compaction = session.execute(
-        "SELECT compaction FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
-        (keyspace, spec.table),
-    ).one()[0]
-    assert compaction["class"].endswith("UnifiedCompactionStrategy")
+    assert compaction_class_of(session, keyspace, spec.table).endswith("UnifiedCompactionStrategy")
     stored = {(w.key, w.start_ms - base): w.value for w in open_window_store(session, keyspace, store_name).all()}
     # 0:05 falls in the windows starting -0:30 (before base) and 0:00; 1:59 in 1:00 and 1:30.
     assert stored == {

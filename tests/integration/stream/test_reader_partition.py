@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from statestore.store.builder import open_store
 from tests.corpus import generate
-from tests.integration.conftest import produce_lines, run_stream
+from tests.integration.conftest import compaction_class_of, produce_lines, run_stream
 
 
 def test_reader_finds_every_key_in_the_partition_the_job_wrote(
@@ -14,8 +14,12 @@ def test_reader_finds_every_key_in_the_partition_the_job_wrote(
 ):
     lines, truth = generate(800, seed=21)
     produce_lines(kafka_config, topic, lines)
-    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", partitions=6)
+    # Created with the seed library's compaction: the job's --compaction reaches the new table.
+    run_stream(
+        spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", partitions=6, compaction="lcs"
+    )
     store = open_store(session, keyspace, store_name)
+    assert compaction_class_of(session, keyspace, store.spec.table).endswith("LeveledCompactionStrategy")
     written = list(session.execute(f"SELECT partition, key FROM {keyspace}.{store.spec.table}"))
     assert len(written) == len(truth)
     assert {row.partition for row in written} == set(range(6))

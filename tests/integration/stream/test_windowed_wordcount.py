@@ -14,7 +14,7 @@ from statestore.conn import kafka as kafka_io
 from statestore.core.event_time import TimedValue
 from statestore.store import deadletters, registry
 from statestore.store.builder import open_window_store
-from tests.integration.conftest import run_stream
+from tests.integration.conftest import compaction_class_of, run_stream
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a whole minute
 WORDS = ["river", "ledger", "stone", "reed", "heron", "mill", "ford", "weir"]
@@ -123,3 +123,6 @@ def test_hopping_windows_count_each_word_in_size_over_hop_windows(
     words = sum(len(text.split()) for _, text in records)
     assert sum(stored.values()) == words * (size // hop)
     assert not list(deadletters.read_all(session, keyspace, store_name))
+    # A window store the stream creates keeps its own compaction (key-value stores get UCS).
+    table = open_window_store(session, keyspace, store_name).spec.table
+    assert compaction_class_of(session, keyspace, table).endswith("TimeWindowCompactionStrategy")

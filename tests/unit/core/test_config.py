@@ -139,3 +139,12 @@ def test_compaction_of_a_new_store_is_a_setting_with_short_names():
         cfg.from_args(StreamConfig, parser.parse_args([*base, "--compaction", "fast"]), env={})
     with pytest.raises(ConfigError, match="unknown compaction 'fast'"):
         StreamConfig(topic="t", store="s", checkpoint="/tmp/cp", compaction="fast")
+
+
+def test_twcs_is_refused_for_a_key_value_store_and_taken_for_windows():
+    with pytest.raises(ConfigError, match="--compaction twcs is for window and session stores"):
+        StreamConfig(topic="t", store="s", checkpoint="/tmp/cp", compaction="twcs")
+    windowed = StreamConfig(topic="t", store="s", checkpoint="/tmp/cp", compaction="twcs", window=60_000)
+    assert windowed.compaction == "TimeWindowCompactionStrategy"
+    sessions = StreamConfig(topic="t", store="s", checkpoint="/tmp/cp", compaction="twcs", session_gap=60_000)
+    assert sessions.compaction == "TimeWindowCompactionStrategy"

@@ -8,7 +8,7 @@ from statestore.core import codecs
 from statestore.core.errors import CodecError, InvalidNameError, OptionError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.options import TableOptions, compaction_class
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.builder import StoreBuilder
 from statestore.store.cache import CacheOptions
 from statestore.store.tables import create_cql_for, options_with_compaction
@@ -170,3 +170,12 @@ def test_a_window_store_keeps_its_twcs_windows_unless_another_class_is_asked_for
     other = create_cql_for(spec, options_with_compaction(spec, "UnifiedCompactionStrategy"))
     assert "compaction = {'class': 'UnifiedCompactionStrategy'}" in other
     assert "compaction_window_unit" not in other  # TWCS's sub-options would be refused by UCS
+
+
+def test_a_session_store_keeps_its_twcs_windows_unless_another_class_is_asked_for():
+    spec = StoreSpec("ks", "s", StoreType.PARTITIONED_SESSION, 4, windowing=SessionSpec(300_000, 0, None))
+    assert options_with_compaction(spec, None) is None
+    assert options_with_compaction(spec, "TimeWindowCompactionStrategy") is None
+    assert "compaction_window_unit" in create_cql_for(spec, None)
+    leveled = create_cql_for(spec, options_with_compaction(spec, "LeveledCompactionStrategy"))
+    assert "compaction = {'class': 'LeveledCompactionStrategy'}" in leveled
