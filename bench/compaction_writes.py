@@ -68,13 +68,14 @@ def one_strategy(strategy: str, args, keys: list[bytes]) -> tuple[float, float, 
             table.write_entries(session, rows, args.concurrency, 1000 * (batch + 1))
         wall = time.perf_counter() - began
         writing = (cpu_ticks_of(pid) - began_cpu) / TICKS
+        readable = sorted(written)
         before_reads = cpu_ticks_of(pid)
-        read_now = reads(session, table, sorted(written), args, rng) if args.gets else ""
+        read_now = reads(session, table, readable, args, rng) if args.gets else ""
         reading = cpu_ticks_of(pid) - before_reads
         time.sleep(args.settle)
         # The reads' own CPU is left out: what the writes cost, with the compactions they started.
         settled = (cpu_ticks_of(pid) - began_cpu - reading) / TICKS
-        read_settled = reads(session, table, sorted(written), args, rng) if args.gets else ""
+        read_settled = reads(session, table, readable, args, rng) if args.gets else ""
     return wall, writing, settled, read_now, read_settled
 
 

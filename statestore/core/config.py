@@ -268,10 +268,6 @@ def _duration(what: str, zero: bool = False):
     return lambda raw: parse_duration(raw, what, zero)
 
 
-def _compaction(raw: str) -> str:
-    return compaction_class(raw)
-
-
 def _starting_offsets(raw: str) -> str:
     if raw not in ("earliest", "latest"):
         raise ValueError("use earliest or latest")
@@ -358,7 +354,7 @@ class StreamConfig:
         "compaction strategy of a store this job creates: ucs, lcs, stcs, twcs or a class name such as "
         "UnifiedCompactionStrategy (default: the store type's, UCS for key-value stores; an existing "
         "store keeps its own)",
-        _compaction,
+        compaction_class,
     )
     trigger: str = setting(
         "available-now",

@@ -117,6 +117,13 @@ class TableOptions:
             values[name] = value
         return replace(self, **values)
 
+    def with_compaction(self, compaction: str) -> TableOptions:
+        """These options with the compaction class `compaction`: a class other than the current
+        one starts from its own defaults (the current class's sub-options may not apply to it)."""
+        if compaction == self.compaction:
+            return self
+        return replace(self, compaction=compaction, compaction_options={})
+
     def cql(self, default_comment: str) -> str:
         """The WITH clause body, e.g. "compaction = {...} AND default_time_to_live = 0"."""
         compaction = {"class": self.compaction, **self.compaction_options}

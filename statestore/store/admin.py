@@ -182,8 +182,8 @@ def alter_store(session, keyspace: str, name: str, changes: Mapping[str, Any]) -
     spec = registry.lookup(session, keyspace, name)
     table = _require_table(session, spec)
     current = _options_of(table.options)
-    if "compaction" in changes and "compaction_options" not in changes and changes["compaction"] != current.compaction:
-        current = current.updated({"compaction_options": {}})  # the old class's sub-options may not apply
+    if "compaction" in changes and "compaction_options" not in changes:
+        current = current.with_compaction(changes["compaction"])
     wanted = current.updated(changes)
     session.execute(
         f"ALTER TABLE {spec.keyspace}.{spec.table} WITH {wanted.cql(_default_comment(spec))}",

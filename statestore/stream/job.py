@@ -54,27 +54,25 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
         store_type = StoreType.PARTITIONED_SESSION
     if existing is not None:
         store_type = store_type or existing.store_type
-        wanted = StoreSpec(
+        spec = StoreSpec(
             existing.keyspace,
             existing.name,
             store_type,
             job.stream.partitions or existing.partitions,
             windowing=(windowing or existing.windowing) if store_type.timed else None,
         )
-        # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing);
-        # a registered store whose table is missing is created as a new one would be.
-        return provision_store(
-            session, wanted, job.stream.topic, options=options_with_compaction(wanted, job.stream.compaction)
+    else:
+        partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)
+        if partitions is None:
+            raise KafkaError(
+                f"topic '{job.stream.topic}' does not exist at {job.kafka.bootstrap_servers}: create it "
+                f"(`statestore produce {job.stream.topic} FILE` does) or pass --partitions"
+            )
+        spec = StoreSpec(
+            job.cassandra.keyspace, job.stream.store, store_type or DEFAULT_STORE_TYPE, partitions, windowing=windowing
         )
-    partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)
-    if partitions is None:
-        raise KafkaError(
-            f"topic '{job.stream.topic}' does not exist at {job.kafka.bootstrap_servers}: create it "
-            f"(`statestore produce {job.stream.topic} FILE` does) or pass --partitions"
-        )
-    spec = StoreSpec(
-        job.cassandra.keyspace, job.stream.store, store_type or DEFAULT_STORE_TYPE, partitions, windowing=windowing
-    )
+    # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing); a
+    # registered store whose table is missing is created as a new one would be.
     return provision_store(
         session, spec, job.stream.topic, options=options_with_compaction(spec, job.stream.compaction)
     )

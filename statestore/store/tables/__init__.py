@@ -1,7 +1,5 @@
 """Store types: one module per type owns that type's CQL."""
 
-from dataclasses import replace
-
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
 from statestore.core.errors import UnsupportedOperationError
@@ -50,13 +48,18 @@ def session_table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -
     return PartitionedSessionTable(spec, profile)
 
 
+def _any_table_for(spec: StoreSpec):
+    """The table module of a store of any type (no I/O)."""
+    if spec.store_type.windowed:
+        return window_table_for(spec)
+    if spec.store_type.sessioned:
+        return session_table_for(spec)
+    return table_for(spec)
+
+
 def default_options_for(spec: StoreSpec) -> TableOptions:
     """The table options a store of `spec`'s type is created with when none are given."""
-    if spec.store_type.windowed:
-        return window_table_for(spec).default_options()
-    if spec.store_type.sessioned:
-        return session_table_for(spec).default_options()
-    return TableOptions()
+    return _any_table_for(spec).default_options()
 
 
 def options_with_compaction(spec: StoreSpec, compaction: str | None) -> TableOptions | None:
@@ -66,16 +69,12 @@ def options_with_compaction(spec: StoreSpec, compaction: str | None) -> TableOpt
     defaults = default_options_for(spec)
     if compaction is None or compaction == defaults.compaction:
         return None
-    return replace(defaults, compaction=compaction, compaction_options={})
+    return defaults.with_compaction(compaction)
 
 
 def create_cql_for(spec: StoreSpec, options: TableOptions | None = None) -> str:
     """The CREATE TABLE of any store type (each type's default options when `options` is None)."""
-    if spec.store_type.windowed:
-        return window_table_for(spec).create_cql(options)
-    if spec.store_type.sessioned:
-        return session_table_for(spec).create_cql(options)
-    return table_for(spec).create_cql(options)
+    return _any_table_for(spec).create_cql(options)
 
 
 __all__ = [

@@ -41,9 +41,13 @@ class KeyValueTable(ABC):
         # The execution profile of every statement here (entries are DML: never the DDL profile).
         self.profile = profile
 
+    def default_options(self) -> TableOptions:
+        """The options this store's table is created with when none are given."""
+        return TableOptions()
+
     @abstractmethod
     def create_cql(self, options: TableOptions | None = None) -> str:
-        """CREATE TABLE IF NOT EXISTS for this store."""
+        """CREATE TABLE IF NOT EXISTS for this store (`default_options` when `options` is None)."""
 
     @abstractmethod
     def read_entries(self, session, keys: list[bytes], concurrency: int) -> dict[bytes, Entry]:

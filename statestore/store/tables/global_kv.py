@@ -38,7 +38,7 @@ class GlobalKeyValueTable(KeyValueTable):
     _COLUMNS = "key, value, batch_id, time"
 
     def create_cql(self, options: TableOptions | None = None) -> str:
-        options = options or TableOptions()
+        options = options or self.default_options()
         return (
             f"CREATE TABLE IF NOT EXISTS {self.qualified} ("
             " key blob PRIMARY KEY, value blob, time timestamp, batch_id bigint)"

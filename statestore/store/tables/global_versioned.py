@@ -27,7 +27,7 @@ _COUNT_SPLITS = 64
 
 class GlobalVersionedTable(VersionedTable):
     def create_cql(self, options: TableOptions | None = None) -> str:
-        options = options or TableOptions()
+        options = options or self.default_options()
         return (
             f"CREATE TABLE IF NOT EXISTS {self.qualified} ("
             " key blob, valid_to bigint, valid_from bigint, value blob, batch_id bigint, time timestamp,"

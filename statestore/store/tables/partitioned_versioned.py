@@ -28,7 +28,7 @@ _READ_KEYS = 100
 
 class PartitionedVersionedTable(VersionedTable):
     def create_cql(self, options: TableOptions | None = None) -> str:
-        options = options or TableOptions()
+        options = options or self.default_options()
         return (
             f"CREATE TABLE IF NOT EXISTS {self.qualified} ("
             " partition int, key blob, valid_to bigint, valid_from bigint, value blob, batch_id bigint,"
