@@ -127,28 +127,39 @@ def machine_ticks() -> tuple[int, int]:
 
 def process_tree_ticks(root: int | None) -> int:
     """CPU jiffies (user + system, with reaped children's) of `root` and its live descendants."""
+    return sum(process_tree_ticks_by_kind(root).values())
+
+
+def process_tree_ticks_by_kind(root: int | None) -> dict[str, int]:
+    """process_tree_ticks split by kind of process: `root` itself ("driver"), Java processes
+    ("jvm": a PySpark driver's Spark JVM) and every other descendant ("workers": Spark's Python
+    workers and their daemon, with the workers they reaped)."""
+    kinds = {"driver": 0, "jvm": 0, "workers": 0}
     if root is None:
-        return 0
+        return kinds
     parents: dict[int, int] = {}
     ticks: dict[int, int] = {}
+    names: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            name, rest = (entry / "stat").read_text().split(" (", 1)[1].rsplit(")", 1)
+        except (OSError, ValueError):
             continue
+        fields = rest.split()
         pid = int(entry.name)
         parents[pid] = int(fields[1])
         ticks[pid] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    total = 0
+        names[pid] = name
     for pid in ticks:
         walk = pid
         while walk not in (0, 1, root) and walk in parents:
             walk = parents[walk]
         if walk == root:
-            total += ticks[pid]
-    return total
+            kind = "driver" if pid == root else "jvm" if names[pid] == "java" else "workers"
+            kinds[kind] += ticks[pid]
+    return kinds
 
 
 @functools.cache

@@ -43,6 +43,11 @@ def aggregate(results: list[dict], systems: list[str]) -> dict:
             "words_per_cpu_s": _median(_words_per_cpu_s(t) for t in tps),
             # Spark's process tree alone (driver + executors), Cassandra's CPU counted apart.
             "words_per_spark_cpu_s": _median(_words_per_cpu_s(t, cassandra=False) for t in tps),
+            # ... and split by process: the Python driver, Spark's JVM, the Python workers.
+            "spark_cpu_by_kind_s": {
+                kind: _median(t.get("spark_cpu_by_kind_s", {}).get(kind) for t in tps)
+                for kind in ("driver", "jvm", "workers")
+            },
             "verified": "; ".join(sorted({str(t.get("verified")) for t in tps})),
             "latency": first.get("latency"),
             "restart": {s["keys"]: s["restart_s"] for s in (first.get("restart") or {}).get("sizes", [])},
@@ -193,13 +198,16 @@ def render(machine: dict, corpus: dict, settings: dict, summary: dict, pngs: lis
         )
     out += ["", "## CPU cost (the throughput run: Spark's process tree + Cassandra)", ""]
     out += [
-        "| system | words per CPU-second | × RocksDB | × ceiling | words per Spark CPU-second | × RocksDB |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| system | words per CPU-second | × RocksDB | × ceiling | words per Spark CPU-second | × RocksDB "
+        "| Spark CPU s: Python driver / JVM / Python workers |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for s in systems.values():
+        kinds = s.get("spark_cpu_by_kind_s") or {}
+        split = " / ".join(_num(kinds.get(kind), 1) for kind in ("driver", "jvm", "workers"))
         out.append(
             f"| {s['label']} | {_num(s['words_per_cpu_s'])} | {_x(s['cpu_x_rocksdb'])} | {_x(s['cpu_x_ceiling'])} "
-            f"| {_num(s['words_per_spark_cpu_s'])} | {_x(s['spark_cpu_x_rocksdb'])} |"
+            f"| {_num(s['words_per_spark_cpu_s'])} | {_x(s['spark_cpu_x_rocksdb'])} | {split} |"
         )
     rate = next((s["latency"]["rate_words_per_s"] for s in systems.values() if s["latency"]), None)
     out += ["", f"## End-to-end latency at {_num(rate)} words/s ({settings.get('trigger')} trigger)", ""]

@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench_common import cassandra_pid, cpu_ticks_of, process_tree_ticks
+from bench_common import cassandra_pid, cpu_ticks_of, process_tree_ticks, process_tree_ticks_by_kind
 
 from compare import metrics
 from compare.feed import FixedRateFeed, produce_all
@@ -124,14 +124,18 @@ class Worker:
         index = metrics.RecordIndex.from_json(json.loads(Path(self.plan["corpus_index"]).read_text()))
         name = f"tp_{self.slug}_{self.plan['round']}"
         cpu_before, load = self.cpu(), os.getloadavg()[0]
+        kinds_before = process_tree_ticks_by_kind(os.getpid())
         events, wall = self.run_to_end(self.plan["corpus_topic"], name, self.workdir / name)
         cpu_after = self.cpu()
+        kinds_after = process_tree_ticks_by_kind(os.getpid())
         hz = os.sysconf("SC_CLK_TCK")
         result = metrics.throughput(events, index)
         result.update(
             wall_s=wall,
             spark_cpu_s=(cpu_after[0] - cpu_before[0]) / hz,
             cassandra_cpu_s=(cpu_after[1] - cpu_before[1]) / hz,
+            # The Spark side's CPU by process: Python driver, Spark's JVM, Python workers.
+            spark_cpu_by_kind_s={kind: (kinds_after[kind] - kinds_before[kind]) / hz for kind in kinds_after},
             load_before=load,
             verified=self.verify(name, events),
             spark_durations_s=_summed_durations(events),

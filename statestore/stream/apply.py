@@ -6,6 +6,8 @@ Every entry remembers the batch that last wrote it (`batch_id`). Applying batch 
   - any other entry gets the absolute value old + delta, written with batch_id = B.
 Writes carry absolute values (never counter increments), so re-sending one is harmless.
 A replay of B therefore completes exactly the entries the first attempt did not reach.
+`advance` states the rule for one key; key-value stores apply it to a whole slice at once
+(statestore.stream.plan, the same decisions computed as arrays).
 
 This holds while (a) batch B has the same content each time it runs (Spark's offset log
 guarantees it), (b) batches are applied in order by one writer per store, and (c) the batch
@@ -21,12 +23,13 @@ Cassandra partition) is one batch statement, so a replay sees it wholly written 
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from itertools import pairwise
-from typing import NamedTuple
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
@@ -38,6 +41,7 @@ from statestore.store.tables import table_for
 from statestore.store.tables.versioned_base import RowWrite, Version, plan_latest
 from statestore.stream import faults
 from statestore.stream.apply_cache import BucketCache, CachePlan, bucket_expression
+from statestore.stream.plan import Delta, SlicePlan, plan_slice, plan_writes, record_of
 
 # A timing seam: called with a phase's name and its seconds. The job as shipped passes none
 # (and then no clock is read); benchmarks pass one to see where an apply's time goes.
@@ -66,17 +70,6 @@ def timed(timer: Timer | None, phase: str, step: Callable):
         return step()
     finally:
         timer(phase, time.perf_counter() - began)
-
-
-class Delta(NamedTuple):
-    """A change to one key within one batch: `amount` to add, latest event time seen, and the
-    key's apply-cache bucket (statestore.stream.apply_cache; None without the cache). A named
-    tuple: one is made per key of every batch (see statestore.core.model.Entry)."""
-
-    key: bytes
-    amount: int
-    time_ms: int | None
-    bucket: int | None = None
 
 
 # The key under which a batch's deltas count what it cannot count (statestore.stream.job's
@@ -129,19 +122,6 @@ def advance(stored: Entry | WindowedEntry | None, delta: Delta, batch_id: int) -
     return encode_long(base + delta.amount), time_ms
 
 
-def plan_writes(current: dict[bytes, Entry], deltas: Iterable[Delta], batch_id: int) -> tuple[list[Entry], int]:
-    """Pure: the entries batch `batch_id` must write, and how many keys it already wrote."""
-    writes: list[Entry] = []
-    skipped = 0
-    for delta in deltas:
-        new = advance(current.get(delta.key), delta, batch_id)
-        if new is None:
-            skipped += 1
-        else:
-            writes.append(Entry(delta.key, new[0], batch_id, new[1]))
-    return writes, skipped
-
-
 def plan_versions(
     current: dict[bytes, Version], deltas: Iterable[Delta], batch_id: int, version_ms: int | None
 ) -> tuple[list[list[RowWrite]], int]:
@@ -174,24 +154,35 @@ def apply_deltas(
         return ApplyStats()
     table = table_for(spec)
     keys = [d.key for d in deltas]
-    cached: dict[bytes, Entry] = {}
+    if cache is not None and not spec.store_type.versioned:
+        return _apply_cached(session, table, batch_id, deltas, keys, concurrency, write_ts, timer, cache)
     if spec.store_type.versioned:
         current = timed(timer, "read", lambda: table.read_latest(session, keys, concurrency))
         writes, skipped = timed(timer, "plan", lambda: plan_versions(current, deltas, batch_id, version_ms))
         write = table.write_rows
     else:
-        if cache is not None:
-            cached, keys = timed(timer, "cache", lambda: cache.lookup(keys))
-        current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency)) if keys else {}
-        current.update(cached)
+        current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency))
         writes, skipped = timed(timer, "plan", lambda: plan_writes(current, deltas, batch_id))
         write = table.write_entries
     write_all(batch_id, lambda rows: write(session, rows, concurrency, write_ts), writes, timer)
-    if cache is not None:
-        written = {w.key for w in writes}
-        read_back = (e for k, e in current.items() if k not in written and k not in cached)
-        timed(timer, "cache", lambda: cache.remember([*writes, *read_back]))
     return ApplyStats.of_slice(deltas, len(writes), skipped, read=len(keys))
+
+
+def _apply_cached(session, table, batch_id, deltas, keys, concurrency, write_ts, timer, cache) -> ApplyStats:
+    """apply_deltas for a key-value store with its bucket's cache: read only the keys the
+    cache cannot vouch for, plan on the records (statestore.stream.plan), write, and keep every
+    key's record as the store now holds it."""
+    stored, to_read = timed(timer, "cache", lambda: cache.lookup(keys))
+    if to_read:
+        read = timed(timer, "read", lambda: table.read_entries(session, [keys[i] for i in to_read], concurrency))
+        for i in to_read:
+            entry = read.get(keys[i])
+            stored[i] = None if entry is None else record_of(entry)
+    plan: SlicePlan = timed(timer, "plan", lambda: plan_slice(stored, deltas, batch_id))
+    write_all(batch_id, lambda rows: table.write_entries(session, rows, concurrency, write_ts), plan.writes, timer)
+    timed(timer, "cache", lambda: cache.remember(plan.records))
+    written = len(plan.writes)
+    return ApplyStats(len(deltas), written, plan.skipped, plan.max_time_ms, read=len(to_read), words=plan.words)
 
 
 def write_all(batch_id: int, write: Callable[[list], None], rows: list, timer: Timer | None) -> None:
@@ -258,8 +249,11 @@ def partition_applier(
             total = ApplyStats()
             for deltas in deltas_of(rows):
                 by_bucket: dict[int, list[Delta]] = {}
-                for delta in deltas:
-                    by_bucket.setdefault(delta.bucket, []).append(delta)
+                if len({delta.bucket for delta in deltas}) == 1:  # as a task's rows normally are
+                    by_bucket[deltas[0].bucket] = deltas
+                else:
+                    for delta in deltas:
+                        by_bucket.setdefault(delta.bucket, []).append(delta)
                 for number, group in by_bucket.items():
                     if number not in files:
                         files[number] = BucketCache.open(cache, number)
@@ -380,15 +374,45 @@ def applied(batches: Iterable, applier: Callable[[Iterator], Iterator[ApplyStats
     def rows():
         nonlocal uncountable
         for batch in batches:
-            for row in zip(*(column.to_pylist() for column in batch.columns), strict=True):
-                if row[0] == UNCOUNTABLE:
-                    uncountable += row[1]
-                else:
-                    yield row
+            uncounted, batch = _without_uncountable(batch)
+            uncountable += uncounted
+            if "bucket" in batch.schema.names:
+                # In the bucket's LMDB order (bytewise, as Arrow sorts binary strings): a
+                # cache's lookups and writes in order cost about half (BENCHMARKS.md).
+                batch = batch.sort_by([("bucket", "ascending"), ("word", "ascending")])
+            yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
-    yield from applier(rows())
+    with collector_paused():
+        yield from applier(rows())
     if uncountable:
         yield ApplyStats(uncountable=uncountable)
+
+
+def _without_uncountable(batch) -> tuple[int, object]:
+    """(the deltas of its rows under UNCOUNTABLE, the record batch without them)."""
+    import pyarrow.compute as pc
+
+    odd = pc.equal(batch.column(0), UNCOUNTABLE)
+    if not pc.any(odd).as_py():
+        return 0, batch
+    return pc.sum(pc.filter(batch.column(1), odd)).as_py(), batch.filter(pc.invert(odd))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while an apply runs, and as it was after. An apply
+    makes a few short-lived objects per key (rows, deltas, entries, statements), which started a
+    collection every 700 allocations, each walking every object the worker holds: with it off
+    the executors' Python spent a quarter less CPU per key (BENCHMARKS.md, "Spark-side CPU").
+    What the apply drops is freed by reference counting as before; the few cycles it leaves
+    (the Cassandra driver's request futures) wait for the collector's next pass."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _stats_columns() -> list[tuple[str, str]]:

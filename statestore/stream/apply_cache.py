@@ -10,7 +10,8 @@ partitions: Spark's own hash partitioning of the word, so a task of the apply no
 exactly one bucket. Each bucket has one LMDB environment (a memory-mapped, transactional
 key-value file that several processes may open) in its executor's working directory (shared
 by the executor's Python workers; gone with the application), holding the entries the
-bucket's tasks read or wrote, and a `token`: a random id written when a task has written its
+bucket's tasks read or wrote (as statestore.stream.plan's records, which the plan reads and
+makes without a Python object per entry), and a `token`: a random id written when a task has written its
 whole batch to Cassandra, and cleared when a task starts using the file. A small batch the
 driver applies itself (statestore.stream.batches.on_driver_for) uses the files of the
 driver's working directory the same way, one bucket at a time: in local mode the executors'
@@ -40,35 +41,14 @@ Versioned stores keep reading: their values are versions, not single entries.
 from __future__ import annotations
 
 import os
-import struct
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import lmdb
 
-from statestore.core.model import Entry
-
 # Address space an environment may grow into (the file holds only what is written).
 _MAP_SIZE = 1 << 40
-# An entry's record: batch id, event time, which of the two are set; then the value bytes.
-_RECORD = struct.Struct(">qqB")
-_HAS_BATCH, _HAS_TIME = 1, 2
-
-
-def _record(entry: Entry) -> bytes:
-    flags = (_HAS_BATCH if entry.batch_id is not None else 0) | (_HAS_TIME if entry.time_ms is not None else 0)
-    return _RECORD.pack(entry.batch_id or 0, entry.time_ms or 0, flags) + entry.value
-
-
-def _entry(key: bytes, record: bytes) -> Entry:
-    batch_id, time_ms, flags = _RECORD.unpack_from(record)
-    return Entry(
-        key,
-        record[_RECORD.size :],
-        batch_id if flags & _HAS_BATCH else None,
-        time_ms if flags & _HAS_TIME else None,
-    )
 
 
 @dataclass(frozen=True)
@@ -181,26 +161,24 @@ class BucketCache:
         path = os.path.join(directory, f"{plan.store}-{plan.buckets}-{bucket}")
         return cls(path, plan.expected.get(bucket), plan.fresh)
 
-    def lookup(self, keys: list[bytes]) -> tuple[dict[bytes, Entry], list[bytes]]:
-        """The entries the file vouches for, and the keys that must be read from Cassandra
-        (none when the file is complete: what it lacks, the store lacks; but a key too long
-        for LMDB is always read)."""
-        found: dict[bytes, Entry] = {}
+    def lookup(self, keys: list[bytes]) -> tuple[list[bytes | None], list[int]]:
+        """The record the file vouches for of each key (None where it has none), and the
+        positions of the keys that must be read from Cassandra (none when the file is complete:
+        what it lacks, the store lacks; but a key too long for LMDB is always read)."""
         if self.trusted:
-            get = self.txn.get
-            for key in keys:
-                if len(key) <= self.longest_key:
-                    record = get(key, db=self.entries)
-                    if record is not None:
-                        found[key] = _entry(key, record)
+            get, entries, longest = self.txn.get, self.entries, self.longest_key
+            found = [get(key, db=entries) if len(key) <= longest else None for key in keys]
+        else:
+            found = [None] * len(keys)
         if self.complete:
-            return found, [k for k in keys if len(k) > self.longest_key]
-        return found, [k for k in keys if k not in found]
+            return found, [i for i, key in enumerate(keys) if len(key) > self.longest_key]
+        return found, [i for i, record in enumerate(found) if record is None]
 
-    def remember(self, entries: Iterable[Entry]) -> None:
-        """Keep entries as the store now holds them (written by this task, or read from it)."""
-        items = [(e.key, _record(e)) for e in entries if len(e.key) <= self.longest_key]
-        self.txn.cursor(db=self.entries).putmulti(items)
+    def remember(self, records: Iterable[tuple[bytes, bytes]]) -> None:
+        """Keep (key, record) pairs as the store now holds them (written by this task, or read
+        from it)."""
+        longest = self.longest_key
+        self.txn.cursor(db=self.entries).putmulti([item for item in records if len(item[0]) <= longest])
 
     def finish(self) -> str:
         """After every write of the task reached Cassandra: a new token, committed with the

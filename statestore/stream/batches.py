@@ -397,7 +397,7 @@ class BatchApplier:
             clock, "checkpoint offsets", lambda: checkpoint.batch_end_offsets(self.spark, self.location, batch_id)
         )
         start = progress.offsets or timed(
-            clock, "first batch start offsets", lambda: first_batch_start(batch_df, offsets)
+            clock, "first batch start offsets", lambda: self.first_start(batch_df, batch_id, offsets)
         )
         plan = self.cache_plan(session, progress, logical, batch_df)
         try:
@@ -445,6 +445,13 @@ class BatchApplier:
             result.dead_letters,
             time.monotonic() - began,
         )
+
+    def first_start(self, batch_df, batch_id: int, end_offsets: str) -> str:
+        """Where the store's very first batch starts: the offsets Spark resolved for the
+        checkpoint's first batch when this is it (read from the checkpoint), else found in the
+        batch itself (a Spark job reading it once more)."""
+        known = checkpoint.initial_offsets(self.spark, self.location) if batch_id == 0 else None
+        return known or first_batch_start(batch_df, end_offsets)
 
     def cache_plan(self, session, progress: registry.StoreProgress, logical: int, batch_df) -> CachePlan | None:
         """The apply cache's plan of this batch (None: the cache is off or cannot serve the store)."""

@@ -60,6 +60,33 @@ def batch_end_offsets(spark, checkpoint: str, batch_id: int) -> str:
     return json.dumps(offsets, sort_keys=True, separators=(",", ":"))
 
 
+def initial_offsets(spark, checkpoint: str) -> str | None:
+    """Where the checkpoint's first batch starts, as Spark's JSON, or None when the checkpoint
+    does not say so plainly. Spark's Kafka source resolves its `startingOffsets` (earliest,
+    latest, timestamps or JSON) to offsets once, when the query first starts, and keeps them in
+    `<checkpoint>/sources/0/0`: a NUL byte and a version line, then the JSON. Any other format
+    (another Spark, another source) or an unresolved offset (negative) gives None."""
+    path, fs = _path(spark, checkpoint, "sources", "0", "0")
+    if not fs.exists(path):
+        return None
+    lines = _read_lines(spark, path, fs)
+    if len(lines) < 2 or not lines[0].lstrip("\x00").startswith("v"):
+        return None
+    try:
+        offsets = json.loads(lines[1])
+    except ValueError:
+        return None
+    if not isinstance(offsets, dict) or not all(
+        isinstance(partitions, dict)
+        and all(
+            isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0 for offset in partitions.values()
+        )
+        for partitions in offsets.values()
+    ):
+        return None
+    return json.dumps(offsets, sort_keys=True, separators=(",", ":"))
+
+
 def records_between(start_offsets: str, end_offsets: str) -> int | None:
     """Pure: how many Kafka records a batch reads from `start_offsets` up to `end_offsets`
     (Spark's JSON), or None when that is unknown: a partition of the end without a start (one

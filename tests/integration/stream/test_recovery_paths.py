@@ -4,6 +4,7 @@ lease is taken from it while it runs."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -15,14 +16,16 @@ from statestore.core.config import StreamConfig
 from statestore.core.errors import CheckpointMismatchError
 from statestore.store import registry
 from statestore.store.lease import LEASE_TABLE, current_holder
+from statestore.stream.checkpoint import initial_offsets
 from statestore.stream.faults import ENV as FAULT_ENV
 from statestore.stream.job import JobConfig, start
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream, spark_submit_job, wait_for
 
 
+@pytest.mark.parametrize("crashed_batch", [1, 0])
 def test_recover_from_store_finishes_a_half_written_batch(
-    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, crashed_batch
 ):
     lines, truth = generate(3_000, seed=1901)
     produce_lines(kafka_config, topic, lines)
@@ -30,14 +33,20 @@ def test_recover_from_store_finishes_a_half_written_batch(
     crashed = spark_submit_job(
         *("--topic", topic, "--store", store_name, "--checkpoint", str(lost), "--keyspace", keyspace),
         *("--max-offsets-per-trigger", "1000", "--lease-ttl", "5"),
-        env={FAULT_ENV: "kill-mid-write:1"},
+        env={FAULT_ENV: f"kill-mid-write:{crashed_batch}"},
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     assert crashed.wait(timeout=600) != 0
     half = registry.progress(session, keyspace, store_name)
-    assert (half.last_batch_id, half.pending_batch_id) == (0, 1), "the crash did not leave batch 1 half-written"
+    last = crashed_batch - 1 if crashed_batch else None
+    assert (half.last_batch_id, half.pending_batch_id) == (last, crashed_batch), "the crash left no half-written batch"
+    if crashed_batch == 0:
+        # The store's very first batch starts where Spark's Kafka source resolved its starting
+        # offsets, which the checkpoint keeps: the recovery below reads from there.
+        assert half.offsets == initial_offsets(spark, str(lost))
+        assert json.loads(half.offsets) == {topic: {str(p): 0 for p in range(len(json.loads(half.offsets)[topic]))}}
     partial = dump(session, keyspace, store_name)
     assert partial != dict(truth)
     # The checkpoint is lost with the machine: a new one continues from the store's position,
@@ -46,7 +55,7 @@ def test_recover_from_store_finishes_a_half_written_batch(
     wait_for(lambda: current_holder(session, keyspace, store_name) is None, 60, "the crashed writer's lease to lapse")
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "new-cp", recover_from_store=True)
     done = registry.progress(session, keyspace, store_name)
-    assert done.last_batch_id >= 2 and done.pending_batch_id in (None, done.last_batch_id)
+    assert done.last_batch_id >= crashed_batch + 1 and done.pending_batch_id in (None, done.last_batch_id)
     assert dump(session, keyspace, store_name) == dict(truth)
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from statestore.core.model import Entry
 from statestore.stream.apply_cache import BucketCache, CacheLedger, CachePlan, bucket_expression
+from statestore.stream.plan import entry_of, record_of
 
 KEYS = [b"alpha", b"beta", b"gamma"]
 
@@ -33,10 +34,19 @@ def test_a_fresh_store_may_start_complete_files():
     assert bucket_expression(4) == "pmod(hash(word), 4)"
 
 
+def _records(entries):
+    return [(entry.key, record_of(entry)) for entry in entries]
+
+
+def _found(keys, stored) -> dict:
+    """A lookup's records as the entries they hold, by key (keys it had none for left out)."""
+    return {key: entry_of(key, record) for key, record in zip(keys, stored, strict=True) if record is not None}
+
+
 def _finished(path, entries, expected=None, fresh=False) -> str:
     cache = BucketCache(str(path), expected, fresh)
     try:
-        cache.remember(entries)
+        cache.remember(_records(entries))
         return cache.finish()
     finally:
         cache.close()
@@ -50,34 +60,34 @@ def file(tmp_path):
 def test_a_file_is_trusted_with_the_token_of_its_last_finished_task(file):
     token = _finished(file, [Entry(b"alpha", b"\x01", 3, 100)])
     trusted = BucketCache(str(file), token, fresh=False)
-    found, to_read = trusted.lookup(KEYS)
+    stored, to_read = trusted.lookup(KEYS)
     trusted.close()
-    assert found == {b"alpha": Entry(b"alpha", b"\x01", 3, 100)}
-    assert to_read == [b"beta", b"gamma"]  # not complete: absent keys are read
+    assert _found(KEYS, stored) == {b"alpha": Entry(b"alpha", b"\x01", 3, 100)}
+    assert to_read == [1, 2]  # not complete: absent keys are read (their positions)
 
     # Any other token (another executor finished the bucket last) empties the file.
     _finished(file, [Entry(b"beta", b"\x02", 4, None)])
     stranger = BucketCache(str(file), token, fresh=False)
-    assert stranger.lookup(KEYS) == ({}, KEYS)
+    assert stranger.lookup(KEYS) == ([None, None, None], [0, 1, 2])
     stranger.close()
 
 
 def test_a_task_that_dies_before_finishing_leaves_a_file_nobody_trusts(file):
     token = _finished(file, [Entry(b"alpha", b"\x01", 3, None)])
     dying = BucketCache(str(file), token, fresh=False)
-    dying.remember([Entry(b"alpha", b"\x09", 4, None)])
+    dying.remember(_records([Entry(b"alpha", b"\x09", 4, None)]))
     dying.close()  # no finish: the task failed after (some of) its writes
     again = BucketCache(str(file), token, fresh=False)
-    assert again.trusted is False and again.lookup([b"alpha"]) == ({}, [b"alpha"])
+    assert again.trusted is False and again.lookup([b"alpha"]) == ([None], [0])
     again.close()
 
 
 def test_a_complete_file_answers_absent_keys_without_a_read(file):
     token = _finished(file, [Entry(b"alpha", b"\x01", 0, None)], fresh=True)
     complete = BucketCache(str(file), token, fresh=False)
-    found, to_read = complete.lookup(KEYS)
+    stored, to_read = complete.lookup(KEYS)
     complete.close()
-    assert set(found) == {b"alpha"} and to_read == []
+    assert set(_found(KEYS, stored)) == {b"alpha"} and to_read == []
     # Completeness is lost with trust: an untrusted file starts incomplete (unless fresh).
     stranger = BucketCache(str(file), "other", fresh=False)
     assert stranger.complete is False
@@ -89,7 +99,8 @@ def test_entries_keep_their_batch_and_time_even_when_unset_and_long_keys_are_alw
     kept = [Entry(b"alpha", b"\x01\x02", None, None), Entry(b"beta", b"", 5, 0), Entry(long_key, b"\x03", 1, 9)]
     token = _finished(file, kept, fresh=True)
     complete = BucketCache(str(file), token, fresh=False)
-    found, to_read = complete.lookup([b"alpha", b"beta", long_key])
+    keys = [b"alpha", b"beta", long_key]
+    stored, to_read = complete.lookup(keys)
     complete.close()
-    assert found == {b"alpha": kept[0], b"beta": kept[1]}
-    assert to_read == [long_key]  # even from a complete file
+    assert _found(keys, stored) == {b"alpha": kept[0], b"beta": kept[1]}
+    assert to_read == [2]  # the long key, even from a complete file
