@@ -14,11 +14,14 @@ pyspark's own daemon it:
   no connection, no open file. pyarrow's allocator starts a background thread, which stays in
   the daemon (a forked worker has only its own thread); numpy and pyarrow register fork
   handlers, and Spark limits numpy's thread pool through OMP_NUM_THREADS;
-- spares the workers' tasks the re-reads of zip archives (conn.spark.spare_zip_rereads).
+- spares the workers' tasks the re-reads of zip archives (conn.spark.spare_zip_rereads);
+- freezes what it holds out of the garbage collector's reach (gc.freeze), so the full
+  collection a worker runs after each task walks only what the worker made since its fork.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import zipfile
@@ -104,6 +107,10 @@ def main() -> None:
     # pyspark.daemon reads the worker module from sys.argv[1], which Spark passed on to us.
     from pyspark import daemon
 
+    # Everything imported so far lives as long as the daemon and its workers. A forked worker
+    # runs a full collection after every task (pyspark.daemon), which walked all of it: 16 ms
+    # a task with these imports, 0.3 ms once they are frozen out of the collector's reach.
+    gc.freeze()
     daemon.manager()
 
 

@@ -155,3 +155,21 @@ def test_local_sessions_name_the_daemon_only_where_workers_would_find_it(monkeyp
     monkeypatch.chdir(PROJECT)
     monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/some-other-python")
     assert not spark._workers_import_the_library()
+
+
+def test_the_daemon_freezes_its_imports_out_of_the_collectors_reach_before_forking(monkeypatch):
+    import gc
+
+    from pyspark import daemon
+
+    from statestore.conn import spark_daemon
+
+    frozen_when_forking = []
+    monkeypatch.setattr(spark_daemon, "preload", lambda: [])
+    monkeypatch.setattr(daemon, "manager", lambda: frozen_when_forking.append(gc.get_freeze_count()))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        spark_daemon.main()
+    finally:
+        gc.unfreeze()
+    assert frozen_when_forking and frozen_when_forking[0] > 0
