@@ -402,8 +402,8 @@ def _without_uncountable(batch) -> tuple[int, object]:
 def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while an apply runs, and as it was after. An apply
     makes a few short-lived objects per key (rows, deltas, entries, statements), which started a
-    collection every 700 allocations, each walking every object the worker holds: with it off
-    the executors' Python spent a quarter less CPU per key (BENCHMARKS.md, "Spark-side CPU").
+    collection every 700 allocations: with it off the cache and the plan cost about a fifth less
+    per key in bench/apply_plan.py (BENCHMARKS.md, "Spark-side CPU").
     What the apply drops is freed by reference counting as before; the few cycles it leaves
     (the Cassandra driver's request futures) wait for the collector's next pass."""
     enabled = gc.isenabled()
