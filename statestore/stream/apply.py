@@ -41,7 +41,7 @@ from statestore.store.tables import table_for
 from statestore.store.tables.versioned_base import RowWrite, Version, plan_latest
 from statestore.stream import faults
 from statestore.stream.apply_cache import BucketCache, CachePlan, bucket_expression
-from statestore.stream.plan import Delta, SlicePlan, plan_slice, plan_writes, record_of
+from statestore.stream.plan import Delta, SlicePlan, plan_slice, plan_writes, stored_record
 
 # A timing seam: called with a phase's name and its seconds. The job as shipped passes none
 # (and then no clock is read); benchmarks pass one to see where an apply's time goes.
@@ -177,7 +177,7 @@ def _apply_cached(session, table, batch_id, deltas, keys, concurrency, write_ts,
         read = timed(timer, "read", lambda: table.read_entries(session, [keys[i] for i in to_read], concurrency))
         for i in to_read:
             entry = read.get(keys[i])
-            stored[i] = None if entry is None else record_of(entry)
+            stored[i] = None if entry is None else stored_record(entry)
     plan: SlicePlan = timed(timer, "plan", lambda: plan_slice(stored, deltas, batch_id))
     write_all(batch_id, lambda rows: table.write_entries(session, rows, concurrency, write_ts), plan.writes, timer)
     timed(timer, "cache", lambda: cache.remember(plan.records))

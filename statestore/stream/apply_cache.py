@@ -10,8 +10,8 @@ partitions: Spark's own hash partitioning of the word, so a task of the apply no
 exactly one bucket. Each bucket has one LMDB environment (a memory-mapped, transactional
 key-value file that several processes may open) in its executor's working directory (shared
 by the executor's Python workers; gone with the application), holding the entries the
-bucket's tasks read or wrote (as statestore.stream.plan's records, which the plan reads and
-makes without a Python object per entry), and a `token`: a random id written when a task has written its
+bucket's tasks read or wrote (as statestore.stream.plan's records, bytes the plan reads and
+makes as arrays, never decoded into an Entry per key), and a `token`: a random id written when a task has written its
 whole batch to Cassandra, and cleared when a task starts using the file. A small batch the
 driver applies itself (statestore.stream.batches.on_driver_for) uses the files of the
 driver's working directory the same way, one bucket at a time: in local mode the executors'

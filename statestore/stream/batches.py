@@ -448,10 +448,12 @@ class BatchApplier:
 
     def first_start(self, batch_df, batch_id: int, end_offsets: str) -> str:
         """Where the store's very first batch starts: the offsets Spark resolved for the
-        checkpoint's first batch when this is it (read from the checkpoint), else found in the
-        batch itself (a Spark job reading it once more)."""
+        checkpoint's first batch when this is it (read from the checkpoint) and they fit its
+        end, else found in the batch itself (a Spark job reading it once more)."""
         known = checkpoint.initial_offsets(self.spark, self.location) if batch_id == 0 else None
-        return known or first_batch_start(batch_df, end_offsets)
+        if known is not None and checkpoint.starts_batch(known, end_offsets):
+            return known
+        return first_batch_start(batch_df, end_offsets)
 
     def cache_plan(self, session, progress: registry.StoreProgress, logical: int, batch_df) -> CachePlan | None:
         """The apply cache's plan of this batch (None: the cache is off or cannot serve the store)."""

@@ -64,12 +64,17 @@ def initial_offsets(spark, checkpoint: str) -> str | None:
     """Where the checkpoint's first batch starts, as Spark's JSON, or None when the checkpoint
     does not say so plainly. Spark's Kafka source resolves its `startingOffsets` (earliest,
     latest, timestamps or JSON) to offsets once, when the query first starts, and keeps them in
-    `<checkpoint>/sources/0/0`: a NUL byte and a version line, then the JSON. Any other format
-    (another Spark, another source) or an unresolved offset (negative) gives None."""
+    `<checkpoint>/sources/0/0` (see parse_initial_offsets)."""
     path, fs = _path(spark, checkpoint, "sources", "0", "0")
     if not fs.exists(path):
         return None
-    lines = _read_lines(spark, path, fs)
+    return parse_initial_offsets(_read_lines(spark, path, fs))
+
+
+def parse_initial_offsets(lines: list[str]) -> str | None:
+    """Pure: the offsets of Spark's initial-offsets file (a NUL byte and a version line, then
+    the JSON), as sorted compact JSON; None for any other format (another Spark, another
+    source) or an offset that is not resolved (negative)."""
     if len(lines) < 2 or not lines[0].lstrip("\x00").startswith("v"):
         return None
     try:
@@ -85,6 +90,20 @@ def initial_offsets(spark, checkpoint: str) -> str | None:
     ):
         return None
     return json.dumps(offsets, sort_keys=True, separators=(",", ":"))
+
+
+def starts_batch(start_offsets: str, end_offsets: str) -> bool:
+    """Pure: whether `start_offsets` can be the start of a batch ending at `end_offsets`: the
+    same topics and partitions, none starting after its end. (A first start whose batch was
+    never planned, then partitions added before the restart, gives an end with more.)"""
+    start, end = json.loads(start_offsets), json.loads(end_offsets)
+    if start.keys() != end.keys():
+        return False
+    return all(
+        start[topic].keys() == partitions.keys()
+        and all(start[topic][partition] <= offset for partition, offset in partitions.items())
+        for topic, partitions in end.items()
+    )
 
 
 def records_between(start_offsets: str, end_offsets: str) -> int | None:

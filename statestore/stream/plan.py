@@ -2,16 +2,18 @@
 
 The rule is statestore.stream.apply's `advance`: batch B skips a key already written by B or a
 later batch, and otherwise writes old + delta with batch_id = B and the later of the two event
-times. Applied one key at a time in Python, with the apply cache's lookups and records, it cost
-about 4 µs of the 14 µs of Python CPU a key cost the executors (BENCHMARKS.md, "Spark-side
-CPU"). Here it runs as numpy array arithmetic over the slice's stored states, so a key costs
-only the Python that makes its outputs.
+times. Applied one key at a time, with the apply cache's entries decoded into Python objects
+and encoded back, the cache and the plan cost 5.4 µs a key in bench/apply_plan.py; here the
+decisions are numpy array arithmetic over the slice's stored states, and with the keys in the
+cache's order and the collector paused the same work costs 1.9 µs (BENCHMARKS.md, "Spark-side
+CPU"). A key costs only the Python that makes its outputs.
 
 A key's stored state is a record of 25 bytes: the batch that last wrote it, its event time,
 which of the two are set, and its value, a long (the word count's values are Kafka's 8-byte
 longs: statestore.core.codecs). The apply cache keeps entries as these records
 (statestore.stream.apply_cache), so a cached key goes from the cache to the plan and back
-without becoming a Python object; an entry read from Cassandra becomes one (`record_of`).
+as bytes, never decoded into an Entry (only the entries a batch writes are made); an entry read
+from Cassandra becomes a record (`stored_record`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,16 @@ def record_of(entry: Entry) -> bytes:
     return HEADER.pack(entry.batch_id or 0, entry.time_ms or 0, flags) + entry.value
 
 
+def stored_record(entry: Entry) -> bytes:
+    """`entry`, read from the store, as the plan's record: refused (decode_long's CodecError)
+    unless its value is a long. Checked here, per entry, because the plan reads a slice's
+    records as one buffer, where two values of wrong lengths (7 and 9 bytes) would offset each
+    other and be read shifted."""
+    if len(entry.value) != RECORD_BYTES - _VALUE_AT:
+        decode_long(entry.value)
+    return record_of(entry)
+
+
 def entry_of(key: bytes, record: bytes) -> Entry:
     batch_id, time_ms, flags = HEADER.unpack_from(record)
     return Entry(
@@ -80,7 +92,11 @@ class SlicePlan(NamedTuple):
 
 def plan_slice(stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id: int) -> SlicePlan:
     """Pure: `advance` for every delta over its key's stored record (`stored[i]` for
-    `deltas[i]`; None: the key is absent), computed as arrays."""
+    `deltas[i]`; None: the key is absent), computed as arrays. The records are the apply
+    cache's (made by this function) or `stored_record`'s (read from the store), so each is
+    RECORD_BYTES long: a slice whose lengths do not add up is refused. One difference from
+    `advance`: a stored value that is no long is refused even where the key would be
+    skipped (the stream writes only longs, so such a store holds foreign data)."""
     count = len(deltas)
     if count == 0:
         return SlicePlan([], [], 0, 0, None)
@@ -140,7 +156,7 @@ def plan_slice(stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id
 def plan_writes(current: Mapping[bytes, Entry], deltas: Sequence[Delta], batch_id: int) -> tuple[list[Entry], int]:
     """Pure: the entries batch `batch_id` must write over the `current` entries of its keys,
     and how many keys it already wrote."""
-    records = [None if (entry := current.get(d.key)) is None else record_of(entry) for d in deltas]
+    records = [None if (entry := current.get(d.key)) is None else stored_record(entry) for d in deltas]
     plan = plan_slice(records, deltas, batch_id)
     return plan.writes, plan.skipped
 

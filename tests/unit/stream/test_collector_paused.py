@@ -52,3 +52,21 @@ def test_a_collector_that_was_off_stays_off():
     finally:
         if was:
             gc.enable()
+
+
+def test_rows_reach_the_applier_in_the_cache_files_order_without_the_uncountable():
+    seen = []
+
+    def applier(rows):
+        seen.extend(rows)
+        yield ApplyStats(keys=len(seen))
+
+    words = ["zeta", " ", "Ähre", "alpha", "beta", " "]
+    batch = pa.record_batch(
+        [pa.array(words), pa.array([1, 4, 2, 3, 5, 6]), pa.array([9] * 6), pa.array([1, 0, 0, 1, 0, 1], pa.int32())],
+        names=["word", "delta", "last_ms", "bucket"],
+    )
+    stats = list(applied([batch], applier))
+    # By bucket, then by the words' UTF-8 bytes (LMDB's order: 'Ä' is 0xC3 0x84, after ASCII).
+    assert seen == [("beta", 5, 9, 0), ("Ähre", 2, 9, 0), ("alpha", 3, 9, 1), ("zeta", 1, 9, 1)]
+    assert stats == [ApplyStats(keys=4), ApplyStats(uncountable=10)]

@@ -11,7 +11,7 @@ from statestore.core.codecs import LONG_MAX, decode_long, encode_long
 from statestore.core.errors import CodecError
 from statestore.core.model import Entry
 from statestore.stream.apply import advance
-from statestore.stream.plan import Delta, entry_of, plan_slice, record_of
+from statestore.stream.plan import Delta, entry_of, plan_slice, plan_writes, record_of
 
 BATCH = 7
 batches = st.one_of(st.none(), st.integers(0, 12))
@@ -83,3 +83,10 @@ def test_a_count_past_a_long_is_refused_not_wrapped():
 def test_stored_records_and_deltas_must_pair_up():
     with pytest.raises(ValueError, match="1 stored records for 2 deltas"):
         plan_slice([None], [Delta(b"a", 1, None), Delta(b"b", 1, None)], BATCH)
+
+
+def test_stored_values_of_wrong_lengths_are_refused_even_when_their_lengths_add_up():
+    # 0 + 16 bytes is two longs' worth: read as one buffer, the records would come out shifted.
+    current = {b"a": Entry(b"a", b"", 3, None), b"b": Entry(b"b", b"\x01" * 16, 3, None)}
+    with pytest.raises(CodecError, match="a long value is 8 bytes, got 0"):
+        plan_writes(current, [Delta(b"a", 1, None), Delta(b"b", 1, None)], BATCH)
