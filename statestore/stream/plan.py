@@ -51,8 +51,8 @@ ABSENT = bytes(RECORD_BYTES)
 
 
 def record_of(entry: Entry) -> bytes:
-    """`entry` as a record (its value as stored: a value that is no long makes the plan
-    refuse it, as decode_long does)."""
+    """`entry` as a record, its value as stored (any length: the apply cache keeps what it is
+    given; entries the plan reads from the store go through `stored_record`)."""
     flags = (HAS_BATCH if entry.batch_id is not None else 0) | (HAS_TIME if entry.time_ms is not None else 0)
     return HEADER.pack(entry.batch_id or 0, entry.time_ms or 0, flags) + entry.value
 
