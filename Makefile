@@ -22,7 +22,7 @@ GRACE ?=
 RETENTION ?=
 PYTEST_ARGS ?=
 
-.PHONY: install venv jvm dist cluster-up cluster-down cluster-status bench-cluster run test test-unit bench-replay bench-query bench-maintenance bench-compaction maintenance lint browser airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.PHONY: install venv jvm dist cluster-up cluster-down cluster-status bench-cluster run test test-unit bench-replay bench-query bench-maintenance bench-compaction maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
 install: venv jvm
 
@@ -66,7 +66,7 @@ run: install dist
 	WINDOW=$(WINDOW) HOP=$(HOP) SESSION_GAP=$(SESSION_GAP) GRACE=$(GRACE) RETENTION=$(RETENTION) scripts/run
 
 # Every test on the real stack; stops the stack afterwards if this target started it.
-test: install browser
+test: install browser netfilter
 	@if scripts/stack status >/dev/null 2>&1; then started=0; else started=1; scripts/stack up; fi; \
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$started = 1 ]; then scripts/stack down; fi; exit $$rc
@@ -121,6 +121,12 @@ browser:
 	@# the package's own service is not started: policy-rc.d, or no init system, forbids it).
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+
+# iptables for the cluster tier's network partitions (tests/integration/cluster/partitions.py:
+# DROP rules on loopback cutting a node, or a driver's user, off; Debian's package, as root).
+netfilter:
+	@command -v iptables >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables; }
 
 # A local Airflow (api-server, scheduler, dag-processor) wired to the local stack; prints URL and login.
 airflow: stack-up

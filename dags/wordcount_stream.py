@@ -119,6 +119,15 @@ with DAG(
             description="a micro-batch of at most this many Kafka records is applied by the driver, with no "
             "Python tasks; 0: every batch on the executors",
         ),
+        "max_future": Param(
+            "5m",
+            type="string",
+            pattern=DURATION,
+            title="Max future (event time ahead of the clock)",
+            description="how far a record's Kafka time may be ahead of its batch's clock; a record further ahead "
+            "(a producer whose clock is wrong) is dead-lettered with reason future, counted nowhere, and moves no "
+            "stream time",
+        ),
         "compaction": Param(
             "default",
             type="string",
@@ -177,6 +186,7 @@ with DAG(
                 recover_from_store=params["recover_from_store"],
                 apply_cache=params.get("apply_cache", True),
                 driver_apply_records=params.get("driver_apply_records", 1000),
+                max_future_ms=parse_duration(params.get("max_future") or "5m", "max_future"),
                 compaction=None if params.get("compaction", "default") == "default" else params["compaction"],
                 **{
                     name: parse_duration(params[name], name, zero=name == "grace")
@@ -188,6 +198,7 @@ with DAG(
             bootstrap = dag_support.kafka_bootstrap(BaseHook.get_connection(dag_support.KAFKA_CONN_ID))
         args = ["--topic", stream.topic, "--store", stream.store, "--checkpoint", stream.checkpoint]
         args += ["--trigger", stream.trigger, "--starting-offsets", stream.starting_offsets]
+        args += ["--max-future", format_duration(stream.max_future_ms)]
         for flag, value in (
             ("--store-type", stream.store_type),
             ("--partitions", stream.partitions),

@@ -11,8 +11,8 @@ Connection fields:
   host      contact points, comma-separated            port      CQL port (default 9042)
   login     user (PasswordAuthenticator)               password  its password
   schema    keyspace holding the stores (default wordcount)
-  extra     ssl, ssl_ca, ssl_cert, ssl_key, check_hostname, dml_consistency, ddl_consistency,
-            bookkeeping_consistency, serial_consistency, local_dc, protocol_version,
+  extra     ssl, ssl_ca, ssl_cert, ssl_key, check_hostname, dml_consistency, allow_weak_consistency,
+            ddl_consistency, bookkeeping_consistency, serial_consistency, local_dc, protocol_version,
             request_timeout (seconds)
 
     AIRFLOW_CONN_STATESTORE_CASSANDRA='{"conn_type": "cassandra", "host": "127.0.0.1",
@@ -44,6 +44,7 @@ EXTRA_FIELDS = {
     "ssl_key": "ssl_key_file",
     "check_hostname": "ssl_check_hostname",
     "dml_consistency": "dml_consistency",
+    "allow_weak_consistency": "allow_weak_consistency",
     "ddl_consistency": "ddl_consistency",
     "bookkeeping_consistency": "bookkeeping_consistency",
     "serial_consistency": "serial_consistency",

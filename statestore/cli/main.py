@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,7 +49,12 @@ def cmd_create_keyspace(args) -> int:
         raise StateStoreError("--dc goes with --strategy network (NetworkTopologyStrategy)")
     else:
         replication = Replication(replication_factor=args.replication_factor)
-    create_keyspace(session_for(config), keyspace, replication)
+    session = session_for(config)
+    nodes = Counter(host.datacenter for host in session.cluster.metadata.all_hosts())
+    warning = replication.warning(nodes)
+    if warning:
+        print(f"warning: keyspace {keyspace}: {warning}", file=sys.stderr)
+    create_keyspace(session, keyspace, replication)
     print(f"keyspace {keyspace} ready")
     return 0
 
@@ -64,8 +71,18 @@ def cmd_produce(args) -> int:
         raise StateStoreError(f"{path}: no such file")
     kafka = cfg.from_args(KafkaConfig, args)
     if args.timestamped:
-        # Every line is checked before the first is sent: a bad line sends nothing.
-        count = sum(1 for _ in kafka_io.timed_lines_of(path))
+        # Every line is checked before the first is sent, its form and its time against the topic's
+        # limits (the broker refuses a record too far ahead): a bad line sends nothing.
+        limits = kafka_io.timestamp_limits(kafka, args.topic)
+        if limits.log_append_time:
+            print(
+                f"warning: {limits.where} uses LogAppendTime: the broker stamps each record with its own clock, "
+                "not with the line's time",
+                file=sys.stderr,
+            )
+        now_ms, count = int(time.time() * 1000), 0
+        for count, timed in enumerate(kafka_io.timed_lines_of(path), start=1):
+            limits.check(count, timed.timestamp_ms, now_ms)
         messages = tracked(kafka_io.timed_lines_of(path), count, f"producing {path.name}", "lines")
     else:
         count = None
@@ -185,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--timestamped",
         action="store_true",
         help="each line is <epoch-millis><TAB><text>: send <text> with that Kafka timestamp (its event time); "
-        "every line is checked first, so a bad line sends nothing",
+        "every line is checked first, its form and its time against the topic's limits "
+        "(message.timestamp.after.max.ms / before.max.ms), so a bad line sends nothing",
     )
 
     queries.add_commands(command)

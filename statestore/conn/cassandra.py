@@ -2,8 +2,16 @@
 
 Three profiles: the default one for reads and writes of entries (DML, LOCAL_QUORUM);
 `bookkeeping` for the stream's registry progress and lease (LOCAL_QUORUM writes, lightweight
-transactions and the reads a writer decides on at LOCAL_SERIAL), so nothing on the streaming
-path needs every replica; and `ddl` for schema steps and admin changes. DML never runs with
+transactions and the reads a writer decides on at the serial consistency), so nothing on the
+streaming path needs every replica; and `ddl` for schema steps and admin changes.
+
+Serial consistency (serial_level_for): "auto", the default, is SERIAL. Fencing (the lease, the
+epoch, progress) holds only if every writer's Paxos rounds overlap: LOCAL_SERIAL takes a quorum
+of the local data center's replicas, so for a keyspace replicated to two data centers two
+drivers, one in each, can both win. For a keyspace in one data center SERIAL takes the very
+same replicas as LOCAL_SERIAL (no cost there), so "auto" needs no per-keyspace lookup that a
+code path could miss. An explicit LOCAL_SERIAL is refused for a keyspace that spans several
+data centers (check_serial_scope, when a writer takes a store's lease). DML never runs with
 the DDL profile (the seed library's flaw). The policy is token-aware, so a point read or a
 single-partition write goes straight to a replica.
 """
@@ -41,9 +49,64 @@ def _profile(config: CassandraConfig, consistency: str) -> ExecutionProfile:
     return ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
         consistency_level=ConsistencyLevel.name_to_value[consistency],
-        serial_consistency_level=ConsistencyLevel.name_to_value[config.serial_consistency],
+        serial_consistency_level=ConsistencyLevel.name_to_value[configured_serial(config.serial_consistency)],
         request_timeout=config.request_timeout_s,
     )
+
+
+def configured_serial(setting: str) -> str:
+    """The serial consistency a session runs its transactions at for a setting ("auto": SERIAL,
+    see the module doc)."""
+    level = setting.strip().upper()
+    return "SERIAL" if level == "AUTO" else level
+
+
+def data_centers_of(replication: dict[str, str], cluster_dcs: set[str] | frozenset[str]) -> set[str]:
+    """The data centers holding replicas of a keyspace with `replication` (system_schema's map):
+    NetworkTopologyStrategy's data centers with a factor above 0; for any other strategy
+    (SimpleStrategy places replicas around the ring whatever their data center) every data
+    center of the cluster."""
+    strategy = replication.get("class", "").rsplit(".", 1)[-1]
+    if strategy != "NetworkTopologyStrategy":
+        return set(cluster_dcs)
+    return {dc for dc, factor in replication.items() if dc not in ("class", "replication_factor") and int(factor) > 0}
+
+
+def serial_level_for(setting: str, keyspace: str, data_centers: set[str]) -> str:
+    """The serial consistency that fences writers of `keyspace`, whose replicas are in
+    `data_centers`: SERIAL for "auto" or SERIAL; LOCAL_SERIAL only for a keyspace in at most one
+    data center (ConfigError otherwise: two writers in two data centers could both win)."""
+    level = configured_serial(setting)
+    if level == "LOCAL_SERIAL" and len(data_centers) > 1:
+        raise ConfigError(
+            f"keyspace '{keyspace}' is replicated to {len(data_centers)} data centers "
+            f"({', '.join(sorted(data_centers))}), but the serial consistency is LOCAL_SERIAL: a lease, "
+            "epoch or progress transaction would then be decided by one data center's replicas alone, "
+            "and writers in two data centers could both take the store. Use SERIAL or auto (the default): "
+            "unset STATESTORE_SERIAL_CONSISTENCY / --serial-consistency"
+        )
+    return level
+
+
+def check_serial_scope(session: Session, keyspace: str) -> str:
+    """The serial consistency `session`'s bookkeeping transactions run at, checked against the
+    data centers `keyspace` spans (serial_level_for; ConfigError for LOCAL_SERIAL on several)."""
+    level = session.cluster.profile_manager.profiles[bookkeeping_profile(session)].serial_consistency_level
+    name = ConsistencyLevel.value_to_name.get(level, "SERIAL") if level is not None else "SERIAL"
+    row = session.execute(
+        "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (validate_keyspace(keyspace),)
+    ).one()
+    if row is None:
+        return name
+    cluster_dcs = {host.datacenter for host in session.cluster.metadata.all_hosts() if host.datacenter}
+    return serial_level_for(name, keyspace, data_centers_of(dict(row.replication), cluster_dcs))
+
+
+def bookkeeping_profile(session: Session) -> object:
+    """The bookkeeping profile's name; a session made elsewhere (not by session_for) may lack
+    it: its default profile then."""
+    profiles = session.cluster.profile_manager.profiles
+    return BOOKKEEPING_PROFILE if BOOKKEEPING_PROFILE in profiles else EXEC_PROFILE_DEFAULT
 
 
 def tls_files(config: CassandraConfig) -> list[str]:
@@ -241,8 +304,7 @@ def serial_read(session: Session, statement, params: tuple):
     transactions it can end "result unknown" (CAS_WRITE_UNKNOWN or a CAS write timeout). The
     read changes nothing a caller can see, so it is simply run again (a few times, briefly)."""
     profiles = session.cluster.profile_manager.profiles
-    # A session made elsewhere (not by session_for) may lack the profile: use its default one.
-    name = BOOKKEEPING_PROFILE if BOOKKEEPING_PROFILE in profiles else EXEC_PROFILE_DEFAULT
+    name = bookkeeping_profile(session)
     bound = statement.bind(params)
     bound.consistency_level = profiles[name].serial_consistency_level or ConsistencyLevel.SERIAL
     for attempt in range(1, _SERIAL_READ_ATTEMPTS + 1):
@@ -281,6 +343,16 @@ def table_metadata(session: Session, keyspace: str, table: str):
     """The driver's schema metadata of `keyspace.table`, or None when the driver knows no such table."""
     meta = session.cluster.metadata.keyspaces.get(validate_keyspace(keyspace))
     return None if meta is None else meta.tables.get(table)
+
+
+def table_ttl_s(session: Session, keyspace: str, table: str) -> int | None:
+    """The table's default time to live in seconds (0: none), read from the schema tables now
+    (the driver's metadata can lag an ALTER by a moment); None when there is no such table."""
+    row = session.execute(
+        "SELECT default_time_to_live FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+        (validate_keyspace(keyspace), table),
+    ).one()
+    return None if row is None else int(row.default_time_to_live)
 
 
 def add_missing_columns(

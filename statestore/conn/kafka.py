@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import KafkaError as KafkaErrorCode
+from confluent_kafka import KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import KafkaError
-from statestore.core.event_time import TimedValue, parse_timestamped_line
+from statestore.core.event_time import TimedValue, TimestampedLineError, format_duration, parse_timestamped_line
 from statestore.core.names import validate_topic
 
 _TIMEOUT_S = 15
@@ -35,6 +38,8 @@ def spark_source_options(config: KafkaConfig) -> dict[str, str]:
     return {
         "kafka.bootstrap.servers": config.bootstrap_servers,
         "kafka.fetch.max.wait.ms": str(config.fetch_max_wait_ms),
+        # read_committed by default: records of aborted transactions are not input.
+        "kafka.isolation.level": config.isolation_level,
     }
 
 
@@ -57,6 +62,26 @@ def partition_count(config: KafkaConfig, topic: str) -> int | None:
     if found is None or found.error is not None:
         return None
     return len(found.partitions)
+
+
+class TopicIds:
+    """Asks Kafka for topics' ids (a topic gets a new one each time it is created), through one
+    admin client kept for every question (a driver asks once per batch)."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self._admin = AdminClient(_client_config(config))
+
+    def of(self, topic: str) -> str | None:
+        """The topic's id, or None if the topic does not exist."""
+        validate_topic(topic)
+        try:
+            found = self._admin.describe_topics(TopicCollection([topic]), request_timeout=_TIMEOUT_S)[topic].result()
+        except KafkaException as exc:
+            if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaErrorCode.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise _unreachable(self.config, exc) from None
+        return str(found.topic_id)
 
 
 def end_offsets(config: KafkaConfig, topic: str) -> dict[int, int] | None:
@@ -159,3 +184,82 @@ def timed_lines_of(path: Path) -> Iterable[TimedValue]:
     names the first line that is not <epoch-millis><TAB><text>."""
     for number, line in enumerate(lines_of(path), start=1):
         yield parse_timestamped_line(number, line)
+
+
+@dataclass(frozen=True)
+class TimestampLimits:
+    """How far from the broker's clock the CreateTime of a record may be for the broker to take
+    it (Kafka 4: `message.timestamp.after.max.ms`, 1 h by default, and
+    `message.timestamp.before.max.ms`, unlimited by default), as a topic's config says, or for a
+    topic not created yet the broker's defaults that it will get. With LogAppendTime the broker
+    stamps records itself and refuses none."""
+
+    where: str  # "topic 'words'", or "the broker's defaults (topic 'words' does not exist yet)"
+    after_ms: int
+    after_name: str
+    before_ms: int
+    before_name: str
+    log_append_time: bool = False
+
+    def check(self, number: int, stamp_ms: int, now_ms: int) -> None:
+        """TimestampedLineError if line `number`, of time `stamp_ms`, would be refused at `now_ms`
+        (this machine's clock; the broker judges by its own)."""
+        if self.log_append_time:
+            return
+        if stamp_ms - now_ms > self.after_ms:
+            self._refuse(number, stamp_ms, stamp_ms - now_ms, "ahead of", self.after_ms, self.after_name)
+        if now_ms - stamp_ms > self.before_ms:
+            self._refuse(number, stamp_ms, now_ms - stamp_ms, "behind", self.before_ms, self.before_name)
+
+    def _refuse(self, number: int, stamp_ms: int, off_ms: int, side: str, limit_ms: int, name: str):
+        shown = datetime.fromtimestamp(stamp_ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        raise TimestampedLineError(
+            f"line {number}: time {stamp_ms} ({shown}) is {_rounded(off_ms)} {side} this machine's clock, past "
+            f"the limit of {self.where}: {limit_ms} ms ({format_duration(limit_ms)}) {side} the broker's clock "
+            f"({name}); nothing sent. Fix the line, or raise the topic's {name.removeprefix('log.')}"
+        )
+
+
+def _rounded(millis: int) -> str:
+    """`millis` to the nearest second, as e.g. 1h59m58s."""
+    seconds = round(millis / 1000)
+    if seconds == 0:
+        return f"{millis}ms"
+    parts = ((seconds // 86400, "d"), (seconds // 3600 % 24, "h"), (seconds // 60 % 60, "m"), (seconds % 60, "s"))
+    return "".join(f"{n}{unit}" for n, unit in parts if n)
+
+
+_NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: no limit
+
+
+def timestamp_limits(config: KafkaConfig, topic: str) -> TimestampLimits:
+    """The timestamp limits a record sent to `topic` now meets: the topic's own config, or the
+    broker's defaults if the topic does not exist yet (the CLI creates it with them)."""
+    admin = AdminClient(_client_config(config))
+    exists = partition_count(config, topic) is not None
+    if exists:
+        resource, prefix, where = ConfigResource(ResourceType.TOPIC, topic), "", f"topic {topic!r}"
+    else:
+        try:
+            broker = admin.list_topics(timeout=_TIMEOUT_S).controller_id
+        except KafkaException as exc:
+            raise _unreachable(config, exc) from None
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        prefix, where = "log.", f"the broker's defaults (topic {topic!r} does not exist yet)"
+    try:
+        entries = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(_TIMEOUT_S)
+    except KafkaException as exc:
+        raise KafkaError(f"cannot read the timestamp limits of {where}: {exc}") from None
+    values = {name: entry.value for name, entry in entries.items()}
+
+    def limit(side: str) -> tuple[int, str]:
+        # Kafka before 3.6 had one limit for both sides, message.timestamp.difference.max.ms.
+        for name in (f"{prefix}message.timestamp.{side}.max.ms", f"{prefix}message.timestamp.difference.max.ms"):
+            if values.get(name) is not None:
+                return int(values[name]), name
+        return _NEVER, f"{prefix}message.timestamp.{side}.max.ms"
+
+    after_ms, after_name = limit("after")
+    before_ms, before_name = limit("before")
+    log_append = values.get(f"{prefix}message.timestamp.type") == "LogAppendTime"
+    return TimestampLimits(where, after_ms, after_name, before_ms, before_name, log_append)

@@ -16,7 +16,7 @@ from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 
-from statestore.conn.cassandra import cas_outcome_unknown, hosts_down
+from statestore.conn.cassandra import cas_outcome_unknown, configured_serial, hosts_down
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import CassandraUnavailableError
 
@@ -71,7 +71,7 @@ def with_retries(
 def _levels(config: CassandraConfig) -> str:
     return (
         f"entries need {config.dml_consistency}, registry and lease {config.bookkeeping_consistency} "
-        f"(serial {config.serial_consistency}); "
+        f"(serial {configured_serial(config.serial_consistency)}); "
     )
 
 

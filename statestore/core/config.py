@@ -55,6 +55,12 @@ CONSISTENCY_LEVELS = (
 )
 
 
+# Levels whose read replicas and write replicas need not overlap (ONE + ONE from replication
+# factor 2 on, TWO + TWO from 4, THREE + THREE from 6): refused for entries unless forced
+# (CassandraConfig.allow_weak_consistency).
+WEAK_DML_CONSISTENCY_LEVELS = ("ONE", "LOCAL_ONE", "TWO", "THREE")
+
+
 def _consistency(raw: str) -> str:
     level = raw.strip().upper()
     if level not in CONSISTENCY_LEVELS:
@@ -64,8 +70,8 @@ def _consistency(raw: str) -> str:
 
 def _serial_consistency(raw: str) -> str:
     level = raw.strip().upper()
-    if level not in ("SERIAL", "LOCAL_SERIAL"):
-        raise ValueError("use SERIAL or LOCAL_SERIAL")
+    if level not in ("AUTO", "SERIAL", "LOCAL_SERIAL"):
+        raise ValueError("use AUTO, SERIAL or LOCAL_SERIAL")
     return level
 
 
@@ -111,8 +117,18 @@ class CassandraConfig:
         "LOCAL_QUORUM",
         "STATESTORE_DML_CONSISTENCY",
         "--dml-consistency",
-        "consistency of reads and writes of entries (default LOCAL_QUORUM)",
+        "consistency of reads and writes of entries (default LOCAL_QUORUM; ONE, LOCAL_ONE, TWO and THREE "
+        "are refused without --allow-weak-consistency)",
         _consistency,
+    )
+    allow_weak_consistency: bool = setting(
+        False,
+        "STATESTORE_ALLOW_WEAK_CONSISTENCY",
+        "--allow-weak-consistency",
+        "accept a --dml-consistency whose reads may miss the last write (ONE, LOCAL_ONE, TWO, THREE): "
+        "the counts then lose updates whenever they do",
+        parse_bool,
+        switch=True,
     )
     ddl_consistency: str = setting(
         "ALL",
@@ -130,11 +146,12 @@ class CassandraConfig:
         _consistency,
     )
     serial_consistency: str = setting(
-        "LOCAL_SERIAL",
+        "AUTO",
         "STATESTORE_SERIAL_CONSISTENCY",
         "--serial-consistency",
         "consistency of lightweight transactions and of the reads a writer decides on (lease, "
-        "registry epoch and progress; default LOCAL_SERIAL)",
+        "registry epoch and progress; default AUTO: SERIAL, which costs what LOCAL_SERIAL does on a "
+        "keyspace in one data center; LOCAL_SERIAL is refused on a keyspace that spans several)",
         _serial_consistency,
     )
     protocol_version: int = setting(
@@ -192,6 +209,23 @@ class CassandraConfig:
         parse_bool,
     )
 
+    def __post_init__(self) -> None:
+        if self.dml_consistency in WEAK_DML_CONSISTENCY_LEVELS and not self.allow_weak_consistency:
+            raise ConfigError(
+                f"--dml-consistency {self.dml_consistency} (STATESTORE_DML_CONSISTENCY) is refused: the stream "
+                "reads each key's current count and writes old + delta, batch after batch, and at this level a "
+                "read may reach replicas the last write did not, so the counts silently lose updates. Use "
+                "LOCAL_QUORUM (the default), QUORUM or ALL, or pass --allow-weak-consistency "
+                "(STATESTORE_ALLOW_WEAK_CONSISTENCY=true) to accept lost updates"
+            )
+
+
+def _isolation_level(raw: str) -> str:
+    level = raw.strip().lower()
+    if level not in ("read_committed", "read_uncommitted"):
+        raise ValueError("use read_committed or read_uncommitted")
+    return level
+
 
 @dataclass(frozen=True)
 class KafkaConfig:
@@ -227,6 +261,16 @@ class KafkaConfig:
         "fetch.max.wait.ms of Spark's Kafka consumers (default 10; Kafka's own 500 adds half a second per "
         "task that reads to the end of a partition)",
         parse_non_negative_int,
+    )
+    # Spark's Kafka source reads read_uncommitted unless told: the records of a producer's
+    # aborted transaction would be counted.
+    isolation_level: str = setting(
+        "read_committed",
+        "STATESTORE_KAFKA_ISOLATION_LEVEL",
+        "--kafka-isolation-level",
+        "isolation.level of Spark's Kafka consumers: read_committed (default: records of aborted "
+        "transactions are not counted) or read_uncommitted",
+        _isolation_level,
     )
 
     def __post_init__(self) -> None:
@@ -403,12 +447,29 @@ class StreamConfig:
         "(default 1000; 0: every batch on the executors)",
         parse_non_negative_int,
     )
+    max_future_ms: int = setting(
+        300_000,
+        "STATESTORE_MAX_FUTURE_MS",
+        "--max-future",
+        "how far a record's event time may be ahead of the batch's clock (its write time), e.g. 5m; a record "
+        "further ahead is a dead letter with reason future, counted nowhere, and moves no stream time "
+        "(default 5m)",
+        _duration("max future"),
+    )
     lease_ttl_s: float = setting(
         30.0,
         "STATESTORE_LEASE_TTL",
         "--lease-ttl",
         "seconds the store's writer lease outlives its holder (default 30); renewed every third",
         parse_positive_float,
+    )
+    dead_letter_retention_ms: int = setting(
+        30 * 86_400_000,
+        "STATESTORE_DEAD_LETTER_RETENTION",
+        "--dead-letter-retention",
+        "how long a dead letter is kept (the dead-letter table's TTL, set at every start), e.g. 30d; 0: "
+        "forever (default 30d)",
+        _duration("dead-letter retention", zero=True),
     )
 
     def __post_init__(self) -> None:

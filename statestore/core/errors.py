@@ -77,3 +77,9 @@ class MaintenanceCheckError(StateStoreError):
 
 class StoreChangedError(StateStoreError):
     """The store was written while a maintenance job needed it to hold still."""
+
+
+class FutureStreamTimeError(StateStoreError):
+    """Expiry by stream time whose cutoff is later than the wall clock: the store's stream time
+    is in the future (a record from a producer whose clock was ahead), so it would expire
+    entries that are not old at all."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -265,9 +266,45 @@ class Replication:
             raise OptionError(f"a data center is named twice in {', '.join(specs)}")
         return cls(data_centers=tuple(pairs))
 
+    def warning(self, nodes: Mapping[str, int]) -> str | None:
+        """What is wrong with this replication on a cluster of `nodes` (data center -> nodes the
+        driver sees), or None: fewer replicas than the nodes could give, up to 3 (a lost node then
+        loses data, and a quorum needs every replica), or more than there are nodes."""
+        if not self.data_centers:
+            return _replication_warning(self.replication_factor, sum(nodes.values()), "", "--replication-factor ")
+        found = []
+        for dc, factor in self.data_centers:
+            if not nodes.get(dc):
+                known = ", ".join(sorted(nodes)) or "none"
+                found.append(f"data center {dc} has no node the driver sees (the cluster's: {known})")
+            else:
+                found.append(_replication_warning(factor, nodes[dc], f" in data center {dc}", f"--dc {dc}:"))
+        return "; ".join(w for w in found if w) or None
+
     def cql(self) -> str:
         """The CQL map of this replication (names checked above, so safe to quote here)."""
         if not self.data_centers:
             return f"{{'class': 'SimpleStrategy', 'replication_factor': {self.replication_factor}}}"
         factors = ", ".join(f"'{dc}': {factor}" for dc, factor in self.data_centers)
         return f"{{'class': 'NetworkTopologyStrategy', {factors}}}"
+
+
+def _replication_warning(factor: int, nodes: int, where: str, flag: str) -> str | None:
+    if nodes == 0:
+        return None
+    wanted = min(nodes, 3)
+    said = f"replication factor {factor} with {nodes} node{'s' if nodes > 1 else ''}{where}"
+    if factor < wanted:
+        lost = " and a lost disk loses the only copy of its share of the counts" if factor == 1 else ""
+        return (
+            f"{said}: a quorum needs {'all ' + str(factor) + ' replicas' if factor > 1 else 'the one replica'}, "
+            "so one node down "
+            f"stops every read and write of its share of the keys{lost}; pass {flag}{wanted}"
+        )
+    if factor > nodes:
+        quorum = factor // 2 + 1
+        never = (
+            f", so a quorum ({quorum} replicas) can never be reached and writes at it fail" if quorum > nodes else ""
+        )
+        return f"{said}: only {nodes} replica{'s' if nodes > 1 else ''} can exist{never}; pass {flag}{wanted}"
+    return None

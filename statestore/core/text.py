@@ -32,6 +32,26 @@ def key_syntax(codec: Codec) -> str:
     return _KEY_SYNTAX.get(codec.name, _KEY_SYNTAX["bytes"])
 
 
+# How deeply a JSON key given as text may nest: far beyond any real key, far below what
+# Python's parser and encoder can take without running out of stack.
+MAX_KEY_DEPTH = 64
+
+
+def _within_depth(value: Any) -> None:
+    """CodecError when a parsed JSON key nests deeper than MAX_KEY_DEPTH (checked without recursion)."""
+    level = [value]
+    for _ in range(MAX_KEY_DEPTH + 1):
+        level = [
+            inner
+            for item in level
+            if isinstance(item, dict | list)
+            for inner in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return
+    raise CodecError(f"the json key is nested deeper than {MAX_KEY_DEPTH} levels")
+
+
 def parse_key(text: str, codec: Codec) -> Any:
     """The key `text` stands for under `codec`; CodecError names the expected syntax."""
     try:
@@ -43,8 +63,12 @@ def parse_key(text: str, codec: Codec) -> Any:
             value = json.loads(text)
         else:
             value = bytes.fromhex(text)
+    except RecursionError:
+        raise CodecError(f"the {codec.name} key is nested deeper than {MAX_KEY_DEPTH} levels") from None
     except ValueError:
-        raise CodecError(f"{text!r} is not a {codec.name} key: write {key_syntax(codec)}") from None
+        raise CodecError(f"{text[:200]!r} is not a {codec.name} key: write {key_syntax(codec)}") from None
+    if codec.name == "json":
+        _within_depth(value)
     codec.encode(value)  # range checks (a long past 64 bits) fail here, with the codec's message
     return value
 

@@ -30,7 +30,7 @@ from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError, UnsupportedOperationError
 from statestore.core.model import StoreSpec
 from statestore.maintenance import history
-from statestore.maintenance.expire_windows import expire_window_store
+from statestore.maintenance.expire_windows import expire_window_store, refuse_future_cutoff
 from statestore.maintenance.scan import TableShape, default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.selection import Cutoff, TimeBasis, expiry_cutoff, is_expired
 from statestore.store import registry
@@ -218,6 +218,21 @@ def _check_expirable(spec: StoreSpec, options: ExpireOptions) -> None:
         )
 
 
+def _check_cutoff_not_ahead(session, spec: StoreSpec, options: ExpireOptions, now_ms: int) -> None:
+    """FutureStreamTimeError when `spec` expires by its stream time (window and session stores
+    always, key-value stores on the stream basis) and that cutoff is later than `now_ms`."""
+    if spec.store_type.timed:
+        retention = spec.windowing.retention_ms
+    elif options.basis == TimeBasis.STREAM:
+        retention = options.retention_ms
+    else:
+        return
+    moment = registry.progress(session, spec.keyspace, spec.name).max_event_time
+    if moment is not None:  # no stream time: the store's own expiry says so
+        stream_ms = millis_of(moment)
+        refuse_future_cutoff(spec, stream_ms - retention, stream_ms, now_ms)
+
+
 def _window_result(session, spec: StoreSpec, options: ExpireOptions, nodetool) -> StoreExpiry:
     done = expire_window_store(session, spec, options.dry_run, nodetool)
     return StoreExpiry(
@@ -249,16 +264,19 @@ def expire(
     stream time, then freeing their bytes with `nodetool` (statestore.maintenance.expire_windows)."""
     history.ensure_table(session, config.keyspace)
     looked_up = [registry.lookup(session, config.keyspace, name) for name in stores]
+    now_ms = int(time.time() * 1000)
     for spec in looked_up:  # every refusal before any delete
         _check_expirable(spec, options)
+        _check_cutoff_not_ahead(session, spec, options, now_ms)
     window_results = [_window_result(session, spec, options, nodetool) for spec in looked_up if spec.store_type.timed]
     specs = [spec for spec in looked_up if not spec.store_type.timed]
-    now_ms = int(time.time() * 1000)
     targets, runs, stream_times = [], [], []
     for spec in specs:
         progress = registry.progress(session, spec.keyspace, spec.name)
         stream_ms = None if progress.max_event_time is None else millis_of(progress.max_event_time)
         cutoff = expiry_cutoff(options.basis, options.retention_ms, stream_ms, now_ms)
+        if cutoff.basis == TimeBasis.STREAM:
+            refuse_future_cutoff(spec, cutoff.at_ms, stream_ms, now_ms)
         run_at = history.now()
         status = "dry-run" if options.dry_run else "running"
         history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms)

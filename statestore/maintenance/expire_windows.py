@@ -29,9 +29,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from statestore.core.codecs import millis_of
-from statestore.core.errors import NodetoolError, UnsupportedOperationError
+from statestore.core.errors import FutureStreamTimeError, NodetoolError, UnsupportedOperationError
 from statestore.core.model import StoreSpec
 from statestore.maintenance import history
 from statestore.store import registry
@@ -78,6 +79,7 @@ def expire_window_store(session, spec: StoreSpec, dry_run: bool, nodetool=None) 
             "by stream time, so there is nothing to expire; run the stream first"
         )
     cutoff_ms = stream_ms - retention
+    refuse_future_cutoff(spec, cutoff_ms, stream_ms, int(time.time() * 1000))
     run_at = history.now()
     history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, _status(dry_run, "running"), cutoff_ms)
     began = time.monotonic()
@@ -108,6 +110,26 @@ def expire_window_store(session, spec: StoreSpec, dry_run: bool, nodetool=None) 
     )
     _log.info("window store %s: segments %s", spec.name, counts)
     return result
+
+
+def refuse_future_cutoff(spec: StoreSpec, cutoff_ms: int, stream_ms: int, now_ms: int) -> None:
+    """FutureStreamTimeError when expiring `spec` by its stream time `stream_ms` would cut off
+    at `cutoff_ms`, later than the wall clock `now_ms`: entries younger than now are not past
+    any retention, the stream time is wrong (a record far ahead of the clock, counted before
+    the stream dead-lettered such records as `future`). Pure."""
+    if cutoff_ms <= now_ms:
+        return
+    raise FutureStreamTimeError(
+        f"store '{spec.name}': its stream time {stream_ms} ms ({_iso(stream_ms)}) is in the future, so expiry by "
+        f"stream time would cut off at {cutoff_ms} ms ({_iso(cutoff_ms)}), after the wall clock ({_iso(now_ms)}), "
+        "and delete entries that are not old; nothing was deleted. Expire by processing time (--basis processing, "
+        "key-value stores), or correct the store's stream time (registry max_event_time) once its future input "
+        "is known"
+    )
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 def reclaim_space(spec: StoreSpec, nodetool) -> str:

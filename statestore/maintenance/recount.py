@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from statestore.conn.kafka import spark_source_options
 from statestore.core.config import KafkaConfig
+from statestore.store import deadletters
 from statestore.store.registry import StoreProgress
 
 
@@ -36,3 +37,21 @@ def input_records(spark, kafka: KafkaConfig, progress: StoreProgress, starting: 
         .option("endingOffsets", progress.offsets)
         .load()
     )
+
+
+def without_future_letters(spark, session, spec, records):
+    """`records` without those the stream dead-lettered as `future` (a time too far ahead of
+    their batch's clock, which Kafka alone cannot tell): the stream counted them nowhere."""
+    if records is None:
+        return None
+    future = [
+        (d.topic, d.kafka_partition, d.kafka_offset)
+        for d in deadletters.read_all(session, spec.keyspace, spec.name)
+        if d.reason == deadletters.FUTURE
+    ]
+    if not future:
+        return records
+    from pyspark.sql import functions as F
+
+    letters = spark.createDataFrame(future, "topic string, partition int, offset long")
+    return records.join(F.broadcast(letters), ["topic", "partition", "offset"], "left_anti")

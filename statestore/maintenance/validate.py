@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import StoreChangedError, UnsupportedOperationError
 from statestore.maintenance import history, quality, replay, selection, validate_timed
-from statestore.maintenance.recount import Recount, input_records
+from statestore.maintenance.recount import Recount, input_records, without_future_letters
 from statestore.maintenance.scan import default_ranges, shape_of, store_frame
 from statestore.store import registry
 from statestore.store.registry import StoreProgress
@@ -113,10 +113,9 @@ def snapshot(spark, session, config: CassandraConfig, spec, shape, options: Vali
     )
 
 
-def expected_counts(spark, kafka: KafkaConfig, progress: StoreProgress, starting: str, expired_before_ms):
-    """(key, total, last_ms, recent) recounted from the topic up to the store's position."""
+def expected_counts(spark, records, expired_before_ms):
+    """(key, total, last_ms, recent) recounted from `records`, the topic up to the store's position."""
 
-    records = input_records(spark, kafka, progress, starting)
     if records is None:
         return None
     totals = batch_deltas(records).select(F.col("word").alias("key"), F.col("delta").alias("total"), "last_ms")
@@ -240,14 +239,14 @@ def validate(
     expired_before_ms = None if timed else history.expired_before(session, spec.keyspace, spec.name)
     frame, progress = snapshot(spark, session, config, spec, shape, options)
     try:
+        records = input_records(spark, kafka, progress, options.starting_offsets)
+        records = without_future_letters(spark, session, spec, records)
         if timed:
             seen = validate_timed.visible(frame, spec.windowing, progress)
-            recount = validate_timed.recount(
-                spark, session, spec, input_records(spark, kafka, progress, options.starting_offsets), progress
-            )
+            recount = validate_timed.recount(spark, session, spec, records, progress)
         else:
             seen = frame
-            recount = Recount(expected_counts(spark, kafka, progress, options.starting_offsets, expired_before_ms))
+            recount = Recount(expected_counts(spark, records, expired_before_ms))
         result = recompute(spark, seen, recount, progress, expired_before_ms, options, report_dir)
         replayed = None
         if options.replay_batches and options.checkpoint and not timed:

@@ -25,7 +25,7 @@ from statestore.core.names import deadletter_table, validate_keyspace, validate_
 from statestore.core.options import TableOptions
 from statestore.store import registry
 from statestore.store.builder import open_session_store, open_store, open_window_store
-from statestore.store.lease import Holder, LeaseHeldError, current_holder
+from statestore.store.lease import Holder, LeaseHeldError, StoreLease, current_holder, describe_self
 from statestore.store.provision import provision_store, table_exists
 from statestore.store.registry import StoreProgress
 from statestore.store.table_stats import SizeEstimate, cluster_figures
@@ -196,17 +196,67 @@ def alter_store(session, keyspace: str, name: str, changes: Mapping[str, Any]) -
 def truncate_store(session, keyspace: str, name: str, *, verb: str = "truncating") -> StoreSpec:
     """Delete a store's entries, dead letters and recorded progress; keep its registration and
     layout. Refused while a writer holds the store's lease (it would go on from its old
-    position); the stream then needs a new checkpoint (or its old one: it starts over).
-    `verb` names the action in that refusal (`statestore reset` says "resetting")."""
+    position); the stream then needs a new, empty checkpoint (its old one is refused: it would
+    resume after input whose counts the reset deleted).
+    `verb` names the action in that refusal (`statestore reset` says "resetting"). The CLI's
+    reset, the Airflow hook and the admin DAG all come here.
+
+    A writer whose lease lapsed while it was paused (SIGSTOP, a GC pause, a suspended VM) may
+    wake up at any time, in the middle of a batch. So the reset fences it before deleting
+    anything: it takes the store's lease itself (held while it works, under the holder name
+    "statestore reset (host:pid:id)"; refused while anyone holds it), then the store's next
+    epoch, so the paused writer's begin_batch / record_batch are refused (StoreFencedError) and
+    it records nothing more; progress is cleared by an update conditional on that epoch.
+
+    Waiting does not bound such a writer: it may still send the rest of its batch's entries
+    after the truncate, and checking the epoch on every entry write would cost a Paxos round
+    each. Those late entries carry their batch's write timestamp, though, and every batch of
+    the store writes with a timestamp at most the registry's `last_ts` / `pending_ts`, read
+    serially once the new epoch is taken (no earlier writer can begin a batch after that). So
+    for the layouts whose partition key is the store partition alone (partitioned-kv,
+    partitioned-versioned), the reset also deletes each partition USING TIMESTAMP that floor:
+    the tombstones shadow any late entry of an earlier writer, and the floor stays as `last_ts`
+    so the next stream's batches write above it. The store is then provably empty of every
+    earlier writer's entries (for as long as the tombstones live: gc_grace_seconds). Global,
+    window and session stores have partition keys a reset cannot list (the key, or a time
+    segment): their progress is fenced the same way, but an earlier writer paused mid-batch
+    must be stopped for good before they are reset.
+    """
     spec = registry.lookup(session, keyspace, name)
     _refuse_while_written(session, spec, verb)
     _require_table(session, spec)
-    session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
-    letters = deadletter_table(name)
-    if table_exists(session, keyspace, letters):  # only stores fed by the stream have one
-        session.execute(f"TRUNCATE {spec.keyspace}.{letters}", execution_profile=DDL_PROFILE)
-    registry.clear_progress(session, spec)
+    lease = StoreLease(
+        session, keyspace, name, "(none: a reset)", _RESET_LEASE_TTL_S, holder=f"statestore reset ({describe_self()})"
+    )
+    lease.acquire(same_checkpoint_wait_s=0)
+    lease.start_renewing()
+    try:
+        epoch = registry.take_epoch(session, spec)
+        progress = registry.progress(session, keyspace, name)
+        floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
+        lease.check()
+        session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
+        letters = deadletter_table(name)
+        if table_exists(session, keyspace, letters):  # only stores fed by the stream have one
+            session.execute(f"TRUNCATE {spec.keyspace}.{letters}", execution_profile=DDL_PROFILE)
+        if floor is not None and spec.store_type.partitioned and not spec.store_type.timed:
+            _shadow_partitions(session, spec, floor)
+        registry.clear_progress(session, spec, epoch, floor)
+    finally:
+        lease.release()
     return spec
+
+
+_RESET_LEASE_TTL_S = 30.0
+
+
+def _shadow_partitions(session, spec: StoreSpec, timestamp: int) -> None:
+    """Delete every store partition USING TIMESTAMP `timestamp` (see truncate_store)."""
+    delete = prepare(session, f"DELETE FROM {spec.keyspace}.{spec.table} USING TIMESTAMP ? WHERE partition = ?")
+    delete.is_idempotent = True
+    execute_concurrent(
+        session, [(delete, (timestamp, p)) for p in range(spec.partitions)], concurrency=8, raise_on_first_error=True
+    )
 
 
 def drop_store(session, keyspace: str, name: str, confirm: str | None) -> StoreSpec:

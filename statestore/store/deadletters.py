@@ -1,7 +1,9 @@
 """Dead letters: input a store's stream could not count, kept with its Kafka coordinates.
 
 One table per store, `<store>_deadletters`, keyed by where the message came from, so a
-replayed batch rewrites the same rows instead of adding duplicates.
+replayed batch rewrites the same rows instead of adding duplicates. A stream keeps them for
+its --dead-letter-retention (the table's default TTL; 30 days unless set), so bad input from a
+broken producer cannot grow the table without bound.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 from cassandra.concurrent import execute_concurrent
 
-from statestore.conn.cassandra import DDL_PROFILE, add_missing_columns, prepare
+from statestore.conn.cassandra import DDL_PROFILE, add_missing_columns, prepare, table_ttl_s
 from statestore.core.codecs import millis_of
 from statestore.core.names import deadletter_table, validate_keyspace
 
@@ -20,6 +22,9 @@ INVALID_UTF8 = "invalid_utf8"
 NULL_VALUE = "null_value"
 KEY_TOO_LONG = "key_too_long"
 LATE = "late"  # window stores: every window of the record had closed (or some had; see detail)
+# Any store: the record's time is further ahead of its batch's clock than --max-future (a producer
+# whose clock is wrong); counted nowhere, it moves no stream time.
+FUTURE = "future"
 
 # Added after the first release: tables created before it gain the column on ensure_table.
 _LATER_COLUMNS = (("stream_time", "timestamp"),)
@@ -51,10 +56,20 @@ def create_cql(keyspace: str, store: str) -> str:
     )
 
 
-def ensure_table(session, keyspace: str, store: str, ddl_profile: object = DDL_PROFILE) -> None:
-    """Create the table, or add the columns a table created by an older release lacks."""
+def ensure_table(
+    session, keyspace: str, store: str, ddl_profile: object = DDL_PROFILE, retention_s: int | None = None
+) -> None:
+    """Create the table, or add the columns a table created by an older release lacks.
+    `retention_s`: how long a dead letter is kept, the table's default TTL (0: forever; None:
+    as the table has it), changed when the table has another."""
     session.execute(create_cql(keyspace, store), execution_profile=ddl_profile)
     add_missing_columns(session, keyspace, deadletter_table(store), _LATER_COLUMNS, ddl_profile)
+    if retention_s is not None and table_ttl_s(session, keyspace, deadletter_table(store)) != retention_s:
+        session.execute(
+            f"ALTER TABLE {validate_keyspace(keyspace)}.{deadletter_table(store)}"
+            f" WITH default_time_to_live = {int(retention_s)}",
+            execution_profile=ddl_profile,
+        )
 
 
 def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurrency: int = 16) -> None:

@@ -10,8 +10,12 @@ failed or is overdue, so a paused ("zombie") driver stops writing before anyone 
 A driver paused in the middle of a batch is stopped by fencing instead: whoever takes the lease
 next takes a newer epoch of the store (statestore.store.registry), and the paused driver's
 progress updates are refused. Lease writes are lightweight transactions on the bookkeeping
-profile (LOCAL_SERIAL, then LOCAL_QUORUM), and the holder is read serially, so one replica of
-three may be down.
+profile (SERIAL, then LOCAL_QUORUM), and the holder is read serially, so one replica of
+three may be down. A keyspace spread over several data centers needs SERIAL: taking a lease
+refuses LOCAL_SERIAL there (statestore.conn.cassandra.check_serial_scope).
+
+Besides the stream, `statestore reset` (statestore.store.admin.truncate_store) holds a store's
+lease while it empties the store, under a holder name of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +29,14 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare, serial_read, table_metadata
+from statestore.conn.cassandra import (
+    BOOKKEEPING_PROFILE,
+    DDL_PROFILE,
+    check_serial_scope,
+    prepare,
+    serial_read,
+    table_metadata,
+)
 from statestore.core.errors import StateStoreError
 from statestore.core.names import validate_keyspace, validate_store_name
 
@@ -87,13 +98,16 @@ def describe_self() -> str:
 
 
 class StoreLease:
-    def __init__(self, session, keyspace: str, store: str, checkpoint: str, ttl_s: float) -> None:
+    def __init__(
+        self, session, keyspace: str, store: str, checkpoint: str, ttl_s: float, holder: str | None = None
+    ) -> None:
+        """`holder`: the name others see (describe_self() by default; a reset names itself)."""
         self.session = session
         self.keyspace = validate_keyspace(keyspace)
         self.store = validate_store_name(store)
         self.checkpoint = checkpoint
         self.ttl_s = ttl_s
-        self.holder = describe_self()
+        self.holder = holder or describe_self()
         self._valid_until = 0.0
         self._acquired_at: datetime | None = None
         self._lost: str | None = None
@@ -126,7 +140,9 @@ class StoreLease:
         return row
 
     def acquire(self, same_checkpoint_wait_s: float | None = None) -> None:
-        """Take the lease, or raise LeaseHeldError naming who has it."""
+        """Take the lease, or raise LeaseHeldError naming who has it (ConfigError, before
+        anything, when the serial consistency cannot fence the keyspace's writers)."""
+        check_serial_scope(self.session, self.keyspace)
         self.session.execute(create_cql(self.keyspace), execution_profile=DDL_PROFILE)
         wait_s = self.ttl_s + 5 if same_checkpoint_wait_s is None else same_checkpoint_wait_s
         deadline = time.monotonic() + wait_s

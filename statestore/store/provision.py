@@ -25,9 +25,11 @@ def provision_store(
     create_table: bool = True,
     dead_letters: bool = True,
     ddl_profile: object = DDL_PROFILE,
+    dead_letter_retention_s: int | None = None,
 ) -> StoreSpec:
     """Create what `spec` needs and register it; returns the registered spec. With
-    `create_table` off the table must already exist (created by whoever manages schemas)."""
+    `create_table` off the table must already exist (created by whoever manages schemas).
+    `dead_letter_retention_s`: the dead-letter table's TTL (deadletters.ensure_table)."""
     require_keyspace(session, spec.keyspace)
     registry.ensure_table(session, spec.keyspace, ddl_profile)
     if not create_table and not table_exists(session, spec.keyspace, spec.table):
@@ -35,11 +37,11 @@ def provision_store(
             f"table {spec.keyspace}.{spec.table} of store '{spec.name}' does not exist and table creation is "
             "off: create it (its CQL is in the README's store types table) or turn table creation on"
         )
-    registered = registry.register(session, spec, source_topic, ddl_profile)
+    registered = registry.register(session, spec, source_topic)
     if create_table:
         session.execute(create_cql_for(registered, options), execution_profile=ddl_profile)
     if dead_letters:
-        deadletters.ensure_table(session, spec.keyspace, spec.name, ddl_profile)
+        deadletters.ensure_table(session, spec.keyspace, spec.name, ddl_profile, dead_letter_retention_s)
     return registered
 
 

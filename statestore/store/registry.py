@@ -29,6 +29,7 @@ from statestore.conn.cassandra import (
     BOOKKEEPING_PROFILE,
     DDL_PROFILE,
     add_missing_columns,
+    bookkeeping_profile,
     prepare,
     serial_read,
     table_metadata,
@@ -57,6 +58,7 @@ class StoreProgress:
     last_ts: int | None
     epoch: int | None = None
     outside_writes: int | None = None
+    topic_id: str | None = None  # the Kafka id of source_topic when the stream last started
 
     @property
     def has_batches(self) -> bool:
@@ -70,7 +72,7 @@ def create_cql(keyspace: str) -> str:
         " key_format text, value_format text, created_at timestamp, source_topic text,"
         " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
         " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
-        " last_ts bigint, epoch bigint, outside_writes bigint, windowing text)"
+        " last_ts bigint, epoch bigint, outside_writes bigint, windowing text, topic_id text)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
@@ -79,7 +81,7 @@ def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> N
     session.execute(create_cql(keyspace), execution_profile=ddl_profile)
     # A registry made before fencing (epoch), outside-write marks or window stores existed
     # lacks their columns: add them (idempotent).
-    columns = (("epoch", "bigint"), ("outside_writes", "bigint"), ("windowing", "text"))
+    columns = (("epoch", "bigint"), ("outside_writes", "bigint"), ("windowing", "text"), ("topic_id", "text"))
     add_missing_columns(session, keyspace, REGISTRY_TABLE, columns, ddl_profile)
 
 
@@ -108,11 +110,13 @@ def _windowing_text(spec: StoreSpec) -> str | None:
     return None if spec.windowing is None else json.dumps(spec.windowing.as_dict(), sort_keys=True)
 
 
-def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_profile: object = DDL_PROFILE) -> StoreSpec:
+def register(session, spec: StoreSpec, source_topic: str | None = None) -> StoreSpec:
     """Register `spec` unless the store exists; return the registered spec.
 
     An existing store with another type or partition count is an error: its data is laid
-    out for that shape, and silently changing it would scatter keys.
+    out for that shape, and silently changing it would scatter keys. The insert is DML (a
+    lightweight transaction) on the bookkeeping profile, not the DDL one: it needs a quorum,
+    not every replica, so a store can be created with one replica of three down.
     """
     insert = prepare(
         session,
@@ -132,7 +136,7 @@ def register(session, spec: StoreSpec, source_topic: str | None = None, ddl_prof
             source_topic,
             _windowing_text(spec),
         ),
-        execution_profile=ddl_profile,
+        execution_profile=bookkeeping_profile(session),
     ).one()
     if row.applied:
         return spec
@@ -198,12 +202,13 @@ def _progress(row) -> StoreProgress:
         row.last_ts,
         getattr(row, "epoch", None),
         getattr(row, "outside_writes", None),
+        getattr(row, "topic_id", None),
     )
 
 
 _PROGRESS_COLUMNS = (
     "last_batch_id, last_batch_at, max_event_time, source_topic, query_id, batch_base,"
-    " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts, epoch, outside_writes"
+    " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts, epoch, outside_writes, topic_id"
 )
 
 
@@ -297,6 +302,13 @@ def record_batch(
     _fenced(session, update, params, spec, epoch, f"recording batch {batch_id}")
 
 
+def record_topic_id(session, spec: StoreSpec, topic_id: str, epoch: int) -> None:
+    """Keep the Kafka id of the store's source topic, as the writer of `epoch`: offsets the
+    store recorded name records of that topic only, not of one created again under its name."""
+    update = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET topic_id = ? WHERE name = ? IF epoch = ?")
+    _fenced(session, update, (topic_id, spec.name), spec, epoch, "recording its source topic")
+
+
 def mark_outside_writes(session, spec: StoreSpec, ongoing: bool, now_us: int) -> None:
     """Mark the store as changed by a program other than its stream: before the first change
     (`ongoing`, stored negative) and after the last (positive). See the module doc."""
@@ -308,21 +320,21 @@ def mark_outside_writes(session, spec: StoreSpec, ongoing: bool, now_us: int) ->
 _IF_EPOCH = {False: " IF epoch = ?", True: ""}
 
 
-def clear_progress(session, spec: StoreSpec) -> None:
-    """Forget every batch and position (after the store's data was truncated)."""
-    session.execute(
-        prepare(
-            session,
-            f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = null, last_ts = null, offsets = null,"
-            " pending_batch_id = null, pending_ts = null, pending_offsets = null, query_id = null, batch_base = null,"
-            " max_event_time = null, last_batch_at = null WHERE name = ?",
-        ),
-        (spec.name,),
-        execution_profile=BOOKKEEPING_PROFILE,
+def clear_progress(session, spec: StoreSpec, epoch: int | None = None, floor_ts: int | None = None) -> None:
+    """Forget every batch and position (after the store's data was truncated), as the writer
+    of `epoch` (StoreFencedError once a newer writer took the store; None: unconditional).
+    `floor_ts` stays as `last_ts`: the next batch's write timestamp is above it (see
+    statestore.store.admin.truncate_store, whose shadowing deletes are at that timestamp)."""
+    update = prepare(
+        session,
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = null, last_ts = ?, offsets = null,"
+        " pending_batch_id = null, pending_ts = null, pending_offsets = null, query_id = null, batch_base = null,"
+        " max_event_time = null, last_batch_at = null WHERE name = ?" + _IF_EPOCH[epoch is None],
     )
+    _fenced(session, update, (floor_ts, spec.name), spec, epoch, "clearing its progress")
 
 
 def unregister(session, keyspace: str, name: str) -> None:
-    """Forget a store (after its tables were dropped)."""
+    """Forget a store (after its tables were dropped): DML on the bookkeeping profile."""
     delete = prepare(session, f"DELETE FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?")
-    session.execute(delete, (validate_store_name(name),), execution_profile=DDL_PROFILE)
+    session.execute(delete, (validate_store_name(name),), execution_profile=bookkeeping_profile(session))

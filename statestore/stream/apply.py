@@ -304,6 +304,10 @@ def slices_applier(
 # batch to apply it itself; a batch with more goes to the executors after all, so the
 # driver's memory stays bounded whatever its few records hold.
 DRIVER_ROWS = 100_000
+# The widest row the driver collects (a word's bytes, plus 8 per event time of a session row):
+# a batch with a wider one goes to the executors, so at most DRIVER_ROWS * DRIVER_ROW_BYTES
+# (about 100 MB) crosses, not DRIVER_ROWS words of up to 64 KB each.
+DRIVER_ROW_BYTES = 1024
 
 
 def with_buckets(df, buckets: int | None):
@@ -336,11 +340,24 @@ def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) 
     return sum((stats_from_row(task.asDict()) for task in tasks), ApplyStats())
 
 
-def collect_at_most(df, rows: int):
+def collect_at_most(df, rows: int, row_bytes: int = DRIVER_ROW_BYTES):
     """`df` collected to the driver as a pyarrow Table, or None when it has more than `rows`
-    rows (then only rows + 1 of them crossed): the driver's memory stays bounded."""
-    table = df.limit(rows + 1).toArrow()
-    return None if table.num_rows > rows else table
+    rows or a row wider than `row_bytes` (its `word`, and its `times` at 8 bytes each): then
+    at most rows + 1 rows crossed, none of them wider. The driver's memory stays bounded."""
+    from pyspark.sql import functions as F
+
+    heavy = [name for name in ("word", "times") if name in df.columns]
+    width = F.lit(0)
+    if "word" in heavy:
+        width = width + F.coalesce(F.octet_length("word"), F.lit(0))
+    if "times" in heavy:
+        width = width + 8 * F.greatest(F.size("times"), F.lit(0))
+    wide = (width > row_bytes).alias("_wide")
+    light = [F.when(~wide, F.col(name)).alias(name) if name in heavy else F.col(name) for name in df.columns]
+    table = df.limit(rows + 1).select(*light, wide).toArrow()
+    if table.num_rows > rows or any(table["_wide"].to_pylist()):
+        return None
+    return table.drop_columns(["_wide"])
 
 
 def apply_on_driver(deltas, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:

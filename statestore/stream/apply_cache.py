@@ -36,6 +36,12 @@ set or differs from the previous batch's. Other programs writing a store the str
 (the library's put/delete) are not seen: with the cache on, the stream must be the store's
 only writer besides the expire job (README, "The apply cache").
 
+A table TTL. Cassandra drops an expired row without any write the cache could see, so no
+batch uses the cache while the store's table has a default TTL, nor for as long as that TTL
+after the stream last saw it (CacheLedger.admits). Rows written under a TTL that was removed
+before the stream started are not known to it: after removing a TTL, run the stream with
+--no-apply-cache for as long as the old TTL (README, "Consistency guarantees").
+
 Versioned stores keep reading: their values are versions, not single entries.
 """
 
@@ -76,6 +82,7 @@ class CacheLedger:
     buckets: int | None = None
     outside_writes: int | None = None
     tokens: dict[int, str] = field(default_factory=dict)
+    expiring_until: float = float("-inf")  # rows written under a table TTL may expire until then
 
     def plan(
         self,
@@ -111,6 +118,16 @@ class CacheLedger:
 
     def forget(self) -> None:
         self.batch, self.tokens = None, {}
+
+    def admits(self, table_ttl_s: int | None, now_s: float) -> bool:
+        """Whether a batch starting at `now_s` (monotonic seconds) may use the cache, given the
+        table's default TTL now. Never while the table has one: Cassandra drops a row when it
+        expires, and a file holding it would bring its count back. Nor for as long as that TTL
+        after it was last seen, since the rows written under it can still expire."""
+        if table_ttl_s:
+            self.expiring_until = max(self.expiring_until, now_s + table_ttl_s)
+            return False
+        return now_s >= self.expiring_until
 
 
 def _working_directory() -> str:

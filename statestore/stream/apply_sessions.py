@@ -14,19 +14,32 @@ or later was done by an earlier attempt of B and is skipped; any other key is un
 (its change is all or nothing) and is applied now. Stored sessions of a key are always more
 than the gap apart (each batch merges what it joins), which is what keeps the read range
 enough: only B's own times can bridge sessions.
+
+Retries (issue 28, item 2): a LOGGED batch that times out has an unknown outcome for a while
+(write type BATCH: the batch log holds it and Cassandra will apply all of it; BATCH_LOG: a
+batch log replica may still replay it), and a read in between can see part of it, the
+replaced sessions gone and the merged one not yet there, which a new plan would merge again.
+So a slice's read and plan are retried as a whole until its first write is sent; from then on
+a retry re-sends exactly the same changes at the same write timestamp (planned_then_written),
+which gives the same rows whatever lands first, and never reads again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
+from statestore.conn.cassandra import session_for
+from statestore.conn.retry import with_retries
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.config import CassandraConfig
 from statestore.core.model import SessionEntry, StoreSpec
 from statestore.core.windows import Session, merge_into_sessions
 from statestore.store.tables import session_table_for
 from statestore.store.tables.partitioned_session import SessionChange
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, slices_applier, timed, write_all
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, timed, write_all
+
+P = TypeVar("P")
 
 KeyTimes = tuple[Delta, tuple[int, ...]]  # a key's delta (count, latest time) and its event times
 
@@ -53,12 +66,20 @@ def plan_session_change(
     return SessionChange(tuple(stored[s] for s in replaced), tuple(writes))
 
 
-def apply_session_deltas(
-    session, spec: StoreSpec, batch_id: int, deltas: list[KeyTimes], concurrency: int, write_ts: int, timer=None
-) -> ApplyStats:
-    """Read the sessions the batch's times could touch, then write each key's change."""
-    if not deltas:
-        return ApplyStats()
+def planned_then_written(plan: Callable[[], P], write: Callable[[P], None], retry: Callable[[Callable], object]) -> P:
+    """Pure, the retry rule of a slice: `plan()` (reads, then plans) retried as a whole, then
+    `write(planned)` retried with that same plan, never planned again: a timed-out write may
+    still land, and a read before it has can see part of it."""
+    planned = retry(plan)
+    retry(lambda: write(planned))
+    return planned
+
+
+def plan_session_deltas(
+    session, spec: StoreSpec, batch_id: int, deltas: list[KeyTimes], concurrency: int, timer=None
+) -> tuple[list[SessionChange], int]:
+    """Read the sessions the batch's times could touch and plan each key's change: (changes,
+    keys an earlier attempt of the batch already changed)."""
     table = session_table_for(spec)
     gap = spec.windowing.gap_ms
     asks = [(delta.key, times[0] - gap, times[-1] + gap) for delta, times in deltas]
@@ -74,8 +95,33 @@ def apply_session_deltas(
             skipped += 1
         else:
             changes.append(change)
-    write_all(batch_id, lambda rows: table.apply(session, rows, concurrency, write_ts), changes, timer)
-    return ApplyStats.of_slice([d for d, _ in deltas], len(changes), skipped, read=len(asks))
+    return changes, skipped
+
+
+def apply_session_deltas(
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    deltas: list[KeyTimes],
+    concurrency: int,
+    write_ts: int,
+    timer=None,
+    retry: Callable[[Callable], object] = lambda action: action(),
+) -> ApplyStats:
+    """Read the sessions the batch's times could touch, then write each key's change; `retry`
+    runs the plan and the write (planned_then_written: a retried write re-sends the same
+    changes; default: no retry)."""
+    if not deltas:
+        return ApplyStats()
+    table = session_table_for(spec)
+    changes, skipped = planned_then_written(
+        lambda: plan_session_deltas(session, spec, batch_id, deltas, concurrency, timer),
+        lambda planned: write_all(
+            batch_id, lambda rows: table.apply(session, rows, concurrency, write_ts), planned[0], timer
+        ),
+        retry,
+    )
+    return ApplyStats.of_slice([d for d, _ in deltas], len(changes), skipped, read=len(deltas))
 
 
 def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
@@ -92,5 +138,18 @@ def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
 
 def session_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, timer: Timer | None = None):
     """A function over one task's rows of (word, delta, last_ms, times), run by
-    statestore.stream.apply.run_applier (slices_applier: bounded slices, retried)."""
-    return slices_applier(config, spec, batch_id, write_ts, session_deltas_of, apply_session_deltas, timer)
+    statestore.stream.apply.run_applier: bounded slices, each planned then written, each step
+    retried on transient Cassandra errors within the retry budget (planned_then_written; not
+    apply.slices_applier, whose retry of a whole slice reads again)."""
+
+    def apply_one(part: list[KeyTimes]) -> ApplyStats:
+        def retry(action):
+            return with_retries(config, f"applying batch {batch_id} to store {spec.name}", action)
+
+        session = session_for(config)
+        return apply_session_deltas(session, spec, batch_id, part, config.write_concurrency, write_ts, timer, retry)
+
+    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
+        yield timed(timer, "task", lambda: sum((apply_one(part) for part in session_deltas_of(rows)), ApplyStats()))
+
+    return apply_partition

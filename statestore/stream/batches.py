@@ -17,13 +17,13 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
-from statestore.conn.cassandra import session_for
-from statestore.conn.kafka import spark_source_options
+from statestore.conn.cassandra import session_for, table_ttl_s
+from statestore.conn.kafka import TopicIds, spark_source_options
 from statestore.conn.retry import with_retries
 from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig, KafkaConfig
@@ -50,13 +50,22 @@ from statestore.stream.apply_sessions import session_applier
 from statestore.stream.apply_windows import window_applier
 from statestore.stream.faults import pause_driver_if_armed
 from statestore.stream.monitor import StreamMonitor
-from statestore.stream.transforms import arrow_deltas, batch_deltas, batch_version_ms, dead_letter_rows, word_times
+from statestore.stream.transforms import (
+    DEFAULT_MAX_FUTURE_MS,
+    arrow_deltas,
+    batch_deltas,
+    batch_version_ms,
+    dead_letter_rows,
+    with_future_limit,
+    word_times,
+)
 from statestore.stream.windowed import late_letter_rows, session_deltas, windowed_deltas
 
 _log = logging.getLogger("statestore.stream.batches")
 # Where a batch's counts were applied (BatchResult.applied_on).
 DRIVER, EXECUTORS = "driver", "executors"
 _DEAD_LETTER_CHUNK = 500
+_DEAD_LETTER_BYTES = 16 * 1024 * 1024
 
 
 def _millis(moment) -> int | None:
@@ -91,30 +100,52 @@ def write_dead_letters(
     stores: late records too, by the stream time the batch started with (`stream_time_ms`).
 
     Called only for a batch whose apply counted something it could not count (ApplyStats.
-    uncountable), which is rare: the driver streams them (one partition at a time, bounded
-    memory) rather than starting Python workers on every executor for them.
+    uncountable), which is rare: the driver streams them (one partition at a time) in chunks
+    bounded in rows and in bytes (dead_letter_chunks), rather than starting Python workers on
+    every executor for them.
     """
 
-    written: Counter[str] = Counter()
-    chunk: list[deadletters.DeadLetter] = []
     rows = dead_letter_rows(batch_df)
     if spec.windowing is not None:
         rows = rows.unionByName(late_letter_rows(batch_df, spec.windowing, stream_time_ms))
-    for r in rows.toLocalIterator():
-        raw = None if r.raw is None else bytes(r.raw)
-        chunk.append(
-            deadletters.DeadLetter(
-                r.topic, r.partition, r.offset, r.ts_ms, r.reason, r.detail, raw, batch_id, stream_time_ms
-            )
+    letters = (
+        deadletters.DeadLetter(
+            r.topic,
+            r.partition,
+            r.offset,
+            r.ts_ms,
+            r.reason,
+            r.detail,
+            None if r.raw is None else bytes(r.raw),
+            batch_id,
+            stream_time_ms,
         )
-        if len(chunk) >= _DEAD_LETTER_CHUNK:
-            deadletters.write(session, spec.keyspace, spec.name, chunk)
-            written.update(d.reason for d in chunk)
-            chunk = []
-    if chunk:
+        for r in rows.toLocalIterator()
+    )
+    written: Counter[str] = Counter()
+    for chunk in dead_letter_chunks(letters):
         deadletters.write(session, spec.keyspace, spec.name, chunk)
         written.update(d.reason for d in chunk)
     return written
+
+
+def dead_letter_chunks(
+    letters: Iterable[deadletters.DeadLetter], rows: int = _DEAD_LETTER_CHUNK, size: int = _DEAD_LETTER_BYTES
+) -> Iterator[list[deadletters.DeadLetter]]:
+    """Pure: `letters` in chunks of at most `rows` letters and, past their first letter, at
+    most `size` bytes of raw records and details: a driver holds one chunk at a time, and a
+    batch of large records (up to Kafka's message size each) does not fill its memory."""
+    chunk: list[deadletters.DeadLetter] = []
+    held = 0
+    for letter in letters:
+        weight = len(letter.raw or b"") + len(letter.detail or "")
+        if chunk and (len(chunk) >= rows or held + weight > size):
+            yield chunk
+            chunk, held = [], 0
+        chunk.append(letter)
+        held += weight
+    if chunk:
+        yield chunk
 
 
 @dataclass(frozen=True)
@@ -136,6 +167,23 @@ class BatchSeams:
 
 
 SHIPPED = BatchSeams()
+
+
+@dataclass(frozen=True)
+class SourceTopic:
+    """The topic a stream reads, and where to ask Kafka for its id."""
+
+    name: str
+    ids: TopicIds
+
+    def problem(self, progress: registry.StoreProgress) -> str | None:
+        """Why the store cannot go on reading the topic (checkpoint.topic_problem), or None."""
+        return checkpoint.topic_problem(progress, self.name, self.ids.of(self.name))
+
+    def refuse_if_changed(self, progress: registry.StoreProgress, store: str, location: str) -> None:
+        problem = self.problem(progress)
+        if problem is not None:
+            raise checkpoint.mismatch_error(store, location, problem, checkpoint.NEW_TOPIC.format(store=store))
 
 
 def first_batch_start(batch_df, end_offsets: str) -> str:
@@ -162,6 +210,7 @@ def apply_batch(
     cache: CachePlan | None = None,
     stream_time_ms: int | None = None,
     driver_records: int = 0,
+    max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
 ) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records as logical batch `logical`, which reads
     from `start_offsets` up to `end_offsets` (Spark's JSON), as the writer of store epoch
@@ -169,7 +218,9 @@ def apply_batch(
     the batch's apply-cache plan (key-value stores; None reads every key). `stream_time_ms`:
     the store's stream time before this batch (window stores: which windows are closed).
     `driver_records`: a batch of at most this many records is applied by the driver itself
-    (on_driver_for; 0: always by the executors)."""
+    (on_driver_for; 0: always by the executors). `max_future_ms`: a record whose time is further
+    ahead of the batch's clock (`write_ts`, which a replay reuses, so it decides the same way) is
+    a dead letter `future` and moves no stream time (transforms.with_future_limit)."""
     return timed(
         seams.driver_timer,
         "apply_batch",
@@ -188,6 +239,7 @@ def apply_batch(
             cache if _cacheable(spec) else None,
             stream_time_ms,
             on_driver_for(start_offsets, end_offsets, driver_records),
+            max_future_ms,
         ),
     )
 
@@ -223,9 +275,11 @@ def _apply_batch(
     cache,
     stream_time_ms,
     on_driver,
+    max_future_ms,
 ) -> BatchResult:
     session = session_for(config)
     clock = seams.driver_timer
+    batch_df = with_future_limit(batch_df, write_ts, max_future_ms)
     timed(
         clock,
         "registry begin_batch",
@@ -331,8 +385,12 @@ class BatchApplier:
         apply_cache: bool = True,
         monitor: StreamMonitor | None = None,
         driver_records: int = 0,
+        source: SourceTopic | None = None,
+        max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
     ) -> None:
         self.spark = spark
+        self.max_future_ms = max_future_ms  # records further ahead of the batch's clock: dead letters
+        self.source = source  # checked at every batch: the topic was not created again
         self.driver_records = driver_records  # batches of at most this many records: on the driver
         self.monitor = monitor  # records each committed batch (statestore.stream.monitor)
         self.epoch = epoch
@@ -347,9 +405,18 @@ class BatchApplier:
         self.started = threading.Event()
         self.last: BatchResult | None = None
 
-    def position(self, progress: registry.StoreProgress, batch_id: int) -> tuple[int, int]:
-        """(logical batch id, batch base) of Spark batch `batch_id`, or CheckpointMismatchError."""
+    def position(self, progress: registry.StoreProgress, batch_id: int, end_offsets: str) -> tuple[int, int]:
+        """(logical batch id, batch base) of Spark batch `batch_id`, which ends at `end_offsets`,
+        or CheckpointMismatchError (checkpoint.position_problem says when)."""
         if not progress.has_batches:
+            if batch_id > 0:
+                raise checkpoint.mismatch_error(
+                    self.spec.name,
+                    self.location,
+                    f"the store holds no batches (reset while this query ran?), but this checkpoint is at "
+                    f"batch {batch_id}",
+                    checkpoint.START_OVER,
+                )
             return batch_id, 0
         seen = max(b for b in (progress.last_batch_id, progress.pending_batch_id) if b is not None)
         if progress.query_id == self.query_id:
@@ -365,13 +432,9 @@ class BatchApplier:
                 f"the store was last written by query {progress.query_id}, not by this checkpoint's",
             )
         logical = base + batch_id
-        if logical < (progress.last_batch_id or 0):
-            raise checkpoint.mismatch_error(
-                self.spec.name,
-                self.location,
-                f"this checkpoint is at batch {logical}, behind the store's batch {progress.last_batch_id}: "
-                "it was rolled back",
-            )
+        problem = checkpoint.position_problem(progress, logical, end_offsets)
+        if problem is not None:
+            raise checkpoint.mismatch_error(self.spec.name, self.location, problem)
         return logical, base
 
     def __call__(self, batch_df, batch_id: int) -> None:
@@ -392,10 +455,12 @@ class BatchApplier:
                 lambda: registry.progress(session, self.spec.keyspace, self.spec.name),
             ),
         )
-        logical, base = self.position(progress, batch_id)
+        if self.source is not None:
+            timed(clock, "topic id", lambda: self.source.refuse_if_changed(progress, self.spec.name, self.location))
         offsets = timed(
             clock, "checkpoint offsets", lambda: checkpoint.batch_end_offsets(self.spark, self.location, batch_id)
         )
+        logical, base = self.position(progress, batch_id, offsets)
         start = progress.offsets or timed(
             clock, "first batch start offsets", lambda: self.first_start(batch_df, batch_id, offsets)
         )
@@ -416,6 +481,7 @@ class BatchApplier:
                 plan,
                 _millis(progress.max_event_time),
                 self.driver_records,
+                self.max_future_ms,
             )
         except BaseException:
             if self.ledger is not None:
@@ -458,6 +524,13 @@ class BatchApplier:
     def cache_plan(self, session, progress: registry.StoreProgress, logical: int, batch_df) -> CachePlan | None:
         """The apply cache's plan of this batch (None: the cache is off or cannot serve the store)."""
         if self.ledger is None or not _cacheable(self.spec):
+            return None
+        ttl = with_retries(
+            self.config,
+            f"reading the TTL of store {self.spec.name}",
+            lambda: table_ttl_s(session, self.spec.keyspace, self.spec.table),
+        )
+        if not self.ledger.admits(ttl, time.monotonic()):
             return None
         buckets = int(batch_df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
         # Files may start complete only at the store's very first batch, when it holds nothing.
@@ -510,10 +583,11 @@ def finish_pending_batch(
     epoch: int,
     seams: BatchSeams = SHIPPED,
     driver_records: int = 0,
+    max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
 ) -> BatchResult | None:
     """Complete the store's pending batch (started, maybe half written, never recorded as
     done) by reading exactly its offsets from Kafka again. Replay-safe: rows it already wrote
-    are skipped. `driver_records`: as apply_batch's."""
+    are skipped. `driver_records`, `max_future_ms`: as apply_batch's."""
     session = session_for(config)
     progress = registry.progress(session, spec.keyspace, spec.name)
     pending = progress.pending_batch_id
@@ -546,4 +620,5 @@ def finish_pending_batch(
         seams,
         stream_time_ms=_millis(progress.max_event_time),
         driver_records=driver_records,
+        max_future_ms=max_future_ms,
     )

@@ -121,9 +121,28 @@ def records_between(start_offsets: str, end_offsets: str) -> int | None:
     return total
 
 
-def checkpoint_problem(progress: StoreProgress, checkpoint_query: str | None, recover: bool) -> str | None:
-    """Pure: why a checkpoint cannot write this store, or None if it can."""
-    if not progress.has_batches or checkpoint_query == progress.query_id:
+def committed_batches(spark, checkpoint: str) -> bool:
+    """Whether Spark's commit log of the checkpoint holds any batch: the checkpoint has read
+    (and its query handed to the store) some of the topic, so it resumes after that input."""
+    path, fs = _path(spark, checkpoint, "commits")
+    if not fs.exists(path):
+        return False
+    return any(status.getPath().getName().isdigit() for status in fs.listStatus(path))
+
+
+def checkpoint_problem(
+    progress: StoreProgress, checkpoint_query: str | None, recover: bool, checkpoint_committed: bool = False
+) -> str | None:
+    """Pure: why a checkpoint cannot write this store, or None if it can.
+    `checkpoint_committed`: the checkpoint's commit log holds a batch (committed_batches)."""
+    if not progress.has_batches:
+        if checkpoint_query is not None and checkpoint_committed:
+            return (
+                "the store holds no batches (it was reset, or dropped and created again) but the checkpoint has "
+                "already read part of the topic: resuming it would skip that input and ignore --starting-offsets"
+            )
+        return None
+    if checkpoint_query == progress.query_id:
         return None
     if checkpoint_query is None:
         if recover:
@@ -138,10 +157,78 @@ def checkpoint_problem(progress: StoreProgress, checkpoint_query: str | None, re
     )
 
 
-def mismatch_error(store: str, location: str, problem: str) -> CheckpointMismatchError:
-    return CheckpointMismatchError(
-        f"store '{store}': {problem}. Nothing was written. To recover, either restore the original "
-        f"checkpoint at {location}; or rerun with a new, empty --checkpoint and --recover-from-store "
-        "to continue from the store's recorded position (exactly, no input skipped or counted twice); "
-        f"or start over with `statestore reset {store} --yes` (deletes its counts)."
-    )
+def topic_problem(progress: StoreProgress, topic: str, topic_id: str | None) -> str | None:
+    """Pure: why the store cannot go on reading `topic`, whose id Kafka now gives as `topic_id`
+    (None: no such topic), or None if it can. The store's offsets name records of the topic it
+    last read; a topic deleted and created again under the same name starts from offset 0, and
+    resuming at the old offsets would skip its first records (or, with fewer, Spark fails)."""
+    if not progress.has_batches or progress.topic_id is None or topic_id is None:
+        return None
+    if topic_id != progress.topic_id:
+        return (
+            f"topic '{topic}' was deleted and created again since the store last read it (its id was "
+            f"{progress.topic_id}, now {topic_id}): the offsets the store and the checkpoint hold name records that "
+            "no longer exist"
+        )
+    return None
+
+
+# The way out of topic_problem.
+NEW_TOPIC = (
+    "To count the new topic, start the store over (`statestore reset {store} --yes`, then a new, empty --checkpoint) "
+    "or count it into another store."
+)
+
+
+def position_problem(progress: StoreProgress, logical: int, end_offsets: str) -> str | None:
+    """Pure: why logical batch `logical`, which Spark planned to end at `end_offsets`, cannot be
+    applied to a store at `progress`, or None if it can.
+
+    A batch the store already knows (done, or begun and maybe half written) may run again only
+    as a replay: with the end offsets the store recorded for it. Spark plans a batch anew, with
+    another end, when its checkpoint lost that batch's offset file (a backup restored from
+    between two batches, say) and the input or --max-offsets-per-trigger changed meanwhile;
+    the keys the store already tagged with the batch would then be skipped (an undercount) or
+    counted from a shorter range. A batch beyond the next one would leave input uncounted."""
+    last = progress.last_batch_id
+    if last is not None and logical < last:
+        return f"this checkpoint is at batch {logical}, behind the store's batch {last}: it was rolled back"
+    pending = progress.pending_batch_id
+    if pending is not None and (last is None or pending > last) and logical > pending:
+        return f"this checkpoint is at batch {logical}, but the store's batch {pending} was begun and never finished"
+    seen = max(b for b in (last, pending) if b is not None)
+    if logical > seen + 1:
+        return (
+            f"this checkpoint is at batch {logical}, ahead of the store's batch {seen}: the store does not hold "
+            f"batches {seen + 1} to {logical - 1} (was it restored from an older backup?)"
+        )
+    if logical == progress.pending_batch_id:
+        recorded = progress.pending_offsets
+    elif logical == last:
+        recorded = progress.offsets  # the end of the last batch is where the next one begins
+    else:
+        return None
+    if recorded is not None and json.loads(recorded) != json.loads(end_offsets):
+        return (
+            f"Spark planned batch {logical} to end at {end_offsets}, but the store's batch {logical} ends at "
+            f"{recorded}: the checkpoint lost its record of that batch (restored from an older copy?) and "
+            "planned it again over other input"
+        )
+    return None
+
+
+# The way out of a refusal for a store with no batches under a used checkpoint (checkpoint_problem).
+START_OVER = "To count from --starting-offsets, delete the checkpoint or pass a new, empty --checkpoint."
+
+
+def mismatch_error(store: str, location: str, problem: str, way_out: str | None = None) -> CheckpointMismatchError:
+    """The refusal of a checkpoint, with `way_out` (default: the three ways back for a store
+    that holds batches)."""
+    if way_out is None:
+        way_out = (
+            f"To recover, either restore the original checkpoint at {location}; or rerun with a new, empty "
+            "--checkpoint and --recover-from-store to continue from the store's recorded position (exactly, no "
+            f"input skipped or counted twice); or start over with `statestore reset {store} --yes` (deletes its "
+            "counts)."
+        )
+    return CheckpointMismatchError(f"store '{store}': {problem}. Nothing was written. {way_out}")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statestore.conn.cassandra import require_keyspace, session_for, tls_files
-from statestore.conn.kafka import partition_count, spark_source_options
+from statestore.conn.kafka import TopicIds, partition_count, spark_source_options
 from statestore.conn.retry import with_retries
 from statestore.conn.spark import build_session
 from statestore.core import config as cfg
@@ -28,7 +28,7 @@ from statestore.store.lease import StoreLease
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.store.tables import options_with_compaction
 from statestore.stream import batches, checkpoint
-from statestore.stream.batches import SHIPPED, BatchApplier, BatchSeams
+from statestore.stream.batches import SHIPPED, BatchApplier, BatchSeams, SourceTopic
 from statestore.stream.monitor import StreamMonitor
 
 _log = logging.getLogger("statestore.stream.job")
@@ -74,7 +74,11 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
     # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing); a
     # registered store whose table is missing is created as a new one would be.
     return provision_store(
-        session, spec, job.stream.topic, options=options_with_compaction(spec, job.stream.compaction)
+        session,
+        spec,
+        job.stream.topic,
+        options=options_with_compaction(spec, job.stream.compaction),
+        dead_letter_retention_s=job.stream.dead_letter_retention_ms // 1000,
     )
 
 
@@ -116,20 +120,41 @@ class RunningStream:
 
 
 def _check_checkpoint(
-    spark, session, job: JobConfig, spec: StoreSpec, epoch: int, seams: BatchSeams, monitor: StreamMonitor
+    spark,
+    session,
+    job: JobConfig,
+    spec: StoreSpec,
+    epoch: int,
+    seams: BatchSeams,
+    monitor: StreamMonitor,
+    source: SourceTopic,
 ) -> str:
-    """Refuse a checkpoint that does not belong to the store's history (before any read);
+    """Refuse a topic created again since the store last read it, and a checkpoint that does
+    not belong to the store's history (before any read); record the topic's id;
     with --recover-from-store, finish the store's pending batch first. Returns where a new
     checkpoint starts reading: the store's position when recovering, else --starting-offsets."""
     progress = registry.progress(session, spec.keyspace, spec.name)
+    source.refuse_if_changed(progress, spec.name, job.stream.checkpoint)
+    topic_id = source.ids.of(source.name)
+    if topic_id is not None and topic_id != progress.topic_id:
+        registry.record_topic_id(session, spec, topic_id, epoch)
     owner = checkpoint.query_id(spark, job.stream.checkpoint)
-    problem = checkpoint.checkpoint_problem(progress, owner, job.stream.recover_from_store)
+    committed = owner is not None and checkpoint.committed_batches(spark, job.stream.checkpoint)
+    problem = checkpoint.checkpoint_problem(progress, owner, job.stream.recover_from_store, committed)
     if problem:
-        raise checkpoint.mismatch_error(spec.name, job.stream.checkpoint, problem)
+        way_out = None if progress.has_batches else checkpoint.START_OVER
+        raise checkpoint.mismatch_error(spec.name, job.stream.checkpoint, problem, way_out)
     if owner is None and progress.has_batches:  # only reached with --recover-from-store
         monitor.state(stream_log.RECOVERING, "--recover-from-store: finishing the store's pending batch, if any")
         batches.finish_pending_batch(
-            spark, job.cassandra, spec, job.kafka, epoch, seams, job.stream.driver_apply_records
+            spark,
+            job.cassandra,
+            spec,
+            job.kafka,
+            epoch,
+            seams,
+            job.stream.driver_apply_records,
+            job.stream.max_future_ms,
         )
         return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
     return job.stream.starting_offsets
@@ -157,10 +182,11 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
     try:
         # Fencing: from here on, the store's earlier writers can record nothing (registry doc).
         epoch = with_retries(job.cassandra, "taking the store's epoch", lambda: registry.take_epoch(session, spec))
+        source = SourceTopic(job.stream.topic, TopicIds(job.kafka))
         starting = with_retries(
             job.cassandra,
             "checking the checkpoint",
-            lambda: _check_checkpoint(spark, session, job, spec, epoch, seams, monitor),
+            lambda: _check_checkpoint(spark, session, job, spec, epoch, seams, monitor, source),
         )
         applier = BatchApplier(
             spark,
@@ -173,6 +199,8 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
             job.stream.apply_cache,
             monitor,
             job.stream.driver_apply_records,
+            source,
+            job.stream.max_future_ms,
         )
         writer = (
             _kafka_source(spark, job, starting)

@@ -11,10 +11,38 @@ from statestore.store import deadletters
 from statestore.stream.apply import UNCOUNTABLE, with_buckets
 from statestore.stream.tokenize import words_column
 
+# The column of a batch's records that holds the latest event time (epoch ms) the batch counts
+# (with_future_limit); a record after it is a dead letter `future`. Without the column (or
+# where it is null) no time is too far ahead.
+FUTURE_LIMIT = "statestore_future_limit_ms"
+# StreamConfig.max_future_ms's default (a unit test keeps the two equal).
+DEFAULT_MAX_FUTURE_MS = 300_000
+
+
+def with_future_limit(batch_df, write_ts: int, max_future_ms: int):
+    """`batch_df` with the latest event time its batch counts: the batch's clock, its write
+    timestamp (epoch micros, fixed on the driver once per batch and reused by a replay, so a
+    replay decides the same), plus `max_future_ms`. A record further ahead (a producer whose
+    clock is wrong) would otherwise move the store's stream time for good."""
+    return batch_df.withColumn(FUTURE_LIMIT, F.lit(write_ts // 1000 + max_future_ms).cast("bigint"))
+
+
+def is_future(batch_df):
+    """True for a record of `batch_df` whose time is after its FUTURE_LIMIT (never null)."""
+    if FUTURE_LIMIT not in batch_df.columns:
+        return F.lit(False)
+    return F.coalesce(F.unix_millis("timestamp") > F.col(FUTURE_LIMIT), F.lit(False))
+
+
+def is_countable(batch_df):
+    """True for a record whose words count: UTF-8 text (is_readable) at a time not too far ahead."""
+    return is_readable() & ~is_future(batch_df)
+
 
 def dead_letter_rows(batch_df):
-    """Messages that cannot be counted at all (null, not UTF-8) and messages holding a word
-    too long for a Cassandra key, as (topic, partition, offset, ts_ms, reason, detail, raw)."""
+    """Messages that cannot be counted at all (null, not UTF-8, a time too far ahead of the
+    batch's clock) and messages holding a word too long for a Cassandra key, as (topic,
+    partition, offset, ts_ms, reason, detail, raw)."""
     value = F.col("value")
     unreadable = batch_df.select(
         "topic",
@@ -23,8 +51,10 @@ def dead_letter_rows(batch_df):
         F.unix_millis("timestamp").alias("ts_ms"),
         F.when(value.isNull(), F.lit(deadletters.NULL_VALUE))
         .when(~F.is_valid_utf8(value), F.lit(deadletters.INVALID_UTF8))
+        .when(is_future(batch_df), F.lit(deadletters.FUTURE))
         .alias("reason"),
         value.alias("raw"),
+        (F.col(FUTURE_LIMIT) if FUTURE_LIMIT in batch_df.columns else F.lit(None).cast("bigint")).alias("limit"),
     ).filter(F.col("reason").isNotNull())
     unreadable = unreadable.select(
         "topic",
@@ -33,6 +63,14 @@ def dead_letter_rows(batch_df):
         "ts_ms",
         "reason",
         F.when(F.col("reason") == deadletters.NULL_VALUE, F.lit("the message has no value"))
+        .when(
+            F.col("reason") == deadletters.FUTURE,
+            F.format_string(
+                "its time is after %d ms, its batch's clock plus the tolerance (--max-future): nothing of it was "
+                "counted and it moved no stream time",
+                F.col("limit"),
+            ),
+        )
         .otherwise(F.lit("the value is not valid UTF-8 text; nothing of it was counted"))
         .alias("detail"),
         "raw",
@@ -43,7 +81,7 @@ def dead_letter_rows(batch_df):
     # Per message, with array functions, so the check needs no shuffle.
     too_long = F.filter(words_column(F.col("value").cast("string")), lambda w: F.octet_length(w) > MAX_KEY_BYTES)
     long_words = (
-        _readable(batch_df)
+        batch_df.filter(is_countable(batch_df))
         .filter(F.octet_length("value") > MAX_KEY_BYTES * 2 // 3)
         .select(
             "topic",
@@ -77,20 +115,17 @@ def is_readable():
     return F.col("value").isNotNull() & F.is_valid_utf8("value")
 
 
-def _readable(batch_df):
-    return batch_df.filter(is_readable())
-
-
 def batch_words(batch_df, with_uncountable: bool = False):
     """(word, timestamp): one row per countable word of the batch, with its record's Kafka time.
 
     `with_uncountable`: plus one row under statestore.stream.apply.UNCOUNTABLE per message
-    without UTF-8 text and per word over the key limit (what dead_letter_rows finds). The
+    without UTF-8 text or at a time too far ahead, and per word over the key limit (what
+    dead_letter_rows finds). The
     apply then tells whether the batch has dead letters at all, so the usual batch, which has
     none, runs no job of its own to find out.
     """
     value, word = F.col("value"), F.col("word")
-    tokens = F.when(is_readable(), words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
+    tokens = F.when(is_countable(batch_df), words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))
     words = batch_df.select(F.explode(tokens).alias("word"), "timestamp").select(
         F.when(F.octet_length(word) > MAX_KEY_BYTES, F.lit(UNCOUNTABLE)).otherwise(word).alias("word"), "timestamp"
     )
@@ -135,5 +170,6 @@ def arrow_deltas(words):
 
 def batch_version_ms(batch_df) -> int | None:
     """The batch's largest Kafka record timestamp (epoch ms): where versioned stores' new
-    versions start. The same records give the same time, so a replay writes the same versions."""
-    return batch_df.agg(F.max(F.unix_millis("timestamp"))).first()[0]
+    versions start. The same records give the same time, so a replay writes the same versions.
+    A record too far ahead of the batch's clock (is_future) counts nowhere, so it is left out."""
+    return batch_df.filter(~is_future(batch_df)).agg(F.max(F.unix_millis("timestamp"))).first()[0]

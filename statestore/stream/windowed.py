@@ -26,7 +26,7 @@ from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store import deadletters
 from statestore.stream.apply import UNCOUNTABLE
 from statestore.stream.tokenize import words_column
-from statestore.stream.transforms import is_readable
+from statestore.stream.transforms import is_countable
 
 # The window start of an UNCOUNTABLE row: it counts the batch's dead letters, in no window.
 NO_WINDOW = -1
@@ -62,8 +62,9 @@ def _stream_time(stream_time: int | Column) -> Column:
 
 
 def _windowed_records(batch_df, windowing: WindowSpec | SessionSpec, stream_time: int | Column | None):
-    """Per record: its words (null when unreadable), time, every window and the open ones
-    (sessions: one pseudo-window, open unless the record is late)."""
+    """Per record: its words (null when unreadable or too far ahead: transforms.is_countable),
+    time, every window and the open ones (sessions: one pseudo-window, open unless the record
+    is late)."""
     time_ms = F.unix_millis("timestamp")
     if isinstance(windowing, SessionSpec):
         starts = F.array(time_ms)
@@ -78,7 +79,7 @@ def _windowed_records(batch_df, windowing: WindowSpec | SessionSpec, stream_time
         "partition",
         "offset",
         "value",
-        F.when(is_readable(), words_column(F.col("value").cast("string"))).alias("words"),
+        F.when(is_countable(batch_df), words_column(F.col("value").cast("string"))).alias("words"),
         time_ms.alias("ts_ms"),
         starts.alias("starts"),
         opened.alias("open"),

@@ -139,6 +139,14 @@ def stores(session, keyspace):
         events.put(n, {"v": 1}, 1000)
         events.put(n, {"v": 2}, 2000 + n)
     events.put(5, None, 3000)  # deleted now: not among the current entries
+    docs = (
+        StoreBuilder(session, "http_docs")
+        .with_keyspace(keyspace)
+        .with_key_codec(codecs.JSON)
+        .partitioned_key_value_store(partitions=3)
+        .create()
+    )
+    docs.put({"id": [1, 2]}, 3)
     minutes = (
         StoreBuilder(session, "http_minutes")
         .with_keyspace(keyspace)
@@ -281,6 +289,8 @@ def test_bad_parameters_are_400_with_the_reason(api):
     bad("/stores/http_words/keys/a", {"as_of": 5}, "keeps only each key's latest value, so it has no as-of reads")
     bad("/stores/http_words/history/a", None, "has no history")
     bad("/stores/No-Such", None, "invalid store name")
+    bad("/stores/http_docs/keys/" + "[" * 3_000 + "]" * 3_000, None, "nested deeper than")
+    assert api.get("/stores/http_docs/keys/" + '{"id":[1,2]}').json()["value"] == 3
 
 
 def test_unknown_stores_and_keys_are_404(api, keyspace):

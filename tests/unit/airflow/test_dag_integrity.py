@@ -70,6 +70,7 @@ def test_schedules_and_concurrency(dagbag):
         ("wordcount_stream", {"hop": "-5s"}, "hop"),
         ("wordcount_stream", {"session_gap": "5 minutes"}, "session_gap"),
         ("wordcount_stream", {"driver_apply_records": -1}, "driver_apply_records"),
+        ("wordcount_stream", {"max_future": "an hour"}, "max_future"),
         ("wordcount_stream", {"compaction": "leveled"}, "compaction"),
         ("state_store_admin", {"action": "explode"}, "action"),
         ("state_store_admin", {"options": "ttl=5"}, "options"),

@@ -37,6 +37,7 @@ def test_every_field_and_extra_maps_to_the_config(tmp_path):
                 "ssl_key": "/etc/certs/client.key",
                 "check_hostname": "false",
                 "dml_consistency": "local_one",
+                "allow_weak_consistency": True,  # LOCAL_ONE is refused without it
                 "ddl_consistency": "QUORUM",
                 "local_dc": "eu-west",
                 "protocol_version": 4,
@@ -59,6 +60,7 @@ def test_every_field_and_extra_maps_to_the_config(tmp_path):
         "/etc/certs/client.key",
     )
     assert (config.dml_consistency, config.ddl_consistency) == ("LOCAL_ONE", "QUORUM")
+    assert config.allow_weak_consistency is True
     assert (config.local_dc, config.protocol_version, config.request_timeout_s) == ("eu-west", 4, 30.0)
     assert "s3cret-password" not in repr(config)
 
@@ -104,10 +106,12 @@ def test_the_password_never_appears_in_an_error():
 
 
 def test_the_cluster_has_dml_and_ddl_profiles_and_token_aware_routing():
-    config = connection_config(_conn(host="127.0.0.1", extra=json.dumps({"dml_consistency": "ONE", "local_dc": "dc9"})))
+    config = connection_config(
+        _conn(host="127.0.0.1", extra=json.dumps({"dml_consistency": "QUORUM", "local_dc": "dc9"}))
+    )
     cluster = build_cluster(config)
     profiles = cluster.profile_manager.profiles
-    assert profiles[EXEC_PROFILE_DEFAULT].consistency_level == 1  # ONE
+    assert profiles[EXEC_PROFILE_DEFAULT].consistency_level == 4  # QUORUM
     assert profiles[DDL_PROFILE].consistency_level == 5  # ALL
     policy = profiles[EXEC_PROFILE_DEFAULT].load_balancing_policy
     assert isinstance(policy, TokenAwarePolicy) and policy._child_policy.local_dc == "dc9"

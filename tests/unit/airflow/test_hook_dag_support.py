@@ -27,6 +27,7 @@ def test_cassandra_flags_round_trip_through_the_jobs_parser_without_the_password
         username="app",
         password="never-in-argv",
         dml_consistency="ONE",
+        allow_weak_consistency=True,  # a switch: passed as a bare flag
         ssl=True,
         ssl_ca_file="/ca.pem",
         ssl_check_hostname=False,

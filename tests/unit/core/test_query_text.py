@@ -40,6 +40,8 @@ def test_keys_parse_with_their_codec_and_round_trip(codec, text, key):
         (codecs.INT, "1.5", "not a int key"),
         (codecs.JSON, "{oops", "not a json key: write JSON text"),
         (codecs.BYTES, "0g", "not a bytes key: write hex digits"),
+        (codecs.JSON, "[" * 5_000 + "]" * 5_000, "nested deeper than"),  # RecursionError, once a 500
+        (codecs.JSON, "[" * 200 + "]" * 200, "nested deeper than"),  # parses, and is still too deep
     ],
 )
 def test_bad_keys_name_the_expected_syntax(codec, text, expected):

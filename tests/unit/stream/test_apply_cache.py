@@ -29,6 +29,15 @@ def test_the_ledger_trusts_only_the_previous_batch_with_nothing_in_between():
     assert ledger.plan("ks.s", 6, 4, 7, fresh=False).expected == {}  # a failed batch
 
 
+def test_no_cache_while_the_table_has_a_ttl_nor_for_that_long_after():
+    ledger = CacheLedger()
+    assert ledger.admits(0, 100.0) and ledger.admits(None, 100.0)
+    assert not ledger.admits(30, 100.0)  # rows can expire under the cache's feet
+    assert not ledger.admits(0, 129.0)  # the TTL was removed, but rows written under it live on
+    assert ledger.admits(0, 130.0)
+    assert not ledger.admits(5, 131.0) and not ledger.admits(0, 135.9) and ledger.admits(0, 136.0)
+
+
 def test_a_fresh_store_may_start_complete_files():
     assert CacheLedger().plan("ks.s", 0, 4, None, fresh=True).fresh is True
     assert bucket_expression(4) == "pmod(hash(word), 4)"

@@ -97,6 +97,17 @@ def test_more_rows_than_the_driver_takes_are_not_collected(spark):
     assert collect_at_most(_deltas(spark, 5), 4) is None
 
 
+def test_a_row_wider_than_the_driver_takes_is_not_collected(spark):
+    wide = spark.createDataFrame([("w" * 2_000, 1, 1000), ("ok", 1, 1000)], "word string, delta long, last_ms long")
+    assert collect_at_most(wide, 10, row_bytes=1024) is None
+    assert collect_at_most(wide, 10, row_bytes=4096).column_names == ["word", "delta", "last_ms"]
+    sessions = spark.createDataFrame(
+        [("a", 1, 1000, list(range(200)))], "word string, delta long, last_ms long, times array<long>"
+    )
+    assert collect_at_most(sessions, 10, row_bytes=1024) is None  # 1 + 200 * 8 bytes
+    assert collect_at_most(sessions, 10, row_bytes=2048).num_rows == 1
+
+
 def test_the_executors_apply_in_their_python_workers(spark, tmp_path):
     stats = run_applier(_deltas(spark, 5), _pid_recording_applier(tmp_path))
     assert (stats.keys, stats.words) == (5, 15)

@@ -1,0 +1,78 @@
+"""What becomes of the counts when the topic under a stream changes: partitions added, the
+topic deleted and created again, input expired before it was read (issue 28). Each ends in
+exact counts or a refusal before anything is written, never in input silently skipped."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from statestore.conn import kafka as kafka_io
+from statestore.store import registry
+from tests.corpus import generate
+from tests.integration.conftest import delete_topic, dump, produce_lines, run_stream, wait_for
+
+
+def _produce_to(kafka_config, topic: str, partition: int, lines) -> None:
+    producer = Producer({"bootstrap.servers": kafka_config.bootstrap_servers})
+    for line in lines:
+        producer.produce(topic, value=line.encode(), partition=partition)
+    assert producer.flush(30) == 0
+
+
+def test_partitions_added_between_runs_are_counted_from_their_start(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    lines, truth = generate(200, seed=2810)
+    produce_lines(kafka_config, topic, lines)
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    admin = AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers})
+    admin.create_partitions([NewPartitions(topic, 6)])[topic].result(timeout=30)
+    wait_for(lambda: kafka_io.partition_count(kafka_config, topic) == 6, 30, "the new partitions")
+    more, extra = generate(120, seed=2811)
+    _produce_to(kafka_config, topic, 4, more[:60])
+    _produce_to(kafka_config, topic, 5, more[60:])
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    assert dump(session, keyspace, store_name) == dict(truth + extra)
+
+
+@pytest.mark.parametrize("new_lines", [50, 400], ids=["fewer", "more"])
+def test_a_topic_deleted_and_created_again_is_refused(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, new_lines
+):
+    lines, truth = generate(200, seed=2812)
+    produce_lines(kafka_config, topic, lines)
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    recorded = registry.progress(session, keyspace, store_name)
+    delete_topic(kafka_config, topic)
+    wait_for(lambda: kafka_io.partition_count(kafka_config, topic) is None, 30, "the topic gone")
+    kafka_io.ensure_topic(kafka_config, topic, 4)
+    again, _ = generate(new_lines, seed=2813)
+    produce_lines(kafka_config, topic, again)
+    # The old checkpoint's offsets mean nothing in the new topic: with more records than they
+    # name, resuming from them would skip the new topic's first records without a word.
+    with pytest.raises(Exception, match="deleted and created again"):
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    assert dump(session, keyspace, store_name) == dict(truth)
+    assert registry.progress(session, keyspace, store_name).last_batch_id == recorded.last_batch_id
+
+
+def test_input_deleted_before_it_was_read_fails_the_stream_and_counts_nothing_of_it(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    lines, truth = generate(200, seed=2814)
+    produce_lines(kafka_config, topic, lines)
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    more, _ = generate(200, seed=2815)
+    produce_lines(kafka_config, topic, more)
+    # Retention (or an operator) deletes records the store has not read yet.
+    ends = kafka_io.end_offsets(kafka_config, topic)
+    admin = AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers})
+    cut = [TopicPartition(topic, p, end) for p, end in ends.items()]
+    for future in admin.delete_records(cut).values():
+        future.result(timeout=30)
+    # Spark's failOnDataLoss stays on: the query fails rather than skip what is gone.
+    with pytest.raises(RuntimeError, match=r"(?i)data ?loss|offset.*(deleted|out of range)|some data may have been"):
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    assert dump(session, keyspace, store_name) == dict(truth)
