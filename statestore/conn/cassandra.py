@@ -47,7 +47,11 @@ _sessions: dict[CassandraConfig, tuple[Cluster, Session]] = {}
 
 def _profile(config: CassandraConfig, consistency: str) -> ExecutionProfile:
     return ExecutionProfile(
-        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
+        # Replicas in random order: a retry after a timeout goes to another replica (2 of 3 with
+        # RF 3), not again to the first one, which may be cut off and not yet seen down.
+        load_balancing_policy=TokenAwarePolicy(
+            DCAwareRoundRobinPolicy(local_dc=config.local_dc), shuffle_replicas=True
+        ),
         consistency_level=ConsistencyLevel.name_to_value[consistency],
         serial_consistency_level=ConsistencyLevel.name_to_value[configured_serial(config.serial_consistency)],
         request_timeout=config.request_timeout_s,
@@ -146,6 +150,9 @@ def ssl_context(config: CassandraConfig) -> ssl.SSLContext | None:
     return context
 
 
+_HEARTBEAT_S = 5
+
+
 def build_cluster(config: CassandraConfig) -> Cluster:
     """A driver Cluster for `config` (no I/O until `connect`)."""
     auth = None
@@ -165,6 +172,12 @@ def build_cluster(config: CassandraConfig) -> Cluster:
         # Retry a lost node every 0.5 s doubling to 10 s (the driver's default goes up to
         # 10 minutes, far too long for a stream waiting out a short outage).
         reconnection_policy=ExponentialReconnectionPolicy(0.5, 10.0),
+        # A node cut off the network refuses nothing: its requests just time out. A connection
+        # that hears nothing for 5 s is sent a heartbeat, and one unanswered for 5 s more marks
+        # the node down, so requests go to the other replicas within about 10 s (the driver's
+        # defaults, 30 s and 30 s, outlast a store's 30 s lease).
+        idle_heartbeat_interval=_HEARTBEAT_S,
+        idle_heartbeat_timeout=_HEARTBEAT_S,
         connect_timeout=config.request_timeout_s,
         control_connection_timeout=config.request_timeout_s,
     )

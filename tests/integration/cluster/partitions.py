@@ -3,8 +3,11 @@ network namespace; the test process must run as root.
 
 A Cassandra node cut off (`node_cut`): the node listens on its own loopback address
 (127.0.0.2 for cassandra-2), so DROP rules on `lo` for that address and its ports (CQL 9142,
-storage 7100), both ways, cut it off from the other nodes and from every client, while the
-Kafka broker and Spark worker on the same address go on. Packets are dropped, not refused:
+storage 7100), both ways, cut off what reaches it. What it sends on connections of its own to
+its peers leaves from 127.0.0.1 (Cassandra does not bind them to its address): those are cut
+by their four-tuples, read from /proc when the cut starts, and any it makes during the cut by
+iptables' cgroup match (the process is moved into a cgroup v2 of ours for the cut). The Kafka
+broker and Spark worker on the same address go on. Packets are dropped, not refused:
 connections hang until their timeouts, as across a real partition.
 
 A driver cut off (`DriverNamespace`): the driver runs in a network namespace of its own (its
@@ -15,8 +18,8 @@ back to the loopback address they named (so Cassandra's peers and Kafka's advert
 127.0.0.x, keep working); executors connect to the driver at 10.213.7.2. `cut()` drops
 everything on the host's end of the link, both ways; `heal()` removes that rule.
 
-Every rule lives in chains of our own (STATESTORE-NETCUT-*), so `clear()` removes all of them
-and the namespace at once: at set-up (a crashed run's leftovers) and at tear-down.
+Every rule lives in chains of our own (STATESTORE-NETCUT-*), so `clear()` removes all of them,
+the namespace and the cgroups at once: at set-up (a crashed run's leftovers) and at tear-down.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import time
 from statestore.store import admin, registry
 from statestore.store.lease import current_holder
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines, wait_for
+from tests.integration.conftest import dump, produce_lines, run_stream, wait_for
 from tests.integration.stream.test_zombie_driver import _launch, _session_members, _stopped
 
 PAUSED_BATCH = 1
@@ -20,7 +20,7 @@ BATCH_LINES = 500  # under --driver-apply-records: the driver applies the batch 
 
 
 def test_a_reset_fences_a_paused_writer_and_its_late_writes_leave_no_count(
-    session, keyspace, kafka_config, topic, store_name, tmp_path
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
 ):
     lines, truth = generate(4 * BATCH_LINES, seed=2828)
     produce_lines(kafka_config, topic, lines)
@@ -50,8 +50,7 @@ def test_a_reset_fences_a_paused_writer_and_its_late_writes_leave_no_count(
         assert dump(session, keyspace, store_name) == {}  # its late writes left nothing behind
 
         # A new stream from a new checkpoint counts the topic exactly.
-        fresh = _launch("fresh", topic, store_name, tmp_path / "cp2", keyspace, "", 10 * BATCH_LINES)
-        assert fresh.wait(timeout=600) == 0, (tmp_path / "fresh.log").read_text()[-3000:]
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp2")
         assert dump(session, keyspace, store_name) == dict(truth)
     finally:
         for pid in _session_members(zombie.pid):
