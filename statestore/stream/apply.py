@@ -40,7 +40,7 @@ from statestore.core.model import Entry, StoreSpec, WindowedEntry
 from statestore.store.tables import table_for
 from statestore.store.tables.versioned_base import RowWrite, Version, plan_latest
 from statestore.stream import faults
-from statestore.stream.apply_cache import BucketCache, CachePlan, bucket_expression
+from statestore.stream.apply_cache import BucketCache, CachePlan, bucket_expression, sweep_stale
 from statestore.stream.plan import Delta, SlicePlan, plan_slice, plan_writes, stored_record
 
 # A timing seam: called with a phase's name and its seconds. The job as shipped passes none
@@ -263,6 +263,7 @@ def partition_applier(
         finally:
             for file in files.values():
                 file.close()
+            sweep_stale(cache)
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
         if cache is None or spec.store_type.versioned:

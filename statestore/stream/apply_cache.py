@@ -48,6 +48,8 @@ Versioned stores keep reading: their values are versions, not single entries.
 from __future__ import annotations
 
 import os
+import shutil
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -67,6 +69,10 @@ class CachePlan:
     buckets: int
     expected: dict[int, str] = field(default_factory=dict)
     fresh: bool = False
+    # Set every SWEEP_EVERY batches: this batch's tasks remove files no plan will trust again
+    # (sweep_stale), once per working directory; `issued_at`: when the driver made the plan.
+    sweep_batch: int | None = None
+    issued_at: float = 0.0
 
 
 def bucket_expression(buckets: int) -> str:
@@ -100,7 +106,9 @@ class CacheLedger:
             and (outside_writes is None or outside_writes >= 0)
         )
         quiet = outside_writes is None or outside_writes >= 0
-        return CachePlan(store, buckets, dict(self.tokens) if trusted else {}, fresh and quiet)
+        sweep = batch if batch % SWEEP_EVERY == 0 else None
+        expected = dict(self.tokens) if trusted else {}
+        return CachePlan(store, buckets, expected, fresh and quiet, sweep, time.time())
 
     def record(
         self,
@@ -128,6 +136,70 @@ class CacheLedger:
             self.expiring_until = max(self.expiring_until, now_s + table_ttl_s)
             return False
         return now_s >= self.expiring_until
+
+
+# How often (in batches) tasks remove the files of buckets that moved to another executor.
+SWEEP_EVERY = 16
+# File times run on a coarse clock (a few ms behind time.time()): a file finished just after
+# the plan was made must not look older than the plan.
+_MTIME_SLACK_S = 1.0
+
+
+def is_stale(token: str | None, expected: Iterable[str], modified_at: float, issued_at: float) -> bool:
+    """Pure: whether a bucket file can go. Only a finished file (it holds a token) that the
+    plan does not expect, finished before the plan was made (one that a task of this very
+    batch finished has a token no plan has seen yet): no later plan will trust it, since the
+    driver only ever expects the tokens of the batch before. An open file has no token."""
+    return token is not None and token not in set(expected) and modified_at < issued_at - _MTIME_SLACK_S
+
+
+def sweep_stale(plan: CachePlan, directory: str | None = None) -> int:
+    """Remove the files of `plan.store` in this working directory that is_stale says no plan
+    will trust again (a bucket that moved to another executor keeps its file otherwise, as
+    large as the bucket, until the application ends); once per directory per sweep batch.
+    Returns how many went. Removing a file only ever costs reads: a task that has it open
+    keeps writing the unlinked file, and the next plan does not expect its token's file."""
+    if plan.sweep_batch is None:
+        return 0
+    directory = directory or os.path.join(_working_directory(), "statestore-apply-cache")
+    try:
+        marker = os.open(os.path.join(directory, f"{plan.store}.swept-{plan.sweep_batch}"), os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return 0  # another task of this batch sweeps here
+    except FileNotFoundError:
+        return 0  # no files at all
+    os.close(marker)
+    removed = 0
+    expected = plan.expected.values()
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        try:
+            if name.startswith(f"{plan.store}.swept-") and not name.endswith(f"-{plan.sweep_batch}"):
+                os.remove(path)
+            elif name.startswith(f"{plan.store}-") and os.path.isdir(path):
+                modified_at = os.path.getmtime(os.path.join(path, "data.mdb"))
+                if is_stale(_token_of(path), expected, modified_at, plan.issued_at):
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed += 1
+        except FileNotFoundError:  # removed meanwhile, by a task of another executor sharing the directory
+            continue
+    return removed
+
+
+def _token_of(path: str) -> str | None:
+    """The token a bucket file holds, read without writing (None: none, or unreadable)."""
+    try:
+        env = lmdb.open(path, readonly=True, max_dbs=2, readahead=False)
+    except lmdb.Error:
+        return None
+    try:
+        with env.begin() as txn:
+            token = txn.get(b"token", db=env.open_db(b"meta", txn=txn, create=False))
+        return None if token is None else token.decode()
+    except lmdb.Error:
+        return None
+    finally:
+        env.close()
 
 
 def _working_directory() -> str:

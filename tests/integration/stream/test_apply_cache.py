@@ -150,3 +150,27 @@ def test_deletes_marked_as_outside_writes_are_seen_by_the_next_batch(
     assert dump(session, keyspace, store_name) == {"alpha": 40 - deleted["alpha"], "beta": 40}
     assert results[1].stats.read == results[1].stats.keys  # nothing trusted right after the expiry
     assert results[2].stats.read == 0  # and trusted again from the batch after
+
+
+def test_the_sweep_batch_keeps_every_file_the_next_batch_trusts(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    from statestore.stream.apply_cache import SWEEP_EVERY
+
+    lines, truth = generate(40 * (SWEEP_EVERY + 3), seed=37)
+    produce_lines(kafka_config, topic, lines)
+    results = _run_batches(
+        spark,
+        cassandra_config,
+        kafka_config,
+        topic,
+        store_name,
+        tmp_path / "cp",
+        max_offsets_per_trigger=40,
+        driver_apply_records=0,
+    )
+    # Batch SWEEP_EVERY removed what no plan trusts (nothing, here: one executor keeps every
+    # bucket), and the batches after it still read nothing from Cassandra.
+    assert len(results) > SWEEP_EVERY + 1
+    assert [r.stats.read for r in results] == [0] * len(results)
+    assert dump(session, keyspace, store_name) == dict(truth)

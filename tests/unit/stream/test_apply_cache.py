@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from statestore.core.model import Entry
-from statestore.stream.apply_cache import BucketCache, CacheLedger, CachePlan, bucket_expression
+from statestore.stream.apply_cache import BucketCache, CacheLedger, bucket_expression
 from statestore.stream.plan import entry_of, record_of
 
 KEYS = [b"alpha", b"beta", b"gamma"]
@@ -24,7 +26,8 @@ def test_the_ledger_trusts_only_the_previous_batch_with_nothing_in_between():
     assert ledger.plan("ks.s", 5, 4, 7, fresh=False).expected == {}  # a replay of the same batch
     assert ledger.plan("ks.s", 6, 8, 7, fresh=False).expected == {}  # other buckets
     assert ledger.plan("ks.s", 6, 4, 9, fresh=False).expected == {}  # an expiry ran in between
-    assert ledger.plan("ks.s", 6, 4, -9, fresh=True) == CachePlan("ks.s", 4, {}, False)  # one is running
+    running = ledger.plan("ks.s", 6, 4, -9, fresh=True)  # one is running
+    assert (running.store, running.buckets, running.expected, running.fresh) == ("ks.s", 4, {}, False)
     ledger.forget()
     assert ledger.plan("ks.s", 6, 4, 7, fresh=False).expected == {}  # a failed batch
 
@@ -113,3 +116,37 @@ def test_entries_keep_their_batch_and_time_even_when_unset_and_long_keys_are_alw
     complete.close()
     assert _found(keys, stored) == {b"alpha": kept[0], b"beta": kept[1]}
     assert to_read == [2]  # the long key, even from a complete file
+
+
+def test_files_no_plan_will_trust_again_are_swept_once_per_batch(tmp_path):
+    from statestore.stream.apply_cache import SWEEP_EVERY, is_stale, sweep_stale
+
+    def finished(bucket: int) -> str:
+        cache = BucketCache(str(tmp_path / f"ks.s-4-{bucket}"), None, fresh=True)
+        cache.remember([(b"k", b"v")])
+        token = cache.finish()
+        cache.close()
+        return token
+
+    kept, moved = finished(0), finished(1)  # bucket 1 then ran on another executor
+    in_use = BucketCache(str(tmp_path / "ks.s-4-2"), None, fresh=True)  # a task holds it: no token
+    for bucket in (0, 1, 2):
+        os.utime(tmp_path / f"ks.s-4-{bucket}" / "data.mdb", (1_000, 1_000))
+    ledger = CacheLedger()
+    ledger.record(SWEEP_EVERY - 1, 4, None, {0: kept, 1: "the other executor's token"})
+    plan = ledger.plan("ks.s", SWEEP_EVERY, 4, None, fresh=False)
+    just_done = finished(3)  # a task of this very batch finished it: no plan has seen its token
+    other_store = BucketCache(str(tmp_path / "ks.t-4-1"), None, fresh=True)
+    other_store.finish()
+    other_store.close()
+    os.utime(tmp_path / "ks.t-4-1" / "data.mdb", (1_000, 1_000))
+
+    assert sweep_stale(plan, str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["ks.s-4-0", "ks.s-4-2", "ks.s-4-3", "ks.t-4-1"]
+    assert sweep_stale(plan, str(tmp_path)) == 0  # once per directory per batch
+    assert sweep_stale(ledger.plan("ks.s", SWEEP_EVERY + 1, 4, None, fresh=False), str(tmp_path)) == 0  # no sweep
+    in_use.close()
+    assert just_done and moved
+    assert not is_stale(None, [], 0.0, 1.0) and not is_stale("t", ["t"], 0.0, 1.0)
+    assert not is_stale("t", [], 2.0, 1.0) and is_stale("t", ["u"], 0.0, 2.0)
+    assert not is_stale("t", ["u"], 0.5, 1.0)  # within the file clock's slack of the plan
