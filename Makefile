@@ -123,7 +123,8 @@ browser:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
 
 # iptables for the cluster tier's network partitions (tests/integration/cluster/partitions.py:
-# DROP rules on loopback cutting a node, or a driver's user, off; Debian's package, as root).
+# DROP rules on loopback cut a node off, a network namespace of its own a driver; Debian's
+# package, as root).
 netfilter:
 	@command -v iptables >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables; }
