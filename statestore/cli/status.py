@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC
 
 from statestore.conn.cassandra import session_for, table_metadata
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.event_time import format_instant
 from statestore.core.names import validate_store_name
 from statestore.maintenance import history
 from statestore.store.status import StreamStatus, stream_status
@@ -81,9 +82,7 @@ def render(s: StreamStatus, found: dict[str, dict | None]) -> str:
 
 
 def _iso(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return "-" if ms is None else format_instant(ms)
 
 
 def _iso_of(moment) -> str:

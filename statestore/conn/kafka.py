@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import KafkaError as KafkaErrorCode
@@ -18,7 +17,13 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetS
 
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import KafkaError
-from statestore.core.event_time import TimedValue, TimestampedLineError, format_duration, parse_timestamped_line
+from statestore.core.event_time import (
+    TimedValue,
+    TimestampedLineError,
+    format_duration,
+    format_instant,
+    parse_timestamped_line,
+)
 from statestore.core.names import validate_topic
 
 _TIMEOUT_S = 15
@@ -212,11 +217,10 @@ class TimestampLimits:
             self._refuse(number, stamp_ms, now_ms - stamp_ms, "behind", self.before_ms, self.before_name)
 
     def _refuse(self, number: int, stamp_ms: int, off_ms: int, side: str, limit_ms: int, name: str):
-        shown = datetime.fromtimestamp(stamp_ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         raise TimestampedLineError(
-            f"line {number}: time {stamp_ms} ({shown}) is {_rounded(off_ms)} {side} this machine's clock, past "
-            f"the limit of {self.where}: {limit_ms} ms ({format_duration(limit_ms)}) {side} the broker's clock "
-            f"({name}); nothing sent. Fix the line, or raise the topic's {name.removeprefix('log.')}"
+            f"line {number}: time {stamp_ms} ({format_instant(stamp_ms)}) is {_rounded(off_ms)} {side} this "
+            f"machine's clock, past the limit of {self.where}: {limit_ms} ms ({format_duration(limit_ms)}) {side} "
+            f"the broker's clock ({name}); nothing sent. Fix the line, or raise the topic's {name.removeprefix('log.')}"
         )
 
 

@@ -220,6 +220,10 @@ class CassandraConfig:
             )
 
 
+# How far a record's event time may be ahead of its batch's clock (StreamConfig.max_future_ms).
+DEFAULT_MAX_FUTURE_MS = 300_000
+
+
 def _isolation_level(raw: str) -> str:
     level = raw.strip().lower()
     if level not in ("read_committed", "read_uncommitted"):
@@ -448,7 +452,7 @@ class StreamConfig:
         parse_non_negative_int,
     )
     max_future_ms: int = setting(
-        300_000,
+        DEFAULT_MAX_FUTURE_MS,
         "STATESTORE_MAX_FUTURE_MS",
         "--max-future",
         "how far a record's event time may be ahead of the batch's clock (its write time), e.g. 5m; a record "

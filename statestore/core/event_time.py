@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from statestore.core.errors import StateStoreError
 
@@ -32,6 +33,11 @@ def parse_duration(text: str, what: str = "duration", zero: bool = False) -> int
     if millis < 0 or (millis == 0 and not zero):
         raise ValueError(f"{what} {text!r} must be longer than 0")
     return millis
+
+
+def format_instant(millis: int) -> str:
+    """Epoch `millis` as UTC ISO text to the second, e.g. 2026-11-27T02:51:44Z."""
+    return datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def format_duration(millis: int) -> str:

@@ -24,7 +24,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
 from cassandra.query import BatchStatement, BatchType
 
-from statestore.conn.cassandra import prepare, session_for
+from statestore.conn.cassandra import prepare, session_for, table_ttl_s
 from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError, UnsupportedOperationError
@@ -197,14 +197,6 @@ def _iso(ms: int | None) -> str | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
-def table_ttl(session, spec: StoreSpec) -> int | None:
-    row = session.execute(
-        "SELECT default_time_to_live FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
-        (spec.keyspace, spec.table),
-    ).one()
-    return None if row is None else int(row.default_time_to_live)
-
-
 def _check_expirable(spec: StoreSpec, options: ExpireOptions) -> None:
     if spec.store_type.versioned:
         raise UnsupportedOperationError(
@@ -248,7 +240,7 @@ def _window_result(session, spec: StoreSpec, options: ExpireOptions, nodetool) -
         kept=done.found - len(done.expired),
         undated=0,
         dry_run=options.dry_run,
-        table_ttl_s=table_ttl(session, spec),
+        table_ttl_s=table_ttl_s(session, spec.keyspace, spec.table),
         removed_sample=done.sample(),
         task_seconds=round(done.seconds, 2),
         unit="segments",
@@ -323,7 +315,7 @@ def expire(
             kept=summary.scanned - summary.expired,
             undated=summary.undated,
             dry_run=options.dry_run,
-            table_ttl_s=table_ttl(session, spec),
+            table_ttl_s=table_ttl_s(session, spec.keyspace, spec.table),
             removed_sample=summary.sample,
             task_seconds=round(summary.seconds, 2),
         )

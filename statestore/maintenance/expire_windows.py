@@ -29,10 +29,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from statestore.core.codecs import millis_of
 from statestore.core.errors import FutureStreamTimeError, NodetoolError, UnsupportedOperationError
+from statestore.core.event_time import format_instant
 from statestore.core.model import StoreSpec
 from statestore.maintenance import history
 from statestore.store import registry
@@ -120,16 +120,13 @@ def refuse_future_cutoff(spec: StoreSpec, cutoff_ms: int, stream_ms: int, now_ms
     if cutoff_ms <= now_ms:
         return
     raise FutureStreamTimeError(
-        f"store '{spec.name}': its stream time {stream_ms} ms ({_iso(stream_ms)}) is in the future, so expiry by "
-        f"stream time would cut off at {cutoff_ms} ms ({_iso(cutoff_ms)}), after the wall clock ({_iso(now_ms)}), "
+        f"store '{spec.name}': its stream time {stream_ms} ms ({format_instant(stream_ms)}) is in the future, so "
+        f"expiry by stream time would cut off at {cutoff_ms} ms ({format_instant(cutoff_ms)}), after the wall clock "
+        f"({format_instant(now_ms)}), "
         "and delete entries that are not old; nothing was deleted. Expire by processing time (--basis processing, "
         "key-value stores), or correct the store's stream time (registry max_event_time) once its future input "
         "is known"
     )
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 def reclaim_space(spec: StoreSpec, nodetool) -> str:

@@ -26,7 +26,7 @@ from statestore.conn.cassandra import session_for, table_ttl_s
 from statestore.conn.kafka import TopicIds, spark_source_options
 from statestore.conn.retry import with_retries
 from statestore.core.codecs import millis_of
-from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.config import DEFAULT_MAX_FUTURE_MS, CassandraConfig, KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.core.model import StoreSpec
 from statestore.store import deadletters, registry
@@ -51,7 +51,6 @@ from statestore.stream.apply_windows import window_applier
 from statestore.stream.faults import pause_driver_if_armed
 from statestore.stream.monitor import StreamMonitor
 from statestore.stream.transforms import (
-    DEFAULT_MAX_FUTURE_MS,
     arrow_deltas,
     batch_deltas,
     batch_version_ms,
@@ -176,14 +175,14 @@ class SourceTopic:
     name: str
     ids: TopicIds
 
-    def problem(self, progress: registry.StoreProgress) -> str | None:
-        """Why the store cannot go on reading the topic (checkpoint.topic_problem), or None."""
-        return checkpoint.topic_problem(progress, self.name, self.ids.of(self.name))
-
-    def refuse_if_changed(self, progress: registry.StoreProgress, store: str, location: str) -> None:
-        problem = self.problem(progress)
+    def checked_id(self, progress: registry.StoreProgress, store: str, location: str) -> str | None:
+        """The topic's id now (None: no such topic), or CheckpointMismatchError when it is not
+        the one the store last read (checkpoint.topic_problem: the topic was created again)."""
+        topic_id = self.ids.of(self.name)
+        problem = checkpoint.topic_problem(progress, self.name, topic_id)
         if problem is not None:
             raise checkpoint.mismatch_error(store, location, problem, checkpoint.NEW_TOPIC.format(store=store))
+        return topic_id
 
 
 def first_batch_start(batch_df, end_offsets: str) -> str:
@@ -456,7 +455,7 @@ class BatchApplier:
             ),
         )
         if self.source is not None:
-            timed(clock, "topic id", lambda: self.source.refuse_if_changed(progress, self.spec.name, self.location))
+            timed(clock, "topic id", lambda: self.source.checked_id(progress, self.spec.name, self.location))
         offsets = timed(
             clock, "checkpoint offsets", lambda: checkpoint.batch_end_offsets(self.spark, self.location, batch_id)
         )

@@ -134,8 +134,7 @@ def _check_checkpoint(
     with --recover-from-store, finish the store's pending batch first. Returns where a new
     checkpoint starts reading: the store's position when recovering, else --starting-offsets."""
     progress = registry.progress(session, spec.keyspace, spec.name)
-    source.refuse_if_changed(progress, spec.name, job.stream.checkpoint)
-    topic_id = source.ids.of(source.name)
+    topic_id = source.checked_id(progress, spec.name, job.stream.checkpoint)
     if topic_id is not None and topic_id != progress.topic_id:
         registry.record_topic_id(session, spec, topic_id, epoch)
     owner = checkpoint.query_id(spark, job.stream.checkpoint)

@@ -15,8 +15,6 @@ from statestore.stream.tokenize import words_column
 # (with_future_limit); a record after it is a dead letter `future`. Without the column (or
 # where it is null) no time is too far ahead.
 FUTURE_LIMIT = "statestore_future_limit_ms"
-# StreamConfig.max_future_ms's default (a unit test keeps the two equal).
-DEFAULT_MAX_FUTURE_MS = 300_000
 
 
 def with_future_limit(batch_df, write_ts: int, max_future_ms: int):
@@ -120,9 +118,8 @@ def batch_words(batch_df, with_uncountable: bool = False):
 
     `with_uncountable`: plus one row under statestore.stream.apply.UNCOUNTABLE per message
     without UTF-8 text or at a time too far ahead, and per word over the key limit (what
-    dead_letter_rows finds). The
-    apply then tells whether the batch has dead letters at all, so the usual batch, which has
-    none, runs no job of its own to find out.
+    dead_letter_rows finds). The apply then tells whether the batch has dead letters at all,
+    so the usual batch, which has none, runs no job of its own to find out.
     """
     value, word = F.col("value"), F.col("word")
     tokens = F.when(is_countable(batch_df), words_column(value.cast("string"))).otherwise(F.array(F.lit(UNCOUNTABLE)))

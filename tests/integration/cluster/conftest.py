@@ -118,18 +118,31 @@ def _resume(pid: int | None) -> None:
             pass
 
 
-def submit_to_cluster(cluster_env, library_zip: Path, log: Path, *job_args: str, cores: int = 2, env=None):
+def submit_to_cluster(
+    cluster_env,
+    library_zip: Path,
+    log: Path,
+    *job_args: str,
+    cores: int = 2,
+    env=None,
+    driver_ip: str = "127.0.0.1",
+    launcher: tuple[str, ...] = (),
+):
     """spark-submit jobs/wordcount_stream.py to the standalone master, as an operator would:
-    the library shipped with --py-files, executors on the workers with the workers' Python."""
+    the library shipped with --py-files, executors on the workers with the workers' Python.
+    `driver_ip`: where the driver listens (and what it advertises to the executors);
+    `launcher`: what runs spark-submit (partitions.py: `ip netns exec`, which execs it, so the
+    process and its session are still the driver's)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_PYTHON", "STATESTORE_"))}
     environment.update(
         cluster_env,
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         PYSPARK_DRIVER_PYTHON=sys.executable,
-        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOCAL_IP=driver_ip,
         **(env or {}),
     )
     argv = [
+        *launcher,
         "spark-submit",
         *("--master", local_cluster.SPARK_MASTER_URL, "--total-executor-cores", str(cores)),
         *("--executor-memory", "768m", "--driver-memory", "768m"),

@@ -32,7 +32,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from statestore.conn.spark import connector_jars
+from tests.integration.cluster.conftest import submit_to_cluster
 from tests.integration.conftest import PROJECT
 
 sys.path.insert(0, str(PROJECT / "stack"))
@@ -238,28 +238,15 @@ class DriverNamespace:
     def submit(self, cluster_env, library_zip: Path, log: Path, *job_args: str, cores: int = 1, env=None):
         """conftest.submit_to_cluster's spark-submit, run inside the namespace, the driver
         listening (and advertised to the executors) on the namespace's address."""
-        environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_PYTHON", "STATESTORE_"))}
-        environment.update(
+        return submit_to_cluster(
             cluster_env,
-            PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-            PYSPARK_DRIVER_PYTHON=sys.executable,
-            SPARK_LOCAL_IP=NS_IP,
-            **(env or {}),
-        )
-        argv = [
-            *("ip", "netns", "exec", NETNS, "spark-submit"),
-            *("--master", local_cluster.SPARK_MASTER_URL, "--total-executor-cores", str(cores)),
-            *("--executor-memory", "768m", "--driver-memory", "768m"),
-            *("--py-files", str(library_zip), "--jars", ",".join(connector_jars())),
-            "--driver-java-options",
-            f"-Dlog4j.configurationFile=file:{PROJECT / 'stack' / 'spark-log4j2.properties'}",
-            str(PROJECT / "jobs" / "wordcount_stream.py"),
+            library_zip,
+            log,
             *job_args,
-        ]
-        out = open(log, "w")
-        # `ip netns exec` execs spark-submit: the process (and its session) is the driver's.
-        return subprocess.Popen(
-            argv, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=log.parent
+            cores=cores,
+            env=env,
+            driver_ip=NS_IP,
+            launcher=("ip", "netns", "exec", NETNS),
         )
 
 

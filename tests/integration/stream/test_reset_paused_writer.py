@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 from statestore.store import admin, registry
 from statestore.store.lease import current_holder
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream, wait_for
-from tests.integration.stream.test_zombie_driver import _launch, _session_members, _stopped
+from tests.integration.stream.test_zombie_driver import _end_session, _launch, _session_members, _stopped
 
 PAUSED_BATCH = 1
 BATCH_LINES = 500  # under --driver-apply-records: the driver applies the batch and freezes itself
@@ -53,10 +52,4 @@ def test_a_reset_fences_a_paused_writer_and_its_late_writes_leave_no_count(
         run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp2")
         assert dump(session, keyspace, store_name) == dict(truth)
     finally:
-        for pid in _session_members(zombie.pid):
-            try:
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.5)
+        _end_session(zombie.pid)

@@ -92,10 +92,15 @@ def test_a_paused_driver_is_fenced_off_and_counts_stay_exact(
         assert (after.last_batch_id, after.offsets, after.epoch) == (done.last_batch_id, done.offsets, done.epoch)
         assert dump(session, keyspace, store_name) == dict(truth)
     finally:
-        for pid in _session_members(zombie.pid):
-            try:
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.5)
+        _end_session(zombie.pid)
+
+
+def _end_session(pid: int) -> None:
+    """Wake and kill every process of the session `pid` leads (a frozen job and its workers)."""
+    for member in _session_members(pid):
+        try:
+            os.kill(member, signal.SIGCONT)
+            os.kill(member, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.5)

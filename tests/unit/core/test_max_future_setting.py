@@ -9,9 +9,8 @@ import dataclasses
 import pytest
 
 from statestore.core import config as cfg
-from statestore.core.config import StreamConfig
+from statestore.core.config import DEFAULT_MAX_FUTURE_MS, StreamConfig
 from statestore.core.errors import ConfigError
-from statestore.stream.transforms import DEFAULT_MAX_FUTURE_MS
 
 BASE = ["--topic", "t", "--store", "s", "--checkpoint", "/tmp/cp"]
 
