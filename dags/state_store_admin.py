@@ -23,7 +23,9 @@ return value (XCom) and is logged.
   entries per store partition (an exact count that reads the whole table), progress, writer.
 - `alter` (options): changes table options, e.g. `{"ttl": 86400}` or
   `{"compaction": "SizeTieredCompactionStrategy"}`.
-- `truncate`: deletes entries, dead letters and progress; refused while a stream writes the store.
+- `truncate`: deletes entries, dead letters and progress; refused while a stream writes the store,
+  and (global, window and session stores) while a batch is begun and never recorded unless
+  **writer_stopped** says its writer is stopped for good.
 - `drop` (confirm): drops the store's tables; **confirm** must repeat the store's name;
   refused while a stream writes the store.
 
@@ -68,6 +70,13 @@ with DAG(
         ),
         "key_codec": Param("string", type="string", enum=CODECS, title="Key codec (create)"),
         "value_codec": Param("long", type="string", enum=CODECS, title="Value codec (create)"),
+        "writer_stopped": Param(
+            False,
+            type="boolean",
+            title="Writer stopped for good (truncate)",
+            description="the store's last writer cannot wake up: truncate a global, window or session store "
+            "whose last batch was never recorded",
+        ),
         "confirm": Param(
             "",
             type="string",
@@ -111,7 +120,7 @@ with DAG(
             elif action == "alter":
                 hook.alter_store(store, params["options"])
             elif action == "truncate":
-                hook.truncate_store(store)
+                hook.truncate_store(store, writer_stopped=params["writer_stopped"])
             elif action == "drop":
                 spec = hook.drop_store(store, params["confirm"])
                 return {"dropped": spec.name, "table": spec.table}

@@ -147,8 +147,9 @@ class CassandraStateStoreHook(BaseHook):
     def alter_store(self, name: str, changes: Mapping[str, Any]):
         return admin.alter_store(self.get_conn(), self.keyspace, name, changes)
 
-    def truncate_store(self, name: str):
-        return admin.truncate_store(self.get_conn(), self.keyspace, name)
+    def truncate_store(self, name: str, writer_stopped: bool = False):
+        """See statestore.store.admin.truncate_store (`writer_stopped`: its refusal's way out)."""
+        return admin.truncate_store(self.get_conn(), self.keyspace, name, writer_stopped=writer_stopped)
 
     def drop_store(self, name: str, confirm: str | None):
         return admin.drop_store(self.get_conn(), self.keyspace, name, confirm)

@@ -146,7 +146,13 @@ def cmd_reset(args) -> int:
             "recorded position; add --yes to confirm"
         )
     config = cfg.from_args(CassandraConfig, args)
-    admin.truncate_store(session_for(config), config.keyspace, validate_store_name(args.store), verb="resetting")
+    admin.truncate_store(
+        session_for(config),
+        config.keyspace,
+        validate_store_name(args.store),
+        verb="resetting",
+        writer_stopped=args.writer_stopped,
+    )
     print(f"store {args.store} reset: empty, no recorded position; start it with a new --checkpoint")
     return 0
 
@@ -217,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("reset", cmd_reset, "delete a store's counts, dead letters and position (keeps its layout)")
     p.add_argument("store")
     p.add_argument("--yes", action="store_true", help="confirm: the counts are deleted")
+    p.add_argument(
+        "--writer-stopped",
+        action="store_true",
+        help="the store's last writer is stopped for good: reset a global, window or session store even "
+        "though its last batch was begun and never recorded (refused otherwise)",
+    )
     return parser
 
 

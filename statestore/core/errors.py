@@ -83,3 +83,9 @@ class FutureStreamTimeError(StateStoreError):
     """Expiry by stream time whose cutoff is later than the wall clock: the store's stream time
     is in the future (a record from a producer whose clock was ahead), so it would expire
     entries that are not old at all."""
+
+
+class WriterMayBeLiveError(StateStoreError):
+    """A store cannot be reset safely: a batch of it was begun and never recorded, so its
+    writer may be paused mid-batch and would send the rest of that batch into the emptied
+    store, where (for this layout) nothing can shadow it."""

@@ -19,7 +19,13 @@ from cassandra.concurrent import execute_concurrent
 
 from statestore.conn.cassandra import DDL_PROFILE, prepare, require_keyspace
 from statestore.core import codecs
-from statestore.core.errors import ConfirmationRequiredError, OptionError, StoreNotFoundError, UnsupportedOperationError
+from statestore.core.errors import (
+    ConfirmationRequiredError,
+    OptionError,
+    StoreNotFoundError,
+    UnsupportedOperationError,
+    WriterMayBeLiveError,
+)
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import deadletter_table, validate_keyspace, validate_store_name
 from statestore.core.options import TableOptions
@@ -193,7 +199,9 @@ def alter_store(session, keyspace: str, name: str, changes: Mapping[str, Any]) -
     return wanted
 
 
-def truncate_store(session, keyspace: str, name: str, *, verb: str = "truncating") -> StoreSpec:
+def truncate_store(
+    session, keyspace: str, name: str, *, verb: str = "truncating", writer_stopped: bool = False
+) -> StoreSpec:
     """Delete a store's entries, dead letters and recorded progress; keep its registration and
     layout. Refused while a writer holds the store's lease (it would go on from its old
     position); the stream then needs a new, empty checkpoint (its old one is refused: it would
@@ -219,8 +227,11 @@ def truncate_store(session, keyspace: str, name: str, *, verb: str = "truncating
     so the next stream's batches write above it. The store is then provably empty of every
     earlier writer's entries (for as long as the tombstones live: gc_grace_seconds). Global,
     window and session stores have partition keys a reset cannot list (the key, or a time
-    segment): their progress is fenced the same way, but an earlier writer paused mid-batch
-    must be stopped for good before they are reset.
+    segment): their progress is fenced the same way, and the reset is refused
+    (WriterMayBeLiveError, before anything is deleted) while a batch is begun and not recorded,
+    unless the caller says the writer is stopped for good (`writer_stopped`, e.g. its process
+    is gone). With no batch pending, a paused writer has nothing left to send: its next step is
+    a begin_batch, which the new epoch refuses.
     """
     spec = registry.lookup(session, keyspace, name)
     _refuse_while_written(session, spec, verb)
@@ -234,12 +245,15 @@ def truncate_store(session, keyspace: str, name: str, *, verb: str = "truncating
         epoch = registry.take_epoch(session, spec)
         progress = registry.progress(session, keyspace, name)
         floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
+        shadowed = spec.store_type.partitioned and not spec.store_type.timed
+        if progress.unfinished_batch is not None and not shadowed and not writer_stopped:
+            raise WriterMayBeLiveError(_pending_refusal(spec, progress.unfinished_batch, verb))
         lease.check()
         session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
         letters = deadletter_table(name)
         if table_exists(session, keyspace, letters):  # only stores fed by the stream have one
             session.execute(f"TRUNCATE {spec.keyspace}.{letters}", execution_profile=DDL_PROFILE)
-        if floor is not None and spec.store_type.partitioned and not spec.store_type.timed:
+        if floor is not None and shadowed:
             _shadow_partitions(session, spec, floor)
         registry.clear_progress(session, spec, epoch, floor)
     finally:
@@ -248,6 +262,18 @@ def truncate_store(session, keyspace: str, name: str, *, verb: str = "truncating
 
 
 _RESET_LEASE_TTL_S = 30.0
+
+
+def _pending_refusal(spec: StoreSpec, batch_id: int, verb: str) -> str:
+    return (
+        f"{verb} store '{spec.name}' ({spec.store_type.value}) refused: its batch {batch_id} was begun and "
+        "never recorded, so its writer may be paused mid-batch (a lapsed lease does not prove it stopped) "
+        f"and would write the rest of batch {batch_id} into the emptied store, where a {spec.store_type.value} "
+        "store cannot shadow it. Nothing was deleted; the store is now fenced against that writer. Either "
+        "make sure the writer is stopped for good (its process gone) and pass --writer-stopped "
+        "(hook: writer_stopped=True; admin DAG: param writer_stopped), or restart its stream so it "
+        "records the batch, then stop it and reset"
+    )
 
 
 def _shadow_partitions(session, spec: StoreSpec, timestamp: int) -> None:

@@ -64,6 +64,12 @@ class StoreProgress:
     def has_batches(self) -> bool:
         return self.last_batch_id is not None or self.pending_batch_id is not None
 
+    @property
+    def unfinished_batch(self) -> int | None:
+        """The batch begun and never recorded (a writer crashed or paused in it), if any."""
+        pending, last = self.pending_batch_id, self.last_batch_id
+        return pending if pending is not None and (last is None or pending > last) else None
+
 
 def create_cql(keyspace: str) -> str:
     return (

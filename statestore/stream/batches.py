@@ -55,6 +55,7 @@ from statestore.stream.transforms import (
     batch_deltas,
     batch_version_ms,
     dead_letter_rows,
+    spread_dead_letters,
     with_future_limit,
     word_times,
 )
@@ -99,14 +100,15 @@ def write_dead_letters(
     stores: late records too, by the stream time the batch started with (`stream_time_ms`).
 
     Called only for a batch whose apply counted something it could not count (ApplyStats.
-    uncountable), which is rare: the driver streams them (one partition at a time) in chunks
-    bounded in rows and in bytes (dead_letter_chunks), rather than starting Python workers on
-    every executor for them.
+    uncountable), which is rare: the driver streams them one Spark partition at a time, the
+    partitions sized in bytes and rows (spread_dead_letters), and writes them in chunks bounded
+    the same way (dead_letter_chunks), rather than starting Python workers on every executor.
     """
 
     rows = dead_letter_rows(batch_df)
     if spec.windowing is not None:
         rows = rows.unionByName(late_letter_rows(batch_df, spec.windowing, stream_time_ms))
+    rows = spread_dead_letters(rows)
     letters = (
         deadletters.DeadLetter(
             r.topic,

@@ -194,8 +194,9 @@ def position_problem(progress: StoreProgress, logical: int, end_offsets: str) ->
     if last is not None and logical < last:
         return f"this checkpoint is at batch {logical}, behind the store's batch {last}: it was rolled back"
     pending = progress.pending_batch_id
-    if pending is not None and (last is None or pending > last) and logical > pending:
-        return f"this checkpoint is at batch {logical}, but the store's batch {pending} was begun and never finished"
+    unfinished = progress.unfinished_batch
+    if unfinished is not None and logical > unfinished:
+        return f"this checkpoint is at batch {logical}, but the store's batch {unfinished} was begun and never finished"
     seen = max(b for b in (last, pending) if b is not None)
     if logical > seen + 1:
         return (
