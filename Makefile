@@ -31,6 +31,9 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
 	$(BIN)/pip install -q --no-deps -e .
+	# The editable install leaves a second copy of the package's metadata in the checkout; with
+	# the checkout on sys.path (tests, scripts) Airflow would load the plugin's entry point twice.
+	rm -rf statestore.egg-info
 	touch $@
 
 jvm:

@@ -52,7 +52,7 @@ def _submit(mode: str, env: dict[str, str], args: list[str], log: Path, library:
         *master,
         *("--jars", ",".join(connector_jars())),
         "--driver-java-options",
-        f"-Dlog4j.configurationFile=file:{PROJECT / 'stack' / 'spark-log4j2.properties'}",
+        f"-Dlog4j.configurationFile=file:{PROJECT / 'statestore' / 'conn' / 'spark-log4j2.properties'}",
         str(PROJECT / "jobs" / "wordcount_stream.py"),
         *args,
     ]

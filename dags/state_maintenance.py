@@ -126,9 +126,9 @@ with DAG(
         from airflow.sdk import BaseHook
 
         with dag_support.fail_without_retry():
-            bootstrap = dag_support.kafka_bootstrap(BaseHook.get_connection(dag_support.KAFKA_CONN_ID))
+            kafka = dag_support.kafka_args(BaseHook.get_connection(dag_support.KAFKA_CONN_ID))
         shared = {"py_files": py_files, "jars": jars, "packages": packages, "conf": conf}
-        return [{"application_args": [*args, "--kafka-bootstrap", bootstrap], **shared} for args in validations]
+        return [{"application_args": [*args, *kafka], **shared} for args in validations]
 
     @task(outlets=list(REPORTS.values()), trigger_rule=TriggerRule.ALL_DONE)
     def publish_reports(dag_run=None, outlet_events=None) -> dict:
@@ -164,7 +164,9 @@ with DAG(
         for job in JOB_ORDER[:3]
     ]
     validations = prepare_validations(planned["validations"], *(planned[k] for k in SHARED))
-    jobs.append(MaintenanceJobOperator.partial(**fixed(VALIDATE)).expand_kwargs(validations))
+    # Validation reads the topic: its operator hands the job the Kafka password too.
+    validate = MaintenanceJobOperator.partial(**fixed(VALIDATE), kafka_conn_id=dag_support.KAFKA_CONN_ID)
+    jobs.append(validate.expand_kwargs(validations))
     published = publish_reports()
     chain(*jobs, published)
     [planned, validations, *jobs, published] >> watcher()

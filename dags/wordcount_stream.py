@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
 from statestore_airflow import dag_support
+from statestore_airflow.spark_conf import ALLOWED_SPARK_CONF, checked_spark_conf
 
 DOC = """
 ### Word count stream: Kafka -> Spark -> Cassandra store
@@ -18,12 +19,21 @@ Submits `jobs/wordcount_stream.py` through the stock **SparkSubmitOperator** (co
 `--py-files` zip built when the run starts.
 
 Connections: `statestore_cassandra` (type `cassandra`: hosts, port, keyspace in *schema*,
-TLS and consistency in *extra*) and `statestore_kafka` (host = bootstrap servers).
-The Cassandra password reaches spark-submit in its environment, never on its command line.
+TLS and consistency in *extra*) and `statestore_kafka` (host = bootstrap servers; login /
+password = SASL user; *extra*: `security_protocol`, `sasl_mechanism`, `password_file`, `ssl_ca`,
+`ssl_cert`, `ssl_key`, `check_hostname`). The Cassandra and Kafka passwords reach spark-submit in
+its environment, never on its command line.
 
 **Trigger** `available-now` processes what the topic holds and ends; an interval such as
 `10s` runs until the task is stopped. **Checkpoint** defaults to
 `$STATESTORE_CHECKPOINT_DIR/<store>`.
+
+**Spark conf** takes sizes, counts and timeouts only (`statestore_airflow.spark_conf`):
+memory and cores of the driver and executors, executor instances, `spark.cores.max`,
+`spark.task.cpus`, shuffle partitions and parallelism, adaptive execution on or off, memory
+fractions, dynamic allocation and its bounds, locality wait and network timeouts. Any other
+key (Java options, class names, paths, URLs, files, environment) fails the run at once, before
+anything is submitted: spark-submit runs on the Airflow worker.
 
 **Clearing or killing the task** stops spark-submit (the operator's `on_kill`). The store
 stays exact: one writer per store (a lease in Cassandra), so a re-run with the same
@@ -159,7 +169,14 @@ with DAG(
             "Retention (with a window or session gap)",
             "empty: the larger of window (gap) + grace and 1d; how long windows (sessions) are kept, by stream time",
         ),
-        "spark_conf": Param({}, type="object", title="Extra Spark settings (--conf)"),
+        "spark_conf": Param(
+            {},
+            type="object",
+            propertyNames={"enum": sorted(ALLOWED_SPARK_CONF)},
+            title="Extra Spark settings (--conf)",
+            description='sizes, counts and timeouts only, e.g. {"spark.executor.memory": "2g"}; allowed: '
+            + ", ".join(sorted(ALLOWED_SPARK_CONF)),
+        ),
     },
 ) as dag:
 
@@ -173,6 +190,7 @@ with DAG(
         from statestore.core.event_time import format_duration, parse_duration
 
         with dag_support.fail_without_retry():
+            spark_conf = checked_spark_conf(params["spark_conf"])  # before anything else: no Java options
             checkpoint = params["checkpoint"] or str(dag_support.checkpoint_root() / params["store"])
             stream = StreamConfig(
                 topic=params["topic"],
@@ -195,7 +213,7 @@ with DAG(
                 },
             )
             cassandra = CassandraStateStoreHook(dag_support.CASSANDRA_CONN_ID).config
-            bootstrap = dag_support.kafka_bootstrap(BaseHook.get_connection(dag_support.KAFKA_CONN_ID))
+            kafka = dag_support.kafka_args(BaseHook.get_connection(dag_support.KAFKA_CONN_ID))
         args = ["--topic", stream.topic, "--store", stream.store, "--checkpoint", stream.checkpoint]
         args += ["--trigger", stream.trigger, "--starting-offsets", stream.starting_offsets]
         args += ["--max-future", format_duration(stream.max_future_ms)]
@@ -215,8 +233,8 @@ with DAG(
             args.append("--recover-from-store")
         if not stream.apply_cache:
             args.append("--no-apply-cache")
-        args += ["--kafka-bootstrap", bootstrap, *dag_support.cassandra_args(cassandra)]
-        return dag_support.spark_submission(args, params["spark_conf"], dag_support.spark_master())
+        args += [*kafka, *dag_support.cassandra_args(cassandra)]
+        return dag_support.spark_submission(args, spark_conf, dag_support.spark_master())
 
     # The operator resolves these XCom references when it runs: lists and dicts stay as they are.
     submission = prepare_submission()

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import stack as single
-from stack import LOGS, RUN, STACK_CONF, STATE, StackError
+from stack import LOGS, PROJECT, RUN, STACK_CONF, STATE, StackError
 
 CLUSTER = STATE / "cluster"
 CQL_PORT = 9142
@@ -253,7 +253,7 @@ def _spark_env(address: str) -> dict[str, str]:
     env["SPARK_DAEMON_MEMORY"] = DAEMON_MEMORY
     env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(
         [
-            f"-Dlog4j.configurationFile={(STACK_CONF / 'spark-log4j2.properties').as_uri()}",
+            f"-Dlog4j.configurationFile={(PROJECT / 'statestore' / 'conn' / 'spark-log4j2.properties').as_uri()}",
             # A taken port is an error, not a silent move to the next one (a second master).
             "-Dspark.port.maxRetries=0",
             # Marks the process as this stack's, so a recycled pid is never taken for it.

@@ -3,7 +3,8 @@
 Both run as background JVM processes from the jars `scripts/install-jvm` fetched from Maven
 Central into .stack/lib/. Data, logs and pid files live under .stack/ (git-ignored).
 
-    python stack/stack.py up [--auth] [--tls]   start both (a no-op for what already runs)
+    python stack/stack.py up [--auth] [--tls] [--kafka-sasl-ssl]
+                                                start both (a no-op for what already runs)
     python stack/stack.py down                  stop both by their recorded pids
     python stack/stack.py status                what runs, exit 1 unless both answer
     python stack/stack.py reset                 stop both and delete their data
@@ -17,6 +18,12 @@ keystore, random password in a 0600 file); clients trust .stack/tls/ca.pem:
 STATESTORE_CASSANDRA_SSL=true STATESTORE_CASSANDRA_SSL_CA=.stack/tls/ca.pem. The two combine.
 The mode a node was started with is recorded in .stack/run/, so `status` probes it the same
 way; to change it, `down --only cassandra` and `up` again.
+
+`up --kafka-sasl-ssl` makes Kafka's client listener speak SASL_SSL only: TLS with the same
+certificate (clients trust .stack/tls/ca.pem) and SCRAM-SHA-512, with a user `statestore`
+whose random password is written to .stack/data/kafka-sasl-ssl-users/statestore.password
+(0600) when the broker's own log dir (.stack/data/kafka-sasl-ssl) is formatted. `env` prints
+the client settings. Like Cassandra's, the mode is recorded in .stack/run/ for `status`.
 
 Ports come from STATESTORE_CASSANDRA_PORT (9042), STATESTORE_CASSANDRA_STORAGE_PORT (7000),
 STATESTORE_CASSANDRA_JMX_PORT (7199), STATESTORE_KAFKA_PORT (9092) and
@@ -55,6 +62,13 @@ TLS = STATE / "tls"
 KEYSTORE = TLS / "keystore.p12"
 KEYSTORE_PASSWORD = TLS / "keystore.password"
 CA_PEM = TLS / "ca.pem"
+# `up --kafka-sasl-ssl`: SCRAM users made when the secured broker's log dir is formatted, their
+# passwords beside it (`reset` deletes both together).
+KAFKA_SASL_SSL_DATA = DATA / "kafka-sasl-ssl"
+KAFKA_USERS = DATA / "kafka-sasl-ssl-users"
+KAFKA_SCRAM_MECHANISM = "SCRAM-SHA-512"
+KAFKA_CLIENT_USER = "statestore"
+KAFKA_BROKER_USER = "broker"
 
 CASSANDRA_START_TIMEOUT_S = 180
 KAFKA_START_TIMEOUT_S = 90
@@ -290,7 +304,7 @@ def ensure_tls() -> str:
     keystore_tmp.chmod(0o600)
     os.replace(keystore_tmp, KEYSTORE)
     os.replace(pem_tmp, CA_PEM)  # last: its presence means the set is complete
-    print(f"cassandra: made a self-signed TLS certificate for 127.0.0.1/localhost; clients trust {CA_PEM}")
+    print(f"tls: made a self-signed certificate for 127.0.0.1/localhost; clients trust {CA_PEM}")
     return password
 
 
@@ -437,15 +451,89 @@ def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
 # ---------------------------------------------------------------- Kafka
 
 
-def probe_kafka(port: int, host: str = "127.0.0.1") -> int:
-    """Fetch real cluster metadata from the broker at `host`; returns the number of brokers."""
+@dataclass(frozen=True)
+class KafkaMode:
+    """How the single broker was started: what a client (and the probe) needs to reach it."""
+
+    sasl_ssl: bool = False
+
+    def describe(self) -> str:
+        return "--kafka-sasl-ssl" if self.sasl_ssl else "no --kafka-sasl-ssl"
+
+    @classmethod
+    def recorded(cls) -> KafkaMode:
+        try:
+            raw = json.loads(_mode_file("kafka").read_text())
+        except (FileNotFoundError, ValueError):
+            return cls()
+        return cls(sasl_ssl=bool(raw.get("sasl_ssl")))
+
+    def record(self) -> None:
+        RUN.mkdir(parents=True, exist_ok=True)
+        _mode_file("kafka").write_text(json.dumps({"sasl_ssl": self.sasl_ssl}) + "\n")
+
+
+def kafka_password_file(user: str = KAFKA_CLIENT_USER) -> Path:
+    """Where the secured broker's SCRAM user `user` keeps its password (0600)."""
+    return KAFKA_USERS / f"{user}.password"
+
+
+def kafka_client_settings(mode: KafkaMode, port: int, host: str = "127.0.0.1") -> dict[str, str]:
+    """The STATESTORE_KAFKA_* settings of a client of the broker started in `mode`."""
+    settings = {"STATESTORE_KAFKA_BOOTSTRAP": f"{host}:{port}"}
+    if mode.sasl_ssl:
+        settings.update(
+            {
+                "STATESTORE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                "STATESTORE_KAFKA_SASL_MECHANISM": KAFKA_SCRAM_MECHANISM,
+                "STATESTORE_KAFKA_USERNAME": KAFKA_CLIENT_USER,
+                "STATESTORE_KAFKA_PASSWORD_FILE": str(kafka_password_file()),
+                "STATESTORE_KAFKA_SSL_CA": str(CA_PEM),
+            }
+        )
+    return settings
+
+
+def _kafka_users(formatted: bool) -> dict[str, str]:
+    """The secured broker's SCRAM users and their passwords: made (random, 0600 files) for a log
+    dir about to be formatted, read back for one formatted before."""
+    users = {}
+    for user in (KAFKA_BROKER_USER, KAFKA_CLIENT_USER):
+        path = kafka_password_file(user)
+        if formatted:
+            if not path.exists():
+                raise StackError(
+                    f"{KAFKA_SASL_SSL_DATA} was formatted with SCRAM users whose password file {path} is gone: "
+                    f"delete {KAFKA_SASL_SSL_DATA} (or `scripts/stack reset`) to start afresh"
+                )
+            users[user] = path.read_text().strip()
+        else:
+            users[user] = secrets.token_hex(24)
+            KAFKA_USERS.mkdir(parents=True, exist_ok=True)
+            KAFKA_USERS.chmod(0o700)
+            _write_private(path, users[user] + "\n")
+    return users
+
+
+def probe_kafka(port: int, host: str = "127.0.0.1", mode: KafkaMode | None = None) -> int:
+    """Fetch real cluster metadata from the broker at `host`; returns the number of brokers.
+    With `mode.sasl_ssl`: over TLS trusting only STATE/tls/ca.pem, as the SCRAM user statestore."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     # librdkafka prints every refused connection while the broker starts: log them quietly.
     quiet = logging.getLogger("stack.kafka-probe")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "socket.timeout.ms": 3000, "logger": quiet})
+    security = {}
+    if mode is not None and mode.sasl_ssl:
+        security = {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": KAFKA_SCRAM_MECHANISM,
+            "sasl.username": KAFKA_CLIENT_USER,
+            "sasl.password": kafka_password_file().read_text().strip(),
+            "ssl.ca.location": str(CA_PEM),
+        }
+    admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "socket.timeout.ms": 3000, "logger": quiet, **security})
     metadata = admin.list_topics(timeout=3)
     if not metadata.brokers:
         raise RuntimeError("no broker in metadata yet")
@@ -471,58 +559,90 @@ def _kafka_java(jars: list[Path], log_dir: Path, main: str, *args: str, heap: st
     ]
 
 
-def format_kafka_storage(jars: list[Path], log_dir: Path, conf: Path, data_dir: Path, cluster_id: str | None) -> None:
+def format_kafka_storage(
+    jars: list[Path],
+    log_dir: Path,
+    conf: Path,
+    data_dir: Path,
+    cluster_id: str | None,
+    scram_users: dict[str, str] | None = None,
+) -> None:
     """Format a broker's log dir once: a standalone controller without `cluster_id`, else a
-    voter of the static quorum in its properties, all voters sharing `cluster_id`."""
+    voter of the static quorum in its properties, all voters sharing `cluster_id`.
+    `scram_users` (user -> password) are created with SCRAM-SHA-512 credentials; the tool reads
+    the main class and its arguments from a 0600 argument file (java @file), so the passwords
+    never appear on a command line."""
     log_dir.mkdir(parents=True, exist_ok=True)
     if (data_dir / "meta.properties").exists():
         return
     standalone = cluster_id is None
     cluster_id = cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    fmt = _kafka_java(
-        jars,
-        log_dir,
+    # --cluster-id=ID, not -t ID: a random id may start with "-", which would read as an option.
+    tool = [
         "kafka.tools.StorageTool",
         "format",
         *(["--standalone"] if standalone else []),
-        "-t",
-        cluster_id,
-        "-c",
-        str(conf),
-    )
-    result = subprocess.run(fmt, capture_output=True, text=True, cwd=STATE)
+        f"--cluster-id={cluster_id}",
+    ]
+    tool += ["-c", str(conf)]
+    for user, password in (scram_users or {}).items():
+        tool += ["--add-scram", f"{KAFKA_SCRAM_MECHANISM}=[name={user},password={password}]"]
+    argfile = RUN / f"kafka-format-{uuid.uuid4().hex[:8]}.args"
+    _write_private(argfile, "\n".join(json.dumps(arg) for arg in tool) + "\n")
+    try:
+        fmt = _kafka_java(jars, log_dir, f"@{argfile}")
+        result = subprocess.run(fmt, capture_output=True, text=True, cwd=STATE)
+    finally:
+        argfile.unlink(missing_ok=True)
     if result.returncode != 0:
         raise StackError(f"formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
 
 
-def start_kafka(ports: Ports) -> None:
+def start_kafka(ports: Ports, sasl_ssl: bool = False) -> None:
+    mode = KafkaMode(sasl_ssl=sasl_ssl)
     if running_pid("kafka"):
-        print("kafka: already running")
+        running = KafkaMode.recorded()
+        note = "" if running == mode else f" (started with {running.describe()}; `down --only kafka` to change)"
+        print(f"kafka: already running{note}")
         return
     _ensure_port_free(ports.kafka, "Kafka broker", "STATESTORE_KAFKA_PORT")
     _ensure_port_free(ports.kafka_controller, "Kafka controller", "STATESTORE_KAFKA_CONTROLLER_PORT")
     jars = _jars("kafka")
-    data_dir = DATA / "kafka"
+    # The secured broker has a log dir of its own: its SCRAM users are made when it is formatted.
+    data_dir = KAFKA_SASL_SSL_DATA if sasl_ssl else DATA / "kafka"
     conf = RUN / "kafka-server.properties"
-    _render(
-        STACK_CONF / "kafka-server.properties",
-        conf,
-        node_id=1,
-        address="127.0.0.1",
-        quorum=f"controller.quorum.bootstrap.servers=127.0.0.1:{ports.kafka_controller}",
-        broker_port=ports.kafka,
-        controller_port=ports.kafka_controller,
-        data_dir=data_dir,
-        replication=1,
-        min_insync=1,
-    )
+    values = {
+        "node_id": 1,
+        "address": "127.0.0.1",
+        "quorum": f"controller.quorum.bootstrap.servers=127.0.0.1:{ports.kafka_controller}",
+        "broker_port": ports.kafka,
+        "controller_port": ports.kafka_controller,
+        "data_dir": data_dir,
+        "replication": 1,
+        "min_insync": 1,
+    }
+    _render(STACK_CONF / "kafka-server.properties", conf, **values)
+    users = None
+    if sasl_ssl:
+        users = _kafka_users(formatted=(data_dir / "meta.properties").exists())
+        overlay = string.Template((STACK_CONF / "kafka-sasl-ssl.properties").read_text()).substitute(
+            {k: str(v) for k, v in values.items()},
+            keystore=KEYSTORE,
+            keystore_password=ensure_tls(),
+            ca_pem=CA_PEM,
+            broker_user=KAFKA_BROKER_USER,
+            broker_password=users[KAFKA_BROKER_USER],
+        )
+        _write_private(conf, conf.read_text() + "\n" + overlay)
     log_dir = LOGS / "kafka"
-    format_kafka_storage(jars, log_dir, conf, data_dir, cluster_id=None)
+    format_kafka_storage(jars, log_dir, conf, data_dir, cluster_id=None, scram_users=users)
     log = log_dir / "stdout.log"
+    mode.record()
     proc = _spawn("kafka", _kafka_java(jars, log_dir, "kafka.Kafka", str(conf)), log)
     started = time.monotonic()
-    _wait("kafka", proc, lambda: probe_kafka(ports.kafka), KAFKA_START_TIMEOUT_S, log)
-    print(f"kafka: up on 127.0.0.1:{ports.kafka} (pid {proc.pid}, {time.monotonic() - started:.1f}s)")
+    _wait("kafka", proc, lambda: probe_kafka(ports.kafka, mode=mode), KAFKA_START_TIMEOUT_S, log)
+    extra = f", {mode.describe()}" if sasl_ssl else ""
+    print(f"kafka: up on 127.0.0.1:{ports.kafka} (pid {proc.pid}{extra}, {time.monotonic() - started:.1f}s)")
 
 
 # ---------------------------------------------------------------- commands
@@ -531,12 +651,12 @@ def start_kafka(ports: Ports) -> None:
 COMPONENTS = ("kafka", "cassandra")
 
 
-def up(auth: bool, only: tuple[str, ...] = COMPONENTS, tls: bool = False) -> None:
+def up(auth: bool, only: tuple[str, ...] = COMPONENTS, tls: bool = False, kafka_sasl_ssl: bool = False) -> None:
     ports = Ports.from_env()
     STATE.mkdir(parents=True, exist_ok=True)
     # Kafka first: it is quick, and Cassandra's start-up then has the CPU to itself.
     if "kafka" in only:
-        start_kafka(ports)
+        start_kafka(ports, kafka_sasl_ssl)
     if "cassandra" in only:
         start_cassandra(ports, auth, tls)
 
@@ -572,7 +692,7 @@ def single_status_rows(only: tuple[str, ...] = COMPONENTS) -> list[dict]:
     ports = Ports.from_env()
     probes = {
         "cassandra": lambda: probe_cassandra(ports.cassandra, **dataclasses.asdict(CassandraMode.recorded())),
-        "kafka": lambda: probe_kafka(ports.kafka),
+        "kafka": lambda: probe_kafka(ports.kafka, mode=KafkaMode.recorded()),
     }
     rows = []
     for name in (n for n in probes if n in only):
@@ -590,10 +710,11 @@ def single_status_rows(only: tuple[str, ...] = COMPONENTS) -> list[dict]:
 
 def single_connection_env() -> dict[str, str]:
     ports = Ports.from_env()
+    kafka_mode = KafkaMode.recorded() if running_pid("kafka") else KafkaMode()
     return {
         "STATESTORE_CASSANDRA_HOSTS": "127.0.0.1",
         "STATESTORE_CASSANDRA_PORT": str(ports.cassandra),
-        "STATESTORE_KAFKA_BOOTSTRAP": f"127.0.0.1:{ports.kafka}",
+        **kafka_client_settings(kafka_mode, ports.kafka),
     }
 
 
@@ -658,6 +779,12 @@ def main(argv: list[str] | None = None) -> int:
                 action="store_true",
                 help=f"CQL over TLS only; clients trust {CA_PEM} (made once with keytool)",
             )
+            command.add_argument(
+                "--kafka-sasl-ssl",
+                action="store_true",
+                help=f"Kafka's client listener over SASL_SSL only ({KAFKA_SCRAM_MECHANISM}, user "
+                f"{KAFKA_CLIENT_USER}, password in {kafka_password_file()}; TLS as --tls); `env` prints the settings",
+            )
     args = parser.parse_args(argv)
     only = tuple(getattr(args, "only", None) or COMPONENTS)
     clustered = getattr(args, "nodes", 1) > 1
@@ -673,11 +800,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "stop":
             _stop_single(args.name, args.kill)
         elif args.command == "start":
-            up(auth=CassandraMode.recorded().auth, only=(args.name,), tls=CassandraMode.recorded().tls)
+            cassandra = CassandraMode.recorded()
+            up(cassandra.auth, (args.name,), cassandra.tls, KafkaMode.recorded().sasl_ssl)
         elif args.command == "up":
-            if clustered and (args.auth or args.tls):
-                raise StackError("--auth and --tls are for the single-node stack; the cluster runs without them")
-            _cluster().up(args.nodes) if clustered else up(args.auth, only, args.tls)
+            if clustered and (args.auth or args.tls or args.kafka_sasl_ssl):
+                raise StackError(
+                    "--auth, --tls and --kafka-sasl-ssl are for the single-node stack; the cluster runs without them"
+                )
+            _cluster().up(args.nodes) if clustered else up(args.auth, only, args.tls, args.kafka_sasl_ssl)
         elif args.command == "down":
             _cluster().down() if clustered else down(only)
         elif args.command == "status":

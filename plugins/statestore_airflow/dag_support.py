@@ -15,29 +15,36 @@ import os
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import statestore
-from statestore.conn.spark import connector_jars
-from statestore.core.config import CassandraConfig
-from statestore.core.errors import CassandraUnavailableError, StateStoreError
+from statestore import jobs
+from statestore.conn.spark import LOG_CONFIG, connector_jars
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.errors import CassandraUnavailableError, ConfigError, StateStoreError
 from statestore.maintenance.plan import JOB_ORDER
 from statestore.store.lease import LeaseHeldError
 
-PROJECT = Path(__file__).resolve().parents[2]
-JOBS = PROJECT / "jobs"
-SPARK_LOG_CONFIG = PROJECT / "stack" / "spark-log4j2.properties"
+# The jobs spark-submit runs: files of the installed package (statestore.jobs), not a checkout.
+JOBS = Path(jobs.__file__).resolve().parent
 CASSANDRA_CONN_ID = "statestore_cassandra"
 KAFKA_CONN_ID = "statestore_kafka"
 SPARK_CONN_ID = "spark_default"
-# Maven coordinates of the Kafka source, for workers without local jars (same version as Spark).
-KAFKA_CONNECTOR_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.3"
 # The only secret of a Cassandra config: handed to spark-submit in its environment, rendered
 # from the connection by Airflow (which masks it in logs and rendered fields), never in argv.
-PASSWORD_ENV = {"STATESTORE_CASSANDRA_PASSWORD": "{{ conn." + CASSANDRA_CONN_ID + ".password or '' }}"}
+# STATESTORE_CASSANDRA_PASSWORD_FILE empty: a password file the worker's own environment names
+# would clash with it (both given is refused); the connection's password is the one that counts.
+PASSWORD_ENV = {
+    "STATESTORE_CASSANDRA_PASSWORD": "{{ conn." + CASSANDRA_CONN_ID + ".password or '' }}",
+    "STATESTORE_CASSANDRA_PASSWORD_FILE": "",
+    # The Kafka SASL password likewise (kafka_args passes a connection's password_file by its path).
+    "STATESTORE_KAFKA_PASSWORD": "{{ conn." + KAFKA_CONN_ID + ".password or '' }}",
+    "STATESTORE_KAFKA_PASSWORD_FILE": "",
+}
 
 
 def _home() -> Path:
@@ -85,6 +92,61 @@ def kafka_bootstrap(conn) -> str:
     return ",".join(s if ":" in s else f"{s}:{conn.port or 9092}" for s in servers)
 
 
+KAFKA_CONN_TYPE = "statestore_kafka"  # the provider's Kafka connection type (a `generic` one works too)
+# `statestore_kafka` connection extra -> KafkaConfig field; login / password are the SASL user's.
+KAFKA_EXTRA_FIELDS = {
+    "security_protocol": "security_protocol",
+    "sasl_mechanism": "sasl_mechanism",
+    "password_file": "sasl_password_file",
+    "ssl_ca": "kafka_ssl_ca_file",
+    "ssl_cert": "kafka_ssl_cert_file",
+    "ssl_key": "kafka_ssl_key_file",
+    "check_hostname": "kafka_ssl_check_hostname",
+}
+
+
+def connection_extras(conn, conn_type: str, known: Mapping[str, str]) -> dict[str, Any]:
+    """A connection's extras by their plain names (the connection form of the provider's
+    `conn_type` may save them as extra__<conn_type>__<name>); an unknown one is an error
+    naming the `known` ones."""
+    prefix = f"extra__{conn_type}__"
+    extras = {k.removeprefix(prefix): v for k, v in (conn.extra_dejson or {}).items()}
+    unknown = sorted(set(extras) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"connection '{conn.conn_id}': unknown extra {', '.join(map(repr, unknown))}; use {', '.join(known)}"
+        )
+    return extras
+
+
+def _kafka_settings(conn) -> dict[str, str]:
+    """The KafkaConfig fields a Kafka connection gives, as text (no I/O, not validated)."""
+    extras = connection_extras(conn, KAFKA_CONN_TYPE, KAFKA_EXTRA_FIELDS)
+    given = {"bootstrap_servers": kafka_bootstrap(conn), "sasl_username": conn.login, "sasl_password": conn.password}
+    given.update({KAFKA_EXTRA_FIELDS[k]: v for k, v in extras.items()})
+    text = {True: "true", False: "false"}
+    return {k: text.get(v, str(v)) if isinstance(v, bool) else str(v) for k, v in given.items() if v not in (None, "")}
+
+
+def kafka_config(conn) -> KafkaConfig:
+    """The KafkaConfig a `statestore_kafka` connection describes: host the bootstrap servers,
+    login / password the SASL user, extra security_protocol, sasl_mechanism, password_file,
+    ssl_ca, ssl_cert, ssl_key, check_hostname. Only the connection counts (no STATESTORE_*
+    variable of the worker); values are checked as the library's own settings are."""
+    try:
+        return cfg.resolve(KafkaConfig, env={}, overrides=_kafka_settings(conn))
+    except ConfigError as exc:
+        raise ConfigError(f"connection '{conn.conn_id}': {exc}") from None
+
+
+def kafka_args(conn) -> list[str]:
+    """The jobs' Kafka flags for a `statestore_kafka` connection (checked with kafka_config), the
+    password left out: it goes by the environment (PASSWORD_ENV), a password file by its path."""
+    kafka_config(conn)
+    flags = {f.name: f.metadata["flag"] for f in dataclasses.fields(KafkaConfig) if not f.metadata["secret"]}
+    return [a for name, value in _kafka_settings(conn).items() if name in flags for a in (flags[name], value)]
+
+
 def library_zip(target_dir: Path | None = None) -> str:
     """The statestore package as a zip for spark-submit --py-files, so executors run the same
     library as the driver. Rebuilt on every call (a few hundred KB) and swapped in atomically."""
@@ -98,6 +160,14 @@ def library_zip(target_dir: Path | None = None) -> str:
                 archive.write(path, Path("statestore") / path.relative_to(package))
     os.replace(tmp.name, target)
     return str(target)
+
+
+def kafka_connector_package() -> str:
+    """Maven coordinates of Spark's Kafka source for workers without local jars: the version of
+    the pyspark installed here, which the connector must match."""
+    from importlib.metadata import version
+
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}"
 
 
 def spark_master() -> str | None:
@@ -117,8 +187,8 @@ def spark_submission(args: list[str], conf: dict[str, str] | None = None, master
     """
     jars = connector_jars()
     defaults = {"spark.pyspark.driver.python": sys.executable}
-    if SPARK_LOG_CONFIG.is_file():  # warnings only: Spark's INFO lines would bury the job's own log
-        defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{SPARK_LOG_CONFIG}"
+    if LOG_CONFIG.is_file():  # warnings only: Spark's INFO lines would bury the job's own log
+        defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile={LOG_CONFIG.as_uri()}"
     executor_python = os.environ.get("STATESTORE_EXECUTOR_PYTHON")
     if executor_python is None and (master is None or master.startswith("local")):
         executor_python = os.environ.get("PYSPARK_PYTHON") or sys.executable
@@ -129,7 +199,7 @@ def spark_submission(args: list[str], conf: dict[str, str] | None = None, master
         "conf": {str(k): str(v) for k, v in {**defaults, **(conf or {})}.items()},
         "py_files": library_zip(),
         "jars": ",".join(jars),
-        "packages": "" if jars else KAFKA_CONNECTOR_PACKAGE,
+        "packages": "" if jars else kafka_connector_package(),
         "python": sys.executable,
     }
 

@@ -1,8 +1,10 @@
 """CassandraStateStoreHook: an Airflow connection adapter over the statestore library.
 
 Named for the stream state stores this project keeps in Cassandra, not to be confused with
-Airflow's own task state store. The hook maps an Airflow connection of the `cassandra` type
-to a statestore.core.config.CassandraConfig and hands the library a session from
+Airflow's own task state store. The hook maps an Airflow connection of the provider's own
+`statestore` type (statestore_airflow.provider; a connection of another type, such as the
+`cassandra` type of earlier releases, is read the same way) to a
+statestore.core.config.CassandraConfig and hands the library a session from
 statestore.conn.cassandra.session_for: its own driver Cluster with execution profiles (DML and
 DDL) and token-aware routing, not the provider's CassandraHook, whose legacy load-balancing
 setting turns execution profiles off. Every store rule lives in statestore.store.admin.
@@ -15,7 +17,7 @@ Connection fields:
             ddl_consistency, bookkeeping_consistency, serial_consistency, local_dc, protocol_version,
             request_timeout (seconds)
 
-    AIRFLOW_CONN_STATESTORE_CASSANDRA='{"conn_type": "cassandra", "host": "127.0.0.1",
+    AIRFLOW_CONN_STATESTORE_CASSANDRA='{"conn_type": "statestore", "host": "127.0.0.1",
         "port": 9042, "schema": "wordcount", "extra": {"dml_consistency": "LOCAL_QUORUM"}}'
 """
 
@@ -35,7 +37,9 @@ from statestore.core.model import KeyRange
 from statestore.core.names import validate_keyspace
 from statestore.store import admin, lease
 from statestore.store.builder import open_store
+from statestore_airflow import dag_support
 
+CONN_TYPE = "statestore"  # the provider's connection type (statestore_airflow.provider)
 # Connection extra -> CassandraConfig field.
 EXTRA_FIELDS = {
     "ssl": "ssl",
@@ -58,12 +62,7 @@ def connection_config(conn, keyspace: str | None = None) -> CassandraConfig:
     """The CassandraConfig an Airflow connection describes (no I/O). Only the connection counts:
     STATESTORE_* variables of the worker do not leak in. Values are parsed and validated as the
     library's own settings are; an unknown extra is an error naming the known ones."""
-    extras = dict(conn.extra_dejson or {})
-    unknown = sorted(set(extras) - set(EXTRA_FIELDS))
-    if unknown:
-        raise ConfigError(
-            f"connection '{conn.conn_id}': unknown extra {', '.join(map(repr, unknown))}; use {', '.join(EXTRA_FIELDS)}"
-        )
+    extras = dag_support.connection_extras(conn, CONN_TYPE, EXTRA_FIELDS)
     given: dict[str, Any] = {
         "hosts": conn.host or None,
         "port": conn.port,
@@ -89,13 +88,13 @@ def _text(value: Any) -> str:
 class CassandraStateStoreHook(BaseHook):
     """Manage and read the stream state stores of one keyspace.
 
-    :param cassandra_conn_id: a `cassandra` connection (default `statestore_cassandra`)
+    :param cassandra_conn_id: a `statestore` connection (default `statestore_cassandra`)
     :param keyspace: overrides the connection's schema
     """
 
     conn_name_attr = "cassandra_conn_id"
     default_conn_name = "statestore_cassandra"
-    conn_type = "cassandra"
+    conn_type = CONN_TYPE
     hook_name = "Cassandra state stores (statestore)"
 
     def __init__(self, cassandra_conn_id: str = default_conn_name, keyspace: str | None = None, **kwargs) -> None:

@@ -25,11 +25,13 @@ class MaintenanceJobOperator(SparkSubmitOperator):
     driver and executors.
 
     :param cassandra_conn_id: the `cassandra` connection whose password the job needs
+    :param kafka_conn_id: for a job that reads Kafka, the connection whose SASL password it needs
     """
 
-    def __init__(self, *, cassandra_conn_id: str, **kwargs) -> None:
+    def __init__(self, *, cassandra_conn_id: str, kafka_conn_id: str | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.cassandra_conn_id = cassandra_conn_id
+        self.kafka_conn_id = kafka_conn_id
 
     def execute(self, context):
         if self.application_args is None:
@@ -41,7 +43,11 @@ class MaintenanceJobOperator(SparkSubmitOperator):
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
             **(self.env_vars or {}),
             "STATESTORE_CASSANDRA_PASSWORD": password,
+            "STATESTORE_CASSANDRA_PASSWORD_FILE": "",  # not a file the worker's environment names
         }
+        if self.kafka_conn_id is not None:  # a password file of the connection comes as a flag
+            kafka_password = BaseHook.get_connection(self.kafka_conn_id).password or ""
+            self.env_vars |= {"STATESTORE_KAFKA_PASSWORD": kafka_password, "STATESTORE_KAFKA_PASSWORD_FILE": ""}
         try:
             return super().execute(context)
         except AirflowException as exc:

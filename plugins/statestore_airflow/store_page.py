@@ -5,8 +5,10 @@
     /statestore/api/...     statestore.http: the read-only query API (OpenAPI at /statestore/api/docs)
 
 Nothing connects when the app is built (Airflow builds it when it loads plugins): the
-Cassandra settings come from a callable, called on the first request. Requests need an
-Airflow login (the UI's session cookie or a Bearer token), like the rest of the API server.
+Cassandra settings come from a callable, called on the first request. Every request needs an
+Airflow login (the UI's session cookie or a Bearer token) whose user Airflow's auth manager
+lets read the `statestore_cassandra` connection: 401 without a login, 403 without the
+permission (statestore_airflow.access: the permission model, why, and how to grant it).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import FastAPI, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from statestore.conn.cassandra import session_for
@@ -32,6 +34,8 @@ from statestore.http import create_app
 from statestore.maintenance.units import human_bytes
 from statestore.store import admin
 from statestore_airflow import store_monitor
+from statestore_airflow.access import require_connection_access
+from statestore_airflow.dag_support import CASSANDRA_CONN_ID
 
 _log = logging.getLogger(__name__)
 _TEMPLATES = Environment(
@@ -137,15 +141,17 @@ def create_store_app(
     *,
     authenticate: bool = True,
     kafka: Callable[[], KafkaConfig | None] | None = None,
+    connection_id: str = CASSANDRA_CONN_ID,
 ) -> FastAPI:
-    """The page plus the read-only API under /api. `authenticate` off only for tests of the
-    page alone (outside Airflow there is no auth manager to ask). `kafka`: where the page and
-    /api/metrics ask for end offsets (lag); None: no lag."""
+    """The page plus the read-only API under /api, every path of both open only to Airflow users
+    allowed to read the connection `connection_id` (the one `cassandra` reads). `authenticate`
+    off only for tests of the page alone (outside Airflow there is no auth manager to ask).
+    `kafka`: where the page and /api/metrics ask for end offsets (lag); None: no lag."""
     app = FastAPI(title="statestore in Airflow", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/api", create_app(cassandra, kafka=kafka))
 
     if authenticate:
-        app.middleware("http")(_require_airflow_login)
+        app.middleware("http")(require_connection_access(connection_id))
 
     @app.get("/", response_class=HTMLResponse)
     async def store_page(
@@ -181,17 +187,3 @@ def create_store_app(
         return FileResponse(path)
 
     return app
-
-
-async def _require_airflow_login(request: Request, call_next):
-    """The Airflow user behind the request: the UI's JWT cookie, or an Authorization: Bearer token."""
-    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
-    from airflow.api_fastapi.core_api.security import resolve_user_from_token
-
-    header = request.headers.get("authorization", "")
-    token = header[7:] if header.lower().startswith("bearer ") else request.cookies.get(COOKIE_NAME_JWT_TOKEN)
-    try:
-        await resolve_user_from_token(token)
-    except HTTPException as exc:
-        return JSONResponse({"detail": f"{exc.detail}: log in to Airflow first"}, exc.status_code)
-    return await call_next(request)

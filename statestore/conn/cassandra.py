@@ -207,7 +207,7 @@ def connection_error(config: CassandraConfig, exc: NoHostAvailable) -> Cassandra
         message = (
             f"authentication failed for {who} at {where} ({reasons(AuthenticationFailed)}): check "
             "STATESTORE_CASSANDRA_USERNAME / STATESTORE_CASSANDRA_PASSWORD "
-            "(--cassandra-username / --cassandra-password)"
+            "(--cassandra-username / --cassandra-password), or the file --cassandra-password-file names"
         )
     elif config.ssl and any(tls_failed(err) for err in errors):
         ca = config.ssl_ca_file or "the system CAs (no --cassandra-ssl-ca given)"

@@ -14,6 +14,9 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[2]
 # Fetched by scripts/install-jvm from Maven Central (stack/pom.xml, profile spark-kafka).
 LOCAL_CONNECTOR_DIR = PROJECT / ".stack" / "lib" / "spark-kafka"
+# Spark's log4j2 settings for the jobs' drivers: warnings only, so Spark's INFO lines do not
+# bury the job's own log. Shipped in the package (spark-submit's --driver-java-options).
+LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 
 
 def connector_jars() -> list[str]:

@@ -75,6 +75,21 @@ def _serial_consistency(raw: str) -> str:
     return level
 
 
+def read_password_file(path: str, source: str) -> str:
+    """The password a file holds: its content, a trailing newline stripped. `source` names the
+    setting that gave the file, for the error (unreadable, not UTF-8, empty)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            password = f.read().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read the password file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: the password file {path} is not UTF-8 text") from None
+    if not password:
+        raise ConfigError(f"{source}: the password file {path} is empty")
+    return password
+
+
 @dataclass(frozen=True)
 class CassandraConfig:
     """How to reach Cassandra and how to talk to it."""
@@ -104,8 +119,18 @@ class CassandraConfig:
         None,
         "STATESTORE_CASSANDRA_PASSWORD",
         "--cassandra-password",
-        "password for PasswordAuthenticator; prefer the environment variable",
+        "password for PasswordAuthenticator; on the command line other users see it in ps: prefer the "
+        "environment variable or --cassandra-password-file",
         secret=True,
+    )
+    # Read once, in __post_init__, into `password`: the config then holds the password as if it came
+    # from STATESTORE_CASSANDRA_PASSWORD (to_environment hands that to child processes).
+    password_file: str | None = setting(
+        None,
+        "STATESTORE_CASSANDRA_PASSWORD_FILE",
+        "--cassandra-password-file",
+        "file whose content, a trailing newline stripped, is the password (e.g. a mounted secret); not "
+        "together with --cassandra-password / STATESTORE_CASSANDRA_PASSWORD",
     )
     local_dc: str = setting(
         "datacenter1",
@@ -210,6 +235,21 @@ class CassandraConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.password_file:  # empty: none (the DAGs set it so, lest a worker's own file clash)
+            if self.password is not None:
+                raise ConfigError(
+                    "give the Cassandra password once: either in a file (--cassandra-password-file / "
+                    "STATESTORE_CASSANDRA_PASSWORD_FILE) or itself (STATESTORE_CASSANDRA_PASSWORD / "
+                    "--cassandra-password), not both"
+                )
+            object.__setattr__(
+                self,
+                "password",
+                read_password_file(
+                    self.password_file, "--cassandra-password-file / STATESTORE_CASSANDRA_PASSWORD_FILE"
+                ),
+            )
+        object.__setattr__(self, "password_file", None)
         if self.dml_consistency in WEAK_DML_CONSISTENCY_LEVELS and not self.allow_weak_consistency:
             raise ConfigError(
                 f"--dml-consistency {self.dml_consistency} (STATESTORE_DML_CONSISTENCY) is refused: the stream "
@@ -229,6 +269,32 @@ def _isolation_level(raw: str) -> str:
     if level not in ("read_committed", "read_uncommitted"):
         raise ValueError("use read_committed or read_uncommitted")
     return level
+
+
+KAFKA_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+KAFKA_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _security_protocol(raw: str) -> str:
+    protocol = raw.strip().upper()
+    if protocol not in KAFKA_SECURITY_PROTOCOLS:
+        raise ValueError(f"use one of {', '.join(KAFKA_SECURITY_PROTOCOLS)}")
+    return protocol
+
+
+def _sasl_mechanism(raw: str) -> str | None:
+    mechanism = raw.strip().upper()
+    if not mechanism:
+        return None
+    if mechanism not in KAFKA_SASL_MECHANISMS:
+        raise ValueError(f"use one of {', '.join(KAFKA_SASL_MECHANISMS)}")
+    return mechanism
+
+
+def _blank_is_none(raw: str) -> str | None:
+    """Empty: not given (the DAGs render an absent connection password as '', and clear a
+    setting of the worker's environment so)."""
+    return raw or None
 
 
 @dataclass(frozen=True)
@@ -276,12 +342,155 @@ class KafkaConfig:
         "transactions are not counted) or read_uncommitted",
         _isolation_level,
     )
+    # TLS and SASL of every Kafka client of the project: the CLI's producer and admin client
+    # (confluent-kafka) and Spark's Kafka source (conn.kafka.client_security / spark_security).
+    security_protocol: str = setting(
+        "PLAINTEXT",
+        "STATESTORE_KAFKA_SECURITY_PROTOCOL",
+        "--kafka-security-protocol",
+        "PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL",
+        _security_protocol,
+    )
+    sasl_mechanism: str | None = setting(
+        None,
+        "STATESTORE_KAFKA_SASL_MECHANISM",
+        "--kafka-sasl-mechanism",
+        "with SASL_SSL or SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (required then)",
+        _sasl_mechanism,
+    )
+    sasl_username: str | None = setting(
+        None,
+        "STATESTORE_KAFKA_USERNAME",
+        "--kafka-username",
+        "SASL user (with SASL_SSL or SASL_PLAINTEXT)",
+        _blank_is_none,
+    )
+    sasl_password: str | None = setting(
+        None,
+        "STATESTORE_KAFKA_PASSWORD",
+        "--kafka-password",
+        "SASL password; on the command line other users see it in ps: prefer the environment variable or "
+        "--kafka-password-file",
+        _blank_is_none,
+        secret=True,
+    )
+    # Read once, in __post_init__, into `sasl_password` (as CassandraConfig.password_file).
+    sasl_password_file: str | None = setting(
+        None,
+        "STATESTORE_KAFKA_PASSWORD_FILE",
+        "--kafka-password-file",
+        "file whose content, a trailing newline stripped, is the SASL password; not together with "
+        "--kafka-password / STATESTORE_KAFKA_PASSWORD",
+        _blank_is_none,
+    )
+    kafka_ssl_ca_file: str | None = setting(
+        None,
+        "STATESTORE_KAFKA_SSL_CA",
+        "--kafka-ssl-ca",
+        "with SSL or SASL_SSL: PEM file of the CA(s) that signed the brokers' certificates (default: system CAs)",
+        _blank_is_none,
+    )
+    kafka_ssl_cert_file: str | None = setting(
+        None,
+        "STATESTORE_KAFKA_SSL_CERT",
+        "--kafka-ssl-cert",
+        "with SSL or SASL_SSL: PEM client certificate, for brokers that require client authentication",
+        _blank_is_none,
+    )
+    kafka_ssl_key_file: str | None = setting(
+        None,
+        "STATESTORE_KAFKA_SSL_KEY",
+        "--kafka-ssl-key",
+        "PEM key of the client certificate (unencrypted PKCS#8, BEGIN PRIVATE KEY)",
+        _blank_is_none,
+    )
+    kafka_ssl_check_hostname: bool = setting(
+        True,
+        "STATESTORE_KAFKA_SSL_CHECK_HOSTNAME",
+        "--kafka-ssl-check-hostname",
+        "check that a broker's certificate names the host connected to (default true; 'false' to turn off)",
+        parse_bool,
+    )
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol.endswith("SSL")
 
     def __post_init__(self) -> None:
+        self._check_security()
         if self.min_insync_replicas is not None and self.min_insync_replicas > self.topic_replication:
             raise ConfigError(
                 f"--min-insync-replicas {self.min_insync_replicas} exceeds --topic-replication "
                 f"{self.topic_replication}: no write could ever be acknowledged; lower it or raise the replication"
+            )
+
+    def _check_security(self) -> None:
+        protocol = f"--kafka-security-protocol {self.security_protocol} (STATESTORE_KAFKA_SECURITY_PROTOCOL)"
+        if self.sasl_password_file:
+            if self.sasl_password is not None:
+                raise ConfigError(
+                    "give the Kafka password once: either in a file (--kafka-password-file / "
+                    "STATESTORE_KAFKA_PASSWORD_FILE) or itself (STATESTORE_KAFKA_PASSWORD / --kafka-password), "
+                    "not both"
+                )
+            object.__setattr__(
+                self,
+                "sasl_password",
+                read_password_file(self.sasl_password_file, "--kafka-password-file / STATESTORE_KAFKA_PASSWORD_FILE"),
+            )
+        object.__setattr__(self, "sasl_password_file", None)
+        sasl_given = [
+            flag
+            for flag, value in (
+                ("--kafka-sasl-mechanism", self.sasl_mechanism),
+                ("--kafka-username", self.sasl_username),
+                ("--kafka-password", self.sasl_password),
+            )
+            if value is not None
+        ]
+        if self.sasl:
+            missing = [
+                flag
+                for flag, value in (
+                    ("--kafka-sasl-mechanism (STATESTORE_KAFKA_SASL_MECHANISM)", self.sasl_mechanism),
+                    ("--kafka-username (STATESTORE_KAFKA_USERNAME)", self.sasl_username),
+                    (
+                        "a password (STATESTORE_KAFKA_PASSWORD or --kafka-password-file / "
+                        "STATESTORE_KAFKA_PASSWORD_FILE)",
+                        self.sasl_password,
+                    ),
+                )
+                if value is None
+            ]
+            if missing:
+                raise ConfigError(f"{protocol} needs {', '.join(missing)}")
+        elif sasl_given:
+            raise ConfigError(
+                f"{', '.join(sasl_given)} (or their STATESTORE_KAFKA_* variables) need SASL: set "
+                "--kafka-security-protocol SASL_SSL (or SASL_PLAINTEXT); it is " + self.security_protocol
+            )
+        tls_given = [
+            flag
+            for flag, value in (
+                ("--kafka-ssl-ca", self.kafka_ssl_ca_file),
+                ("--kafka-ssl-cert", self.kafka_ssl_cert_file),
+                ("--kafka-ssl-key", self.kafka_ssl_key_file),
+            )
+            if value is not None
+        ]
+        if tls_given and not self.tls:
+            raise ConfigError(
+                f"{', '.join(tls_given)} (or their STATESTORE_KAFKA_SSL_* variables) need TLS: set "
+                "--kafka-security-protocol SASL_SSL (or SSL); it is " + self.security_protocol
+            )
+        if (self.kafka_ssl_cert_file is None) != (self.kafka_ssl_key_file is None):
+            raise ConfigError(
+                "a Kafka client certificate needs both --kafka-ssl-cert and --kafka-ssl-key "
+                "(STATESTORE_KAFKA_SSL_CERT / STATESTORE_KAFKA_SSL_KEY)"
             )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
@@ -98,6 +99,33 @@ def resolve(cls: type, env: Mapping[str, str] | None = None, overrides: Mapping[
     return cls(**values)
 
 
+class _SecretFlag(argparse.Action):
+    """A secret given as a flag: taken, with a warning on stderr, since every user of the machine
+    can read a process's command line (`ps`, /proc/<pid>/cmdline)."""
+
+    def __init__(self, option_strings, dest, instead: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(
+            f"warning: {option_string} is visible to other users of this machine (ps, /proc/<pid>/cmdline); "
+            f"pass it {self.instead} instead",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def _instead_of(cls: type, secret: dataclasses.Field) -> str:
+    """Where else a secret setting can come from: its variable and, if `cls` has one, the
+    <name>_file setting naming a file that holds it."""
+    ways = [f"in the environment ({secret.metadata['env']})"]
+    for f in dataclasses.fields(cls):
+        if f.name == f"{secret.name}_file":
+            ways.append(f"in a file named by {f.metadata['flag']} / {f.metadata['env']}")
+    return " or ".join(ways)
+
+
 def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """Add one flag per setting of `cls`; unset flags stay None so `resolve` falls through."""
     group = parser.add_argument_group(cls.__doc__.strip().rstrip("."))
@@ -110,6 +138,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         help_text = f"{f.metadata['help']} [env {f.metadata['env']}]"
         # A switch takes no value on the command line; "true" then goes through `resolve`.
         extra = {"action": "store_const", "const": "true"} if f.metadata["switch"] else {}
+        if f.metadata["secret"]:
+            extra = {"action": _SecretFlag, "instead": _instead_of(cls, f)}
         group.add_argument(f.metadata["flag"], dest=f.name, default=None, help=help_text, **extra)
         if f.metadata["switch"] and f.default is True:  # a switch that is on: --no-<flag> turns it off
             off = "--no-" + f.metadata["flag"].removeprefix("--")

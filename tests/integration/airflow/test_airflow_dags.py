@@ -35,7 +35,7 @@ def dags():
 def connections(cassandra_config, kafka_config, monkeypatch, tmp_path):
     """The AIRFLOW_CONN_* variables `make airflow` sets, pointed at the test keyspace."""
     cassandra = {
-        "conn_type": "cassandra",
+        "conn_type": "statestore",
         "host": ",".join(cassandra_config.hosts),
         "port": cassandra_config.port,
         "schema": cassandra_config.keyspace,

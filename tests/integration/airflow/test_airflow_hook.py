@@ -17,7 +17,7 @@ from statestore.store.builder import open_store
 @pytest.fixture
 def hook(cassandra_config, monkeypatch) -> CassandraStateStoreHook:
     connection = {
-        "conn_type": "cassandra",
+        "conn_type": "statestore",
         "host": ",".join(cassandra_config.hosts),
         "port": cassandra_config.port,
         "schema": cassandra_config.keyspace,

@@ -27,7 +27,7 @@ def test_wordcount_stream_dag_submits_to_the_standalone_master(
     from airflow.dag_processing.dagbag import DagBag
 
     cassandra = {
-        "conn_type": "cassandra",
+        "conn_type": "statestore",
         "host": ",".join(cluster_cassandra.hosts),
         "port": cluster_cassandra.port,
         "schema": cluster_cassandra.keyspace,

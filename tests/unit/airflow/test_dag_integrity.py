@@ -20,7 +20,7 @@ EXPECTED = {"wordcount_stream", "state_maintenance", "state_store_admin"}
 def dagbag():
     # Connections that would fail if anything used them at parse time.
     mp = pytest.MonkeyPatch()
-    mp.setenv("AIRFLOW_CONN_STATESTORE_CASSANDRA", '{"conn_type": "cassandra", "host": "192.0.2.1", "port": 1}')
+    mp.setenv("AIRFLOW_CONN_STATESTORE_CASSANDRA", '{"conn_type": "statestore", "host": "192.0.2.1", "port": 1}')
     mp.setenv("AIRFLOW_CONN_STATESTORE_KAFKA", "not a connection")
     mp.setenv("STATESTORE_SPARK_JARS", "/nonexistent/connector.jar")
     from airflow.dag_processing.dagbag import DagBag

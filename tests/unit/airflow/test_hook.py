@@ -18,7 +18,7 @@ from statestore.core.errors import ConfigError, InvalidNameError
 
 
 def _conn(**fields) -> Connection:
-    return Connection(conn_id="stores", conn_type="cassandra", **fields)
+    return Connection(conn_id="stores", conn_type="statestore", **fields)
 
 
 def test_every_field_and_extra_maps_to_the_config(tmp_path):

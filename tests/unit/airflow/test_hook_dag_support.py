@@ -45,6 +45,21 @@ def test_cassandra_flags_round_trip_through_the_jobs_parser_without_the_password
     assert parsed == config
 
 
+def test_a_password_file_never_reaches_argv_and_the_dags_clear_the_workers_file_setting(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("from-a-file\n")
+    config = cfg.resolve(CassandraConfig, env={"STATESTORE_CASSANDRA_PASSWORD_FILE": str(secret)})
+    args = dag_support.cassandra_args(config)
+    assert "from-a-file" not in " ".join(args) and str(secret) not in args
+    assert not any(a.startswith("--cassandra-password") for a in args)
+    # A worker whose environment names a password file: the job still takes the connection's password.
+    parser = argparse.ArgumentParser()
+    cfg.add_arguments(parser, CassandraConfig)
+    worker_env = {"STATESTORE_CASSANDRA_PASSWORD_FILE": str(secret)}
+    job_env = {**worker_env, **dag_support.PASSWORD_ENV, "STATESTORE_CASSANDRA_PASSWORD": "from-the-connection"}
+    assert cfg.from_args(CassandraConfig, parser.parse_args(args), env=job_env).password == "from-the-connection"
+
+
 def test_the_connection_wins_over_the_workers_environment():
     args = dag_support.cassandra_args(CassandraConfig(keyspace="ks"))
     assert ["--cassandra-port", "9042"] == args[args.index("--cassandra-port") :][:2]
@@ -97,7 +112,7 @@ def test_submission_falls_back_to_maven_coordinates_without_local_jars(monkeypat
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
     monkeypatch.setattr(dag_support, "connector_jars", lambda: [])
     submission = dag_support.spark_submission(["--x"], {"spark.executor.memory": 2})
-    assert (submission["jars"], submission["packages"]) == ("", dag_support.KAFKA_CONNECTOR_PACKAGE)
+    assert (submission["jars"], submission["packages"]) == ("", dag_support.kafka_connector_package())
     assert submission["conf"]["spark.executor.memory"] == "2"
     assert "spark-log4j2.properties" in submission["conf"]["spark.driver.extraJavaOptions"]
     monkeypatch.setattr(dag_support, "connector_jars", lambda: ["/a.jar", "/b.jar"])

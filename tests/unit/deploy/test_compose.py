@@ -45,8 +45,8 @@ def _pom_version(name: str) -> str:
 
 
 def _host_ports(service: dict) -> dict[int, int]:
-    """container port -> host port."""
-    return {int(p.split(":")[1]): int(p.split(":")[0]) for p in service.get("ports", [])}
+    """container port -> host port ("[HOST_IP:]HOST:CONTAINER")."""
+    return {int(p.split(":")[-1]): int(p.split(":")[-2]) for p in service.get("ports", [])}
 
 
 def _connections(services) -> dict[str, dict]:
@@ -63,6 +63,7 @@ def test_every_engine_is_a_service(services):
     assert set(services) == {
         "postgres",
         "cassandra",
+        "cassandra-init",
         "kafka",
         "spark-master",
         "spark-worker",
@@ -77,6 +78,7 @@ def test_every_engine_is_a_service(services):
 
 
 def test_every_image_is_pinned(services, dockerfile):
+    assert services["cassandra-init"]["image"] == services["cassandra"]["image"]  # its cqlsh matches the server
     for name, service in services.items():
         image = service["image"]
         repo, _, tag = image.rpartition(":")
@@ -93,7 +95,7 @@ def test_engine_versions_match_the_local_stack(services):
     # Spark in the image is the pinned pyspark wheel, the version the Kafka connector is built for.
     requirements = (PROJECT / "requirements.txt").read_text()
     assert f"pyspark=={_pom_version('spark')}" in requirements and version("pyspark") == _pom_version("spark")
-    assert dag_support.KAFKA_CONNECTOR_PACKAGE.endswith(f":{_pom_version('spark')}")
+    assert dag_support.kafka_connector_package().endswith(f":{_pom_version('spark')}")
 
 
 def test_host_ports_are_the_codes_defaults(services):
@@ -115,6 +117,10 @@ def test_health_checks_gate_the_start(services):
     for name in AIRFLOW_SERVICES:
         assert services[name]["depends_on"]["airflow-init"] == {"condition": "service_completed_successfully"}
     assert services["airflow-scheduler"]["depends_on"]["spark-master"] == {"condition": "service_healthy"}
+    # Cassandra's roles exist before anything logs in with them.
+    assert services["cassandra-init"]["depends_on"]["cassandra"] == {"condition": "service_healthy"}
+    for name in ("airflow-init", "statestore-api"):
+        assert services[name]["depends_on"]["cassandra-init"] == {"condition": "service_completed_successfully"}
 
 
 def test_init_creates_the_connections_the_dags_use(services):

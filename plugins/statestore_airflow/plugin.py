@@ -1,11 +1,14 @@
 """The statestore Airflow plugin: the store page and the read-only query API in the API server,
-linked from the UI's Browse menu (an external view rendered in the UI's frame)."""
+linked from the UI's Browse menu (an external view rendered in the UI's frame). Registered
+through the package's `airflow.plugins` entry point (pyproject.toml), so an Airflow that has
+the package installed loads it with no file in its plugins folder."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 from airflow.plugins_manager import AirflowPlugin
+
 from statestore_airflow import dag_support
 from statestore_airflow.store_page import create_store_app
 
@@ -18,17 +21,16 @@ def _cassandra_config():
 
 
 def _kafka_config():
-    """The `statestore_kafka` connection's servers, for lag (None when it is not defined)."""
+    """The `statestore_kafka` connection's settings (servers, TLS, SASL), for lag (None when it
+    is not defined)."""
     from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
-
-    from statestore.core.config import KafkaConfig
 
     try:
         connection = BaseHook.get_connection(dag_support.KAFKA_CONN_ID)
     except AirflowNotFoundException:
         return None
-    return KafkaConfig(bootstrap_servers=dag_support.kafka_bootstrap(connection))
+    return dag_support.kafka_config(connection)
 
 
 class StateStorePlugin(AirflowPlugin):
