@@ -1,5 +1,7 @@
 # Two commands matter (README): `make run` and `make test`. Both install what is missing.
+# A bare `make` lists the targets (`make help`): the `## ` text on each target's line.
 SHELL := /bin/bash
+MAKEFILE := $(lastword $(MAKEFILE_LIST))
 VENV := .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3.11
@@ -15,6 +17,7 @@ TRIGGER ?= available-now
 NODES ?= 1
 # Windowed counts (README, "Window stores"): WINDOW=1m [HOP=] [GRACE=] [RETENTION=];
 # sessioned counts: SESSION_GAP=5m [GRACE=] [RETENTION=].
+# RETENTION is also `make maintenance`'s expiry of key-value stores (empty: 30d).
 WINDOW ?=
 SESSION_GAP ?=
 HOP ?=
@@ -22,11 +25,17 @@ GRACE ?=
 RETENTION ?=
 PYTEST_ARGS ?=
 
-.PHONY: install venv jvm dist cluster-up cluster-down cluster-status bench-cluster run test test-unit bench-replay bench-query bench-maintenance bench-compaction maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.DEFAULT_GOAL := help
 
-install: venv jvm
+.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-cluster run test test-unit bench-replay bench-query bench-maintenance bench-compaction maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
-venv: $(VENV)/.installed
+help: ## this list of targets (what a bare `make` prints)
+	@echo 'usage: make TARGET [VARIABLE=value ...] (variables: the top of the Makefile)'
+	@awk -F ':.*## ' '/^[a-z][a-z0-9-]*:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE)
+
+install: venv jvm ## what is missing of the venv and the JVM jars (venv, jvm)
+
+venv: $(VENV)/.installed ## .venv with the requirements and the package (editable)
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
@@ -36,88 +45,98 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	rm -rf statestore.egg-info
 	touch $@
 
-jvm:
+jvm: ## the Cassandra, Kafka and Spark-Kafka jars into .stack/lib (Maven Central)
 	scripts/install-jvm
 
-stack-up: install
+stack-up: install ## start the local stack (Cassandra, Kafka on 127.0.0.1)
 	scripts/stack up
-stack-down:
+stack-down: ## stop the local stack
 	scripts/stack down
-stack-status:
+stack-status: ## what of the local stack runs, and where
 	scripts/stack status
-stack-reset:
+stack-reset: ## stop the local stack and delete its data and logs
 	scripts/stack reset
 
 # The local cluster (README "Running on a cluster"): 3 Cassandra nodes, 3 Kafka brokers and a
 # Spark standalone master with 2 workers on 127.0.0.1-3, beside the single-node stack's ports.
-cluster-up: install dist
+cluster-up: install dist ## start the local cluster: 3 Cassandra, 3 Kafka, Spark master + 2 workers
 	scripts/stack up --nodes 3
-cluster-down:
+cluster-down: ## stop the local cluster
 	scripts/stack down --nodes 3
-cluster-status:
+cluster-status: ## what of the local cluster runs, and where
 	scripts/stack status --nodes 3
 
 # The library as a zip for `spark-submit --py-files`: executors on other machines import it from there.
-dist: venv
+dist: venv ## dist/statestore.zip, the library for spark-submit --py-files
 	$(BIN)/python -c 'from pathlib import Path; from statestore.conn.spark import library_archive as a; a(Path("dist/statestore.zip"))'
 
 # Count INPUT into STORE through Kafka and Spark on the local stack, print the top 20 words.
 # NODES=3: on the local cluster, submitted to its Spark standalone master.
-run: install dist
+run: install dist ## count INPUT into STORE through Kafka and Spark, print the top 20 words
 	STORE=$(STORE) INPUT=$(INPUT) TOPIC=$(TOPIC) CHECKPOINT=$(CHECKPOINT) PARTITIONS=$(PARTITIONS) \
 	STORE_TYPE=$(STORE_TYPE) TRIGGER=$(TRIGGER) NODES=$(NODES) \
 	WINDOW=$(WINDOW) HOP=$(HOP) SESSION_GAP=$(SESSION_GAP) GRACE=$(GRACE) RETENTION=$(RETENTION) scripts/run
 
 # Every test on the real stack; stops the stack afterwards if this target started it.
-test: install browser netfilter
+test: install browser netfilter ## every test, on the real stack (started and stopped if not running)
 	@if scripts/stack status >/dev/null 2>&1; then started=0; else started=1; scripts/stack up; fi; \
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$started = 1 ]; then scripts/stack down; fi; exit $$rc
 
 # Unit tests only: no services needed.
-test-unit: venv
+test-unit: venv ## the unit tests only: no services needed
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
+# The bench* targets write their raw results to .stack/bench-results/<benchmark>/ (git-ignored);
+# PUBLISH=1 writes bench/results/<benchmark>/, the committed runs BENCHMARKS.md cites (bench/README.md).
+BENCH_ENV = STATESTORE_BENCH_PUBLISH=$(PUBLISH)
+BENCH_OUT = $(if $(filter-out 0,$(PUBLISH)),bench/results,.stack/bench-results)
+
 # Our job side by side with Spark's RocksDB and HDFS state stores and a stateless ceiling
-# (BENCHMARKS.md): the full run (5M words; about 35 minutes on 2 cores) and a run under 5 minutes.
-bench: stack-up
-	$(BIN)/python bench/streaming_compare.py
-bench-quick: stack-up
+# (BENCHMARKS.md): the full run (5M words, seven systems, every phase; last timed whole at 34
+# minutes with five systems, on older code: BENCHMARKS.md, "How long make bench takes") and a
+# 100k-word run to try the harness (never published).
+bench: stack-up ## our job beside Spark's RocksDB and HDFS stores: the full run
+	$(BENCH_ENV) $(BIN)/python bench/streaming_compare.py
+bench-quick: stack-up ## the same on 100k words, to try the harness
 	$(BIN)/python bench/streaming_compare.py --quick
 
 # The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
-bench-replay: stack-up
-	$(BIN)/python bench/replay_overhead.py
+bench-replay: stack-up ## the replay-safety overhead against a blind increment
+	mkdir -p $(BENCH_OUT)/replay_overhead
+	set -o pipefail; $(BENCH_ENV) $(BIN)/python bench/replay_overhead.py 2>&1 | tee $(BENCH_OUT)/replay_overhead/replay_overhead.log
 
 # The same corpus on the single-node stack and on the local cluster, one after the other (BENCHMARKS.md).
-bench-cluster: stack-up cluster-up
-	$(BIN)/python bench/cluster_throughput.py
+bench-cluster: stack-up cluster-up ## one corpus on the single-node stack, then on the local cluster
+	$(BENCH_ENV) $(BIN)/python bench/cluster_throughput.py
 
 # HTTP point-get latency (with and without the read cache), the concurrency sweep (1-128 clients)
-# and a 1M-entry full scan (BENCHMARKS.md; about 12 minutes).
-bench-query: stack-up
-	$(BIN)/python bench/query_api.py
+# and a 1M-entry full scan (BENCHMARKS.md; not timed on today's code).
+bench-query: stack-up ## HTTP point-get latency, the concurrency sweep and a 1M-entry scan
+	mkdir -p $(BENCH_OUT)/query_api
+	set -o pipefail; $(BIN)/python bench/query_api.py | tee $(BENCH_OUT)/query_api/query_api.md
 
-# Audit and expiry rows/s at 1M and 10M entries (BENCHMARKS.md; about 30 minutes on 2 cores).
-bench-maintenance: stack-up
-	$(BIN)/python bench/maintenance.py
+# Audit and expiry rows/s at 1M and 10M entries (BENCHMARKS.md; not timed on today's code).
+bench-maintenance: stack-up ## audit and expiry rows/s at 1M and 10M entries
+	$(BENCH_ENV) $(BIN)/python bench/maintenance.py
 
-# Window tables under TWCS (their default) and UCS, STCS, LCS (about 15 minutes).
-bench-compaction: stack-up
-	$(BIN)/python bench/window_compaction.py
+# Window tables under TWCS (their default) and UCS, STCS, LCS (BENCHMARKS.md).
+bench-compaction: stack-up ## window tables under TWCS, UCS, STCS and LCS
+	$(BENCH_ENV) $(BIN)/python bench/window_compaction.py
 
 # The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (README "Maintenance").
+# Key-value stores expire at RETENTION of stream time (30d when empty); window and session
+# stores by their own retention, whatever RETENTION says.
 REPORTS ?= .stack/reports/maintenance
-RETENTION ?= 30d
-maintenance: install
-	$(BIN)/python jobs/expire_state.py --store $(STORE) --retention $(RETENTION) --report-dir $(REPORTS)/expire
+maintenance: install ## expire (RETENTION, 30d), compact, audit and validate STORE; reports in REPORTS
+	$(BIN)/python jobs/expire_state.py --store $(STORE) --retention $(or $(RETENTION),30d) --report-dir $(REPORTS)/expire
 	$(BIN)/python jobs/compact_state.py --store $(STORE) --report-dir $(REPORTS)/compact
 	$(BIN)/python jobs/audit_partitions.py --store $(STORE) --report-dir $(REPORTS)/audit
 	$(BIN)/python jobs/validate_idempotency.py --store $(STORE) --checkpoint $(CHECKPOINT) --report-dir $(REPORTS)/validate
 
 # Headless Chromium for the store page test, Prometheus and promtool for the monitoring tests
 # (Debian's packages; this machine runs as root).
-browser:
+browser: ## Chromium, chromedriver and Prometheus for the tests (apt-get, as root)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 	@# Prometheus and promtool for the monitoring tests (a server the tests start on loopback;
@@ -128,23 +147,25 @@ browser:
 # iptables for the cluster tier's network partitions (tests/integration/cluster/partitions.py:
 # DROP rules on loopback cut a node off, a network namespace of its own a driver; Debian's
 # package, as root).
-netfilter:
+netfilter: ## iptables for the cluster's partition tests (apt-get, as root)
 	@command -v iptables >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables; }
 
 # A local Airflow (api-server, scheduler, dag-processor) wired to the local stack; prints URL and login.
-airflow: stack-up
+airflow: stack-up ## a local Airflow on the local stack; prints its URL and login
 	scripts/airflow up
-airflow-down:
+airflow-down: ## stop the local Airflow
 	scripts/airflow down
 
 # Style, and the import rules between the package's wings (pyproject.toml [tool.importlinter]:
-# layers, forbidden imports, no cycles); the plugin's package is found on plugins/.
-lint: venv
+# layers, forbidden imports, no cycles); the plugin's package is found on plugins/. Then the
+# manual (mkdocs.yml, docs/): --strict fails on a broken link or anchor; the site goes to site/.
+lint: venv ## ruff, the import rules, the strict docs build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=plugins $(BIN)/lint-imports --no-cache
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
-clean:
+clean: ## stop the stack, delete its data, logs and checkpoints
 	scripts/stack down || true
 	rm -rf .stack/data .stack/logs .stack/checkpoints

@@ -31,6 +31,19 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 
 _log = logging.getLogger("bench.common")
+
+PUBLISH_ENV = "STATESTORE_BENCH_PUBLISH"
+
+
+def results_dir(benchmark: str, *parts: str) -> Path:
+    """Where a benchmark writes its raw results: .stack/bench-results/<benchmark>/ (git-ignored),
+    or bench/results/<benchmark>/, the committed runs BENCHMARKS.md cites, when the environment
+    asks to publish (STATESTORE_BENCH_PUBLISH set and not 0: `make bench* PUBLISH=1`)."""
+    publish = os.environ.get(PUBLISH_ENV, "").strip() not in ("", "0")
+    base = PROJECT / "bench" / "results" if publish else PROJECT / ".stack" / "bench-results"
+    return base.joinpath(benchmark, *parts)
+
+
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _SEPARATORS = (" ", " ", " ", ", ", ". ", "; ", " - ", "\t")
 

@@ -5,7 +5,8 @@ after the other in one run; where the time goes (CPU of Cassandra, Kafka and Spa
     python bench/cluster_throughput.py [--words 1000000]
 
 Needs both stacks up (`scripts/stack up` and `scripts/stack up --nodes 3`). Every figure is
-written to bench/results/cluster_throughput.json and printed as a Markdown table for
+written to .stack/bench-results/cluster_throughput/cluster_throughput.json (published with
+STATESTORE_BENCH_PUBLISH=1: bench/results/cluster_throughput/; bench/README.md) and printed as a Markdown table for
 BENCHMARKS.md. Counts are checked exactly against the corpus' truth on both.
 """
 
@@ -139,7 +140,8 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     library = library_archive(workdir / "statestore.zip")
     results = [run(mode, lines, truth, args.partitions, workdir, library) for mode in ("single", "cluster")]
-    out = PROJECT / "bench" / "results" / "cluster_throughput.json"
+    out = bench_common.results_dir("cluster_throughput", "cluster_throughput.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": bench_common.machine_description(), "runs": results}, indent=2) + "\n")
     print("| | words | batches | processing s | words/s (processing) | wall s | exact | CPU s |")
     print("|---|---|---|---|---|---|---|---|")

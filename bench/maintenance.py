@@ -15,7 +15,7 @@ largest size shows whether the time is linear in N.
 
     .venv/bin/python bench/maintenance.py                       # 1M and 10M (about 30 minutes here)
     .venv/bin/python bench/maintenance.py --sizes 100000,1000000   # quick
-    .venv/bin/python bench/maintenance.py --json bench-maintenance.json
+    .venv/bin/python bench/maintenance.py --json bench-maintenance.json   # default: bench/README.md
 
 Needs the local stack (scripts/stack up; STATESTORE_* for other ports); works in its own
 keyspace (bench_maintenance), dropped at the end unless --keep.
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_common import settle_compactions
+from bench_common import results_dir, settle_compactions
 
 from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
 from statestore.conn.spark import build_session
@@ -152,7 +152,12 @@ def main(argv=None) -> int:
     parser.add_argument("--partitions", type=int, default=64, help="store partitions (default 64)")
     parser.add_argument("--token-ranges", type=int, default=8, help="token ranges (Spark tasks) per scan (default 8)")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=results_dir("maintenance", "maintenance.json"),
+        help="write the figures here (.stack/bench-results/maintenance/; published: bench/results/maintenance/)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the keyspace")
     args = parser.parse_args(argv)
     config = cfg.resolve(CassandraConfig, overrides={"keyspace": KEYSPACE})
@@ -183,6 +188,7 @@ def main(argv=None) -> int:
     }
     print(json.dumps(result, indent=2))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -55,7 +55,15 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
-from bench_common import delete_topics, drop_keyspace, generate, machine_description, wait_for_stack, zipf_rank_of
+from bench_common import (
+    delete_topics,
+    drop_keyspace,
+    generate,
+    machine_description,
+    results_dir,
+    wait_for_stack,
+    zipf_rank_of,
+)
 from replay import VARIANTS, counter
 from replay.report import markdown, summarize
 from replay.runs import Bench, RunResult
@@ -100,7 +108,12 @@ def parse_args(argv=None):
     p.add_argument("--attempts", type=int, default=3, help="tries of a run that fails (default 3)")
     p.add_argument("--stack-wait", type=float, default=300, help="seconds to wait for the stack to answer (300)")
     p.add_argument("--run-timeout", type=float, default=300, help="seconds one run may take")
-    p.add_argument("--json", type=Path, help="also write every run's numbers to this file")
+    p.add_argument(
+        "--json",
+        type=Path,
+        default=results_dir("replay_overhead", "replay_overhead.json"),
+        help="write every run's numbers here (.stack/bench-results/replay_overhead/; published: bench/results/...)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the keyspace and topics (for inspection)")
     args = p.parse_args(argv)
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -217,6 +230,7 @@ def main(argv=None) -> int:
             for line in bench.failed_attempts:
                 print(f"  - {line}")
         if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(
                 json.dumps(
                     {

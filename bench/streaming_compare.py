@@ -47,7 +47,9 @@ FULL = {
     "latency_warmup": 10.0,
     "restart_repeats": 3,
     "profile": True,
-    "out": PROJECT / "bench" / "results",
+    # .stack/bench-results/streaming_compare (git-ignored); bench/results/streaming_compare with
+    # STATESTORE_BENCH_PUBLISH=1 (`make bench PUBLISH=1`): bench/README.md.
+    "out": common.results_dir("streaming_compare"),
 }
 QUICK = {
     "words": 100_000,
@@ -133,7 +135,12 @@ def parse_args(argv=None):
     p.add_argument("--driver-memory", default="2g", help="spark.driver.memory of every system (2g)")
     p.add_argument("--seed", type=int, default=20260415, help="corpus seed")
     p.add_argument("--run-timeout", type=float, default=3600, help="seconds one streaming run may take")
-    p.add_argument("--out", type=Path, help="report directory (bench/results; quick: reports/bench-quick)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="report directory (.stack/bench-results/streaming_compare, published: bench/results/streaming_compare;"
+        " quick: reports/bench-quick)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the keyspace, topics and work files")
     args = p.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():

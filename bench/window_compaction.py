@@ -38,7 +38,7 @@ import time
 from datetime import UTC
 from pathlib import Path
 
-from bench_common import settle_compactions
+from bench_common import results_dir, settle_compactions
 
 from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
 from statestore.core import config as cfg
@@ -167,7 +167,12 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--strategies", default=",".join(STRATEGIES), help="comma-separated, of " + ", ".join(STRATEGIES)
     )
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=results_dir("window_compaction", "window_compaction.json"),
+        help="write the figures here (.stack/bench-results/window_compaction/; published: bench/results/...)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the keyspace")
     args = parser.parse_args(argv)
     config = cfg.resolve(CassandraConfig, overrides={"keyspace": KEYSPACE})
@@ -187,6 +192,7 @@ def main(argv=None) -> int:
     result = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "runs": rows}
     print(json.dumps(result, indent=2, default=str))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return 0
 

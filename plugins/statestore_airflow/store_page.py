@@ -1,6 +1,8 @@
 """The state stores inside Airflow's API server: a small page and the library's read-only API.
 
-    /statestore/            the store page: stores, sizes, last audit, top keys of one store
+    /statestore/            the store list: state, last batch, lag, rate, size, audit per store
+    /statestore/stores/X    one store: charts of its batches and state changes, top keys (or
+                            windows, sessions), a key lookup, its latest audit and validation
     /statestore/reports/X   the last maintenance reports (audit_partitions.html, .json, .png)
     /statestore/api/...     statestore.http: the read-only query API (OpenAPI at /statestore/api/docs)
 
@@ -16,24 +18,32 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from statestore.conn.cassandra import session_for
 from statestore.core.config import CassandraConfig, KafkaConfig
-from statestore.core.errors import StateStoreError, UnsupportedOperationError
+from statestore.core.errors import (
+    InvalidNameError,
+    StateStoreError,
+    StoreNotFoundError,
+    UnsupportedOperationError,
+)
 from statestore.core.model import StoreType
+from statestore.core.names import validate_store_name
 from statestore.http import create_app
 from statestore.maintenance.units import human_bytes
 from statestore.store import admin
-from statestore_airflow import store_monitor
+from statestore_airflow import store_monitor, words
 from statestore_airflow.access import require_connection_access
 from statestore_airflow.dag_support import CASSANDRA_CONN_ID
 
@@ -72,16 +82,23 @@ def last_audit(report_dir: Path) -> dict[str, Any] | None:
     }
 
 
-def page_data(
-    session,
-    keyspace: str,
-    selected: str | None,
-    top: int,
-    report_dir: Path,
-    kafka: KafkaConfig | None = None,
-    key: str | None = None,
+def _env_filters(now_ms: int) -> dict[str, Any]:
+    """What the templates word times and numbers with (statestore_airflow.words), at `now_ms`."""
+    return {
+        "ago": lambda ms: words.ago(ms, now_ms),
+        "utc": words.utc,
+        "iso": words.iso,
+        "grouped": words.grouped,
+        "duration": words.duration,
+        "now_ms": now_ms,
+    }
+
+
+def list_data(
+    session, keyspace: str, report_dir: Path, kafka: KafkaConfig | None = None, now_ms: int | None = None
 ) -> dict[str, Any]:
-    """Everything the page shows, as plain values (the template only lays it out)."""
+    """The store list: per store the columns that matter at a glance (the rest is the detail's)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     audit = last_audit(report_dir)
     audited = (audit or {}).get("stores", {})
     rows = []
@@ -92,27 +109,59 @@ def page_data(
         figures["audit"] = audited.get(listing.spec.name)
         figures["stream"] = store_monitor.stream_figures(session, kafka, keyspace, listing.spec.name)
         rows.append(figures)
-    names = [r["store"] for r in rows]
-    selected = selected if selected in names else (names[0] if names else None)
-    kind = next((r["type"] for r in rows if r["store"] == selected), None)
+    if audit and not audit.get("error"):
+        audit = {**audit, "generated_ms": _instant_ms(audit.get("generated_at"))}
+    return {"keyspace": keyspace, "stores": rows, "audit": audit, **_env_filters(now_ms)}
+
+
+def _instant_ms(text: str | None) -> int | None:
+    """An ISO instant of a report (UTC when it names no zone) in epoch ms; None: not one."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return round((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+def detail_data(
+    session,
+    keyspace: str,
+    store: str,
+    top: int,
+    report_dir: Path,
+    kafka: KafkaConfig | None = None,
+    key: str | None = None,
+    now_ms: int | None = None,
+) -> dict[str, Any]:
+    """One store's page: its figures, charts of its batches and states, its top keys (or
+    windows, or sessions), a key lookup and its latest maintenance reports."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    described = admin.describe_store(session, keyspace, store, count_partitions=False)
+    figures = described.as_dict()
+    figures["estimated_size"] = human_bytes(figures["estimated_bytes"])
+    kind = StoreType(figures["type"])
+    audit = last_audit(report_dir)
     top_entries, top_note, windows, sessions = [], None, None, None
-    if kind is not None and StoreType(kind).windowed:
-        windows = [_window_rows(w) for w in admin.latest_windows(session, keyspace, selected, LATEST_WINDOWS, top)]
-    elif kind is not None and StoreType(kind).sessioned:
-        sessions = [_session_row(s) for s in admin.latest_sessions(session, keyspace, selected, top)]
-    elif selected is not None:
+    if kind.windowed:
+        windows = [_window_rows(w) for w in admin.latest_windows(session, keyspace, store, LATEST_WINDOWS, top)]
+    elif kind.sessioned:
+        sessions = [_session_row(s) for s in admin.latest_sessions(session, keyspace, store, top)]
+    else:
         try:
-            top_entries = admin.top_entries(session, keyspace, selected, top)
+            top_entries = admin.top_entries(session, keyspace, store, top)
         except UnsupportedOperationError as exc:
             top_note = str(exc)
-    plain = kind is not None and not StoreType(kind).timed
+    plain = not kind.timed
     return {
         "keyspace": keyspace,
-        "stores": rows,
-        "selected": selected,
-        "chart": None if selected is None else store_monitor.rate_chart(session, keyspace, selected),
-        "data_docs": None if selected is None else store_monitor.data_docs(report_dir, selected),
-        "lookup": store_monitor.lookup(session, keyspace, selected, key) if plain and key else None,
+        "store": figures,
+        "selected": store,
+        "stream": store_monitor.stream_figures(session, kafka, keyspace, store),
+        "charts": store_monitor.batch_charts(session, keyspace, store, now_ms),
+        "states": store_monitor.state_timeline(session, keyspace, store, now_ms),
+        "verdicts": store_monitor.maintenance_verdicts(session, keyspace, store),
+        "data_docs": store_monitor.data_docs(report_dir, store),
+        "lookup": store_monitor.lookup(session, keyspace, store, key) if plain and key else None,
         "lookup_allowed": plain,
         "top": top,
         "top_entries": top_entries,
@@ -120,19 +169,17 @@ def page_data(
         "latest_windows": windows,
         "latest_sessions": sessions,
         "audit": audit,
+        "audit_level": ((audit or {}).get("stores") or {}).get(store),
+        **_env_filters(now_ms),
     }
 
 
-def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _window_rows(window: admin.WindowTop) -> dict[str, Any]:
-    return {"start": _utc(window.start_ms), "end": _utc(window.end_ms), "top": window.top}
+    return {"start_ms": window.start_ms, "end_ms": window.end_ms, "top": window.top}
 
 
 def _session_row(session: Any) -> dict[str, Any]:
-    return {"key": session.key, "start": _utc(session.start_ms), "end": _utc(session.end_ms), "value": session.value}
+    return {"key": session.key, "start_ms": session.start_ms, "end_ms": session.end_ms, "value": session.value}
 
 
 def create_store_app(
@@ -153,21 +200,38 @@ def create_store_app(
     if authenticate:
         app.middleware("http")(require_connection_access(connection_id))
 
-    @app.get("/", response_class=HTMLResponse)
-    async def store_page(
-        store: str | None = None, top: int = Query(10, ge=1, le=100), key: str | None = None
-    ) -> HTMLResponse:
+    @app.get("/", response_class=HTMLResponse, response_model=None)
+    async def store_list(store: str | None = None) -> HTMLResponse | RedirectResponse:
+        if store is not None:  # the page's earlier address of a store: ?store=NAME
+            return RedirectResponse(f"stores/{quote(store, safe='')}", status_code=307)
         config = cassandra()
 
         def collect() -> dict[str, Any]:
             streams = None if kafka is None else kafka()
-            return page_data(session_for(config), config.keyspace, store, top, report_dir(), streams, key)
+            return list_data(session_for(config), config.keyspace, report_dir(), streams)
 
         try:
             data = await run_in_threadpool(collect)
         except StateStoreError as exc:
             data = {"keyspace": config.keyspace, "error": str(exc)}
         return HTMLResponse(_TEMPLATES.get_template("stores.html").render(**data))
+
+    @app.get("/stores/{name}", response_class=HTMLResponse)
+    async def store_detail(name: str, top: int = Query(10, ge=1, le=100), key: str | None = None) -> HTMLResponse:
+        config = cassandra()
+
+        def collect() -> dict[str, Any]:
+            store = validate_store_name(name)
+            streams = None if kafka is None else kafka()
+            return detail_data(session_for(config), config.keyspace, store, top, report_dir(), streams, key)
+
+        status = 200
+        try:
+            data = await run_in_threadpool(collect)
+        except StateStoreError as exc:  # no such store (404), or Cassandra did not answer
+            data = {"keyspace": config.keyspace, "selected": name, "error": str(exc)}
+            status = 404 if isinstance(exc, StoreNotFoundError | InvalidNameError) else 200
+        return HTMLResponse(_TEMPLATES.get_template("store.html").render(**data), status_code=status)
 
     @app.get("/reports/validate_idempotency/{store}/{path:path}")
     async def validation_report(store: str, path: str) -> FileResponse:

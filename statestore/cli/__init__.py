@@ -1,2 +1,3 @@
-"""The `statestore` command line: main (the parser and the feeding and admin commands) and
-queries (the read commands and `serve`). A front end: every rule lives in store/ or stream/."""
+"""The `statestore` command line: main (the parser and the feeding and admin commands), queries
+(the read commands and `serve`), status (`status`, `describe`), args (what the commands share on
+their command lines), exits (exit codes), output (formats) and reference (docs/cli.md)."""

@@ -1,7 +1,9 @@
 """The `statestore` command line: query stores directly in Cassandra, feed Kafka.
 
 Each command resolves its settings through statestore.core.config (flags > STATESTORE_*
-environment > defaults) and delegates to the library; only `main` catches errors.
+environment > defaults) and delegates to the library; only `main` catches errors, and
+statestore.cli.exits turns them into exit codes. Arguments (store names, times, options) are
+checked while parsing, before any connection is opened.
 """
 
 from __future__ import annotations
@@ -9,21 +11,35 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from statestore import __version__
-from statestore.cli import queries, status
+from statestore.cli import args as cli_args
+from statestore.cli import exits, queries, status
+from statestore.cli.args import (
+    CASSANDRA_BOOKKEEPING,
+    CASSANDRA_CONNECTION,
+    CASSANDRA_DDL,
+    CASSANDRA_READS,
+    FORMATS,
+    KAFKA_CONNECTION,
+    KAFKA_TOPICS,
+    STORE_HELP,
+    add_format,
+    store_name,
+)
+from statestore.cli.output import emit
 from statestore.cli.progress import tracked
 from statestore.conn import kafka as kafka_io
 from statestore.conn.cassandra import create_keyspace, session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
-from statestore.core.errors import StateStoreError
+from statestore.core.errors import ConfigError, ConfirmationRequiredError, StateStoreError
 from statestore.core.model import Replication
 from statestore.core.names import deadletter_table, validate_keyspace, validate_store_name
-from statestore.core.text import emit
 from statestore.store import admin, deadletters, registry
 from statestore.store.provision import table_exists
 from statestore.store.tables import table_for
@@ -46,7 +62,7 @@ def cmd_create_keyspace(args) -> int:
     if args.strategy == "network":
         replication = Replication.network(args.dc or [])
     elif args.dc:
-        raise StateStoreError("--dc goes with --strategy network (NetworkTopologyStrategy)")
+        raise ConfigError("--dc goes with --strategy network (NetworkTopologyStrategy)")
     else:
         replication = Replication(replication_factor=args.replication_factor)
     session = session_for(config)
@@ -68,7 +84,7 @@ def cmd_create_topic(args) -> int:
 def cmd_produce(args) -> int:
     path = Path(args.file)
     if not path.is_file():
-        raise StateStoreError(f"{path}: no such file")
+        raise ConfigError(f"{path}: no such file")
     kafka = cfg.from_args(KafkaConfig, args)
     if args.timestamped:
         # Every line is checked before the first is sent, its form and its time against the topic's
@@ -113,7 +129,7 @@ def cmd_stores(args) -> int:
         )
         for s in admin.list_stores(session_for(config), config.keyspace)
     ]
-    emit(rows, ("store", "type", "table", "partitions", "last_batch", "topic"), args.format, sys.stdout)
+    emit(rows, ("store", "type", "table", "partitions", "last_batch", "topic"), args.format)
     return 0
 
 
@@ -135,13 +151,13 @@ def cmd_deadletters(args) -> int:
         for d in (deadletters.read_all(session, spec.keyspace, spec.name) if written else ())
     )
     header = ("topic", "partition", "offset", "timestamp_ms", "reason", "detail", "raw_hex", "stream_time_ms")
-    emit(rows, header, args.format, sys.stdout)
+    emit(rows, header, args.format)
     return 0
 
 
 def cmd_reset(args) -> int:
     if not args.yes:
-        raise StateStoreError(
+        raise ConfirmationRequiredError(
             f"`statestore reset {args.store}` deletes every count and dead letter of the store and its "
             "recorded position; add --yes to confirm"
         )
@@ -159,28 +175,36 @@ def cmd_reset(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="statestore", description="Query and feed Cassandra-backed stream state stores."
+        prog="statestore",
+        usage="%(prog)s [-h] [--version] [CONNECTION OPTIONS] COMMAND [ARGUMENTS] [OPTIONS]",
+        description="Query and feed Cassandra-backed stream state stores.\n\nConnection options (Cassandra, "
+        "Kafka) go before or after the command;\n`statestore COMMAND --help` lists the options of each command.",
+        epilog=exits.epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"statestore {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cli_args.add_global_connection(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
-    def command(name, func, help, cassandra=True, kafka=False, fmt=None):
-        p = sub.add_parser(name, help=help, description=help)
+    def command(name, func, help, cassandra=CASSANDRA_READS, kafka=False, fmt=None):
+        """A subcommand. `cassandra` and `kafka`: False (not used), True (the connection only) or
+        the setting groups it uses beyond the connection (a tuple of field-name tuples, or one such
+        tuple); `fmt`: the default of a --format with the row formats."""
+        p = sub.add_parser(name, help=help, description=help, prog=f"statestore {name}")
         p.set_defaults(func=func)
         if fmt:
-            p.add_argument(
-                "--format",
-                choices=("table", "csv", "jsonl"),
-                default=fmt,
-                help=f"output format (default {fmt})",
-            )
-        if cassandra:
-            cfg.add_arguments(p, CassandraConfig)
-        if kafka:
-            cfg.add_arguments(p, KafkaConfig)
+            add_format(p, FORMATS, fmt)
+        for uses, cls, connection in (
+            (cassandra, CassandraConfig, CASSANDRA_CONNECTION),
+            (kafka, KafkaConfig, KAFKA_CONNECTION),
+        ):
+            if uses is False:
+                continue
+            groups = () if uses is True or not uses else (uses,) if isinstance(uses[0], str) else tuple(uses)
+            cli_args.add_settings(p, cls, connection, *groups)
         return p
 
-    p = command("create-keyspace", cmd_create_keyspace, "create the keyspace if missing")
+    p = command("create-keyspace", cmd_create_keyspace, "create the keyspace if missing", cassandra=CASSANDRA_DDL)
     p.add_argument("name", nargs="?", help="keyspace (default: --keyspace / STATESTORE_KEYSPACE)")
     p.add_argument(
         "--strategy",
@@ -196,11 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --strategy network: a data center and its replication factor, e.g. dc1:3 (repeatable)",
     )
 
-    p = command("create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=True)
+    p = command(
+        "create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=KAFKA_TOPICS
+    )
     p.add_argument("topic")
     p.add_argument("--partitions", type=int, default=4, help="default 4")
 
-    p = command("produce", cmd_produce, "send each line of FILE as one Kafka message", cassandra=False, kafka=True)
+    p = command(
+        "produce", cmd_produce, "send each line of FILE as one Kafka message", cassandra=False, kafka=KAFKA_TOPICS
+    )
     p.add_argument("topic")
     p.add_argument("file")
     p.add_argument("--partitions", type=int, default=4, help="partitions if the topic must be created (default 4)")
@@ -218,10 +246,15 @@ def build_parser() -> argparse.ArgumentParser:
     command("stores", cmd_stores, "the stores registered in the keyspace", fmt="table")
 
     p = command("deadletters", cmd_deadletters, "input the store's stream could not count", fmt="table")
-    p.add_argument("store")
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("--raw-bytes", type=int, default=32, help="raw bytes shown, as hex (default 32)")
-    p = command("reset", cmd_reset, "delete a store's counts, dead letters and position (keeps its layout)")
-    p.add_argument("store")
+    p = command(
+        "reset",
+        cmd_reset,
+        "delete a store's counts, dead letters and position (keeps its layout)",
+        cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
+    )
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("--yes", action="store_true", help="confirm: the counts are deleted")
     p.add_argument(
         "--writer-stopped",
@@ -229,15 +262,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="the store's last writer is stopped for good: reset a global, window or session store even "
         "though its last batch was begun and never recorded (refused otherwise)",
     )
+    for p in sub.choices.values():
+        p.usage = cli_args.short_usage(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; returns its exit code (statestore.cli.exits), usage errors included."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help and --version (0), usage errors (2): returned like any code
+        return exc.code if isinstance(exc.code, int) else exits.USAGE
+    for flag in cli_args.ignored_settings(args):
+        print(
+            f"warning: {flag} is not used by `statestore {args.command}` and has no effect; "
+            "it is deprecated here and will be refused in a later release",
+            file=sys.stderr,
+        )
     try:
         return args.func(args)
-    except StateStoreError as exc:
-        print(f"statestore: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `statestore dump | head`
-        return 0
+        return exits.OK
+    except Exception as exc:  # noqa: BLE001 - every error ends in one line and its exit code
+        code = exits.exit_code(exc)
+        if code == exits.UNEXPECTED and not isinstance(exc, StateStoreError):
+            traceback.print_exc(file=sys.stderr)
+            print(f"statestore: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        else:
+            print(f"statestore: {exc}", file=sys.stderr)
+        return code

@@ -1,41 +1,52 @@
-"""The CLI's query commands: get, range, prefix, all, count, history, windows, and `serve` (the HTTP API).
+"""The CLI's query commands: get, range, prefix, all, count, history, windows, sessions, dump,
+top, and `serve` (the HTTP API).
 
 Each opens the store as registered (statestore.store.builder.open_store), reads keys given as text
 with the store's key codec (statestore.core.text) and prints decoded values. What a store type
-cannot do ends in the library's UnsupportedOperationError, which `main` prints (exit 2).
+cannot do ends in the library's UnsupportedOperationError, which `main` prints (exit 2, a usage
+error: statestore.cli.exits).
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 from collections.abc import Iterable
 from itertools import islice
 
+from statestore.cli import exits
+from statestore.cli.args import (
+    FORMATS,
+    LAST_MS,
+    STORE_HELP,
+    TIME_FORMS,
+    VALUE,
+    add_format,
+    at_least_1,
+    parse_time,
+    store_name,
+)
+from statestore.cli.output import emit
 from statestore.cli.progress import tracked
 from statestore.conn.cassandra import session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
 from statestore.core.model import KeyRange
-from statestore.core.names import validate_store_name
 from statestore.core.serving import ServeConfig
-from statestore.core.text import emit, parse_key, require_versioned, to_text, versioned
+from statestore.core.text import parse_key, require_versioned, to_text, versioned
 from statestore.http import serve
 from statestore.store import admin
 from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.table_stats import cluster_figures
 
-FORMATS = ("table", "csv", "jsonl")
-_LAST_MS = 2**63 - 2
-
 
 def open_from_args(args, count_all: bool = False):
     config = cfg.from_args(CassandraConfig, args)
-    return open_store(session_for(config), config.keyspace, validate_store_name(args.store), count_all=count_all)
+    return open_store(session_for(config), config.keyspace, args.store, count_all=count_all)
 
 
 def _print_pairs(pairs: Iterable[tuple], fmt: str) -> int:
-    return emit(pairs, ("key", "value"), fmt, sys.stdout)
+    return emit(pairs, ("key", "value"), fmt)
 
 
 def cmd_get(args) -> int:
@@ -49,15 +60,15 @@ def cmd_get(args) -> int:
     if found is None:
         when = "" if args.as_of is None else f" as of {args.as_of} ms"
         print(f"{args.key!r} is not in store {args.store}{when}", file=sys.stderr)
-        return 1
+        return exits.NOT_FOUND
     if not versioned(store):
         row, header = (key, found), ("key", "value")
     else:
         row, header = (key, found.value, found.valid_from, found.valid_to), ("key", "value", "valid_from", "valid_to")
-    if args.format == "value":
+    if args.format == VALUE:
         print(to_text(row[1]))  # the word count's `statestore get STORE WORD` prints just the count
     else:
-        emit([row], header, args.format, sys.stdout)
+        emit([row], header, args.format)
     return 0
 
 
@@ -92,19 +103,30 @@ def cmd_count(args) -> int:
     store = open_from_args(args, count_all=args.exact)
     # With --exact the library logs its own warning: SELECT COUNT(*) reads every entry.
     entries = store.approximate_num_entries()
-    if args.format == "value":
-        print(entries)
-    else:
-        emit([(args.store, entries, args.exact)], ("store", "entries", "exact"), args.format, sys.stdout)
+    note = ""
     if not args.exact:
         figures = cluster_figures(store.session, store.spec.keyspace, store.spec.table)
         shortfall = "" if figures.complete else f" (nodes down or failing: {', '.join(figures.nodes_failed)})"
-        print(
+        note = (
             "approximate: Cassandra's size estimate of flushed data, refreshed every few minutes (0 before the "
             f"first flush), from {figures.nodes_answered} of {figures.nodes_total} nodes{shortfall}; --exact counts "
-            "every entry with SELECT COUNT(*), which reads the whole store",
-            file=sys.stderr,
+            "every entry with SELECT COUNT(*), which reads the whole store"
         )
+    if args.format == VALUE:
+        print(entries)  # a plain number, estimate or not: scripts read it
+    elif args.format == "json":
+        found = {"store": args.store, "entries": entries, "exact": args.exact, "estimate": not args.exact}
+        print(json.dumps(found, indent=2))
+    elif args.format == "table":
+        shown = entries if args.exact else f"about {entries:,}"
+        emit([(args.store, shown, args.exact)], ("store", "entries", "exact"), args.format)
+        if note:  # the table is read by people: the caveat goes with it
+            print(f"about {entries:,}: {note}")
+            return 0
+    else:
+        emit([(args.store, entries, args.exact)], ("store", "entries", "exact"), args.format)
+    if note:
+        print(f"about {entries:,} entries, {note}", file=sys.stderr)
     return 0
 
 
@@ -113,32 +135,32 @@ def cmd_history(args) -> int:
     key = parse_key(args.key, store.key_codec)
     require_versioned(store, "history")
     rows = ((v.valid_from, v.valid_to, v.value) for v in store.history(key, args.from_ms, args.to_ms))
-    emit(rows, ("valid_from", "valid_to", "value"), args.format, sys.stdout)
+    emit(rows, ("valid_from", "valid_to", "value"), args.format)
     return 0
 
 
 def cmd_windows(args) -> int:
     config = cfg.from_args(CassandraConfig, args)
-    store = open_window_store(session_for(config), config.keyspace, validate_store_name(args.store))
-    low, high = args.from_ms or 0, _LAST_MS if args.to_ms is None else args.to_ms
+    store = open_window_store(session_for(config), config.keyspace, args.store)
+    low, high = args.from_ms or 0, LAST_MS if args.to_ms is None else args.to_ms
     if args.key is None:
         windows = ((w.key, w.start_ms, w.end_ms, w.value) for w in store.fetch_all(low, high))
     else:
         key, size = parse_key(args.key, store.key_codec), store.windowing.size_ms
         windows = ((key, start, start + size, value) for start, value in store.fetch(key, low, high))
     counted = "count" if store.value_codec.name == "long" else "value"
-    emit(windows, ("key", "window_start", "window_end", counted), args.format, sys.stdout)
+    emit(windows, ("key", "window_start", "window_end", counted), args.format)
     return 0
 
 
 def cmd_sessions(args) -> int:
     config = cfg.from_args(CassandraConfig, args)
-    store = open_session_store(session_for(config), config.keyspace, validate_store_name(args.store))
+    store = open_session_store(session_for(config), config.keyspace, args.store)
     # A key's sessions never overlap: by end is by start too.
     found = store.all() if args.key is None else store.fetch(parse_key(args.key, store.key_codec))
     counted = "count" if store.value_codec.name == "long" else "value"
     rows = ((s.key, s.start_ms, s.end_ms, s.value) for s in found)
-    emit(rows, ("key", "session_start", "session_end", counted), args.format, sys.stdout)
+    emit(rows, ("key", "session_start", "session_end", counted), args.format)
     return 0
 
 
@@ -167,82 +189,116 @@ def cmd_serve(args) -> int:
 
 def add_commands(command) -> None:
     """Register the query commands with `command(name, func, help, fmt=...)` of the main parser."""
-    p = command("get", cmd_get, "print the value of one key (the count, for the word count)")
-    p.add_argument("store")
+    p = command("get", cmd_get, "print the value of one key (the count, for the word count); exit 3 if absent")
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("key", help="the key as text: string as is, long/int decimal, json as JSON, bytes as hex")
-    p.add_argument("--as-of", type=_epoch_ms, metavar="MS", help="versioned stores: the value valid at this epoch ms")
     p.add_argument(
-        "--format",
-        choices=("value", *FORMATS),
-        default="value",
-        help="value: the value alone (default); or a table, csv or jsonl row",
+        "--as-of",
+        type=parse_time,
+        metavar="TIME",
+        help=f"versioned stores: the value valid at TIME. {TIME_FORMS}",
+    )
+    add_format(
+        p, (VALUE, *FORMATS), VALUE, " (the others: a key, value row; versioned stores add valid_from, valid_to)"
     )
 
-    p = command("range", cmd_range, "entries with keys from --from to --to (both inclusive), in key order", fmt="table")
-    p.add_argument("store")
-    p.add_argument("--from", dest="from_key", metavar="KEY", help="lowest key (default: the first)")
-    p.add_argument("--to", dest="to_key", metavar="KEY", help="highest key (default: the last)")
+    p = command(
+        "range",
+        cmd_range,
+        "entries with keys from --from to --to (both inclusive), in key order",
+        fmt="table",
+    )
+    p.add_argument("store", type=store_name, help=STORE_HELP)
+    p.add_argument(
+        "--from", dest="from_key", metavar="KEY", help="lowest key, inclusive (a key, not a time; default: the first)"
+    )
+    p.add_argument(
+        "--to", dest="to_key", metavar="KEY", help="highest key, inclusive (a key, not a time; default: the last)"
+    )
     p.add_argument("--reverse", action="store_true", help="descending key order")
 
     p = command("prefix", cmd_prefix, "entries whose key starts with PREFIX, in key order", fmt="table")
-    p.add_argument("store")
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("prefix")
 
     p = command("all", cmd_all, "every entry in key order (global stores: sorted on the way)", fmt="table")
-    p.add_argument("store")
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("--reverse", action="store_true", help="descending key order")
-    p.add_argument("--limit", type=_at_least_1, metavar="N", help="stop after N entries")
+    p.add_argument("--limit", type=at_least_1, metavar="N", help="stop after N entries")
 
-    p = command("count", cmd_count, "the number of entries: Cassandra's estimate, or exact with --exact")
-    p.add_argument("store")
+    p = command("count", cmd_count, 'the number of entries: Cassandra\'s estimate ("about N"), or exact with --exact')
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("--exact", action="store_true", help="SELECT COUNT(*): reads every entry, slow on big stores")
-    p.add_argument(
-        "--format",
-        choices=("value", *FORMATS),
-        default="value",
-        help="value: the number alone (default); or a table, csv or jsonl row of store, entries, exact",
+    add_format(
+        p,
+        (VALUE, *FORMATS),
+        VALUE,
+        ' (the others: a store, entries, exact row; json adds "estimate": true|false, table shows an '
+        'estimate as "about N" with how to count exactly)',
     )
 
-    p = command("history", cmd_history, "every version of a key, oldest first (versioned stores)", fmt="table")
-    p.add_argument("store")
+    p = command(
+        "history",
+        cmd_history,
+        "every version of a key, oldest first (versioned stores); --from/--to pick the versions valid "
+        "at some time from --from (inclusive) to --to (exclusive)",
+        fmt="table",
+    )
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("key")
     p.add_argument(
-        "--from", dest="from_ms", type=_epoch_ms, metavar="MS", help="versions valid at or after this epoch ms"
+        "--from",
+        dest="from_ms",
+        type=parse_time,
+        metavar="TIME",
+        help="versions still valid at or after TIME (inclusive; default: the first)",
     )
-    p.add_argument("--to", dest="to_ms", type=_epoch_ms, metavar="MS", help="versions valid before this epoch ms")
+    p.add_argument(
+        "--to",
+        dest="to_ms",
+        type=parse_time,
+        metavar="TIME",
+        help=f"versions that began before TIME (exclusive; default: no limit). {TIME_FORMS}",
+    )
 
-    p = command("windows", cmd_windows, "a window store's windows, by key then start (retention applied)", fmt="table")
-    p.add_argument("store")
+    p = command(
+        "windows",
+        cmd_windows,
+        "a window store's windows, by key then start (retention applied); --from/--to pick the windows "
+        "starting from --from to --to (both inclusive)",
+        fmt="table",
+    )
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("key", nargs="?", help="one key's windows (default: every key)")
-    p.add_argument("--from", dest="from_ms", type=_epoch_ms, metavar="MS", help="windows starting at or after MS")
-    p.add_argument("--to", dest="to_ms", type=_epoch_ms, metavar="MS", help="windows starting at or before MS")
+    p.add_argument(
+        "--from",
+        dest="from_ms",
+        type=parse_time,
+        metavar="TIME",
+        help="windows starting at or after TIME (inclusive; default: the first)",
+    )
+    p.add_argument(
+        "--to",
+        dest="to_ms",
+        type=parse_time,
+        metavar="TIME",
+        help=f"windows starting at or before TIME (inclusive; default: no limit). {TIME_FORMS}",
+    )
 
     p = command(
         "sessions", cmd_sessions, "a session store's sessions, by key then start (retention applied)", fmt="table"
     )
-    p.add_argument("store")
+    p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("key", nargs="?", help="one key's sessions (default: every key)")
 
     p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
-    p.add_argument("store")
+    p.add_argument("store", type=store_name, help=STORE_HELP)
 
     p = command("top", cmd_top, "the entries with the highest values", fmt="table")
-    p.add_argument("store")
-    p.add_argument("-n", "--limit", type=int, default=20, help="how many (default 20)")
+    p.add_argument("store", type=store_name, help=STORE_HELP)
+    p.add_argument("-n", "--limit", type=at_least_1, default=20, metavar="N", help="how many (default 20)")
 
     p = command("serve", cmd_serve, "serve the read-only HTTP API (OpenAPI document at /docs)")
     cfg.add_arguments(p, ServeConfig)
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
-
-
-def _at_least_1(raw: str) -> int:
-    if not raw.isdigit() or int(raw) < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of at least 1, got {raw!r}")
-    return int(raw)
-
-
-def _epoch_ms(raw: str) -> int:
-    if not raw.isdigit() or int(raw) >= 2**63 - 1:
-        raise argparse.ArgumentTypeError(f"epoch milliseconds from 0 to {2**63 - 2}, got {raw!r}")
-    return int(raw)

@@ -1,26 +1,42 @@
 """`statestore status STORE`: how the store's stream is doing (statestore.store.status), with
-the last audit and validation verdicts of the maintenance history."""
+the last audit and validation verdicts of the maintenance history; `statestore describe STORE`:
+what the store is (statestore.store.admin.describe_store)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from datetime import UTC
 
+from statestore.cli.args import RECORD_FORMATS, STORE_HELP, add_format, store_name
+from statestore.cli.output import emit_record, name_value_lines
 from statestore.conn.cassandra import session_for, table_metadata
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.event_time import format_instant
-from statestore.core.names import validate_store_name
 from statestore.maintenance import history
+from statestore.store.admin import StoreDescription, describe_store
 from statestore.store.status import StreamStatus, stream_status
 
 
 def add_command(command) -> None:
-    p = command("status", cmd_status, "how a store's stream is doing: state, writer, lag, rate", kafka=True)
-    p.add_argument("store")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    p = command("status", cmd_status, "how a store's stream is doing: state, writer, lag, rate", kafka=())
+    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_format(p, RECORD_FORMATS, "table")
     p.add_argument("--no-lag", action="store_true", help="do not ask Kafka for its end offsets (no lag)")
+
+    p = command(
+        "describe",
+        cmd_describe,
+        "what a store is: type, layout, codecs, table options, Cassandra's size figures (with the nodes "
+        "that answered), writer and progress",
+    )
+    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_format(p, RECORD_FORMATS, "table")
+    p.add_argument(
+        "--count-partitions",
+        action="store_true",
+        help="partitioned stores: count the entries of each partition exactly (SELECT COUNT(*) per partition: "
+        "reads the whole store)",
+    )
 
 
 def verdicts(session, keyspace: str, store: str) -> dict[str, dict | None]:
@@ -37,14 +53,57 @@ def cmd_status(args) -> int:
     config = cfg.from_args(CassandraConfig, args)
     kafka = None if args.no_lag else cfg.from_args(KafkaConfig, args)
     session = session_for(config)
-    store = validate_store_name(args.store)
-    status = stream_status(session, kafka, config.keyspace, store)
-    found = verdicts(session, config.keyspace, store)
-    if args.format == "json":
-        print(json.dumps({**status.as_dict(), **found}, indent=2))
-    else:
-        sys.stdout.write(render(status, found))
+    status = stream_status(session, kafka, config.keyspace, args.store)
+    found = verdicts(session, config.keyspace, args.store)
+    emit_record({**status.as_dict(), **found}, args.format, render(status, found) if args.format == "table" else "")
     return 0
+
+
+def cmd_describe(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    found = describe_store(session_for(config), config.keyspace, args.store, count_partitions=args.count_partitions)
+    emit_record(found.as_dict(), args.format, render_description(found) if args.format == "table" else "")
+    return 0
+
+
+def render_description(d: StoreDescription) -> str:
+    """The description as aligned `name  value` lines. Pure."""
+    spec, progress = d.spec, d.progress
+    answered = f"from {d.nodes_answered} of {d.nodes_total} node(s)"
+    if d.size is None:
+        size = f"no estimate yet (Cassandra's covers flushed data, refreshed every few minutes), {answered}"
+    else:
+        size = f"about {d.size.partitions:,} partitions, {d.size.total_bytes:,} bytes, {answered}"
+    largest = "-" if d.max_partition_mib is None else f"{d.max_partition_mib:,} MiB"
+    rows = [
+        ("store", f"{spec.name} ({spec.store_type.value}, keyspace {spec.keyspace})"),
+        ("table", f"{spec.keyspace}.{spec.table}" + ("" if d.schema_cql else " (missing: not created or dropped)")),
+        ("partitions", str(spec.partitions)),
+        ("codecs", f"key {spec.key_codec}, value {spec.value_codec}"),
+        ("windowing", "-" if spec.windowing is None else spec.windowing.summary()),
+    ]
+    if d.table_options is not None:
+        o = d.table_options
+        ttl = "none" if not o.default_time_to_live else f"{o.default_time_to_live:,} s"
+        grace = "-" if o.gc_grace_seconds is None else f"{o.gc_grace_seconds:,} s"
+        rows.append(("options", f"compaction {o.compaction or '-'}, default TTL {ttl}, gc grace {grace}"))
+    rows += [("size", size), ("largest partition", largest)]
+    if d.partition_stats is not None:
+        stats = d.partition_stats
+        skew = "-" if stats.skew is None else f"{stats.skew:.2f}"
+        entries = ", ".join(f"{n:,}" for n in stats.entries)
+        rows.append(("entries", f"{stats.total:,} exactly ({entries} by partition; skew {skew})"))
+    writer = "none: no driver holds the store's lease" if d.writer is None else d.writer.holder
+    batch = "none yet"
+    if progress.last_batch_id is not None:
+        batch = f"{progress.last_batch_id} at {_iso_of(progress.last_batch_at) if progress.last_batch_at else '-'}"
+    rows += [
+        ("writer", writer),
+        ("last batch", batch),
+        ("event time", "-" if progress.max_event_time is None else _iso_of(progress.max_event_time)),
+        ("topic", progress.source_topic or "-"),
+    ]
+    return name_value_lines(rows)
 
 
 def render(s: StreamStatus, found: dict[str, dict | None]) -> str:
@@ -77,8 +136,7 @@ def render(s: StreamStatus, found: dict[str, dict | None]) -> str:
     for name, label in (("last_audit", "last audit"), ("last_validation", "last validation")):
         verdict = found.get(name)
         rows.append((label, "never" if verdict is None else f"{verdict['status']} at {verdict['at']}"))
-    width = max(len(name) for name, _ in rows)
-    return "".join(f"{name.ljust(width)}  {value}\n" for name, value in rows)
+    return name_value_lines(rows)
 
 
 def _iso(ms: int | None) -> str:

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import field
 from typing import Any
 
@@ -126,11 +126,24 @@ def _instead_of(cls: type, secret: dataclasses.Field) -> str:
     return " or ".join(ways)
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """Add one flag per setting of `cls`; unset flags stay None so `resolve` falls through."""
-    group = parser.add_argument_group(cls.__doc__.strip().rstrip("."))
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    *,
+    only: Collection[str] | None = None,
+    title: str | None = None,
+    default: Any = None,
+    hidden: bool = False,
+) -> None:
+    """Add one flag per setting of `cls`; unset flags stay `default` (None, so `resolve` falls
+    through; argparse.SUPPRESS leaves them out of the namespace). `only` picks settings by field
+    name, `title` names their group (default: the class's docstring), `hidden` keeps them out of
+    --help (accepted, not listed)."""
+    group = parser.add_argument_group(title or cls.__doc__.strip().rstrip("."))
     taken = {action.dest for action in parser._actions}
     for f in dataclasses.fields(cls):
+        if only is not None and f.name not in only:
+            continue
         # Two sections sharing a field name would share one argparse dest, and one flag's value
         # would silently land in the other section (`from_args` picks fields by name).
         if f.name in taken:
@@ -140,12 +153,12 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         extra = {"action": "store_const", "const": "true"} if f.metadata["switch"] else {}
         if f.metadata["secret"]:
             extra = {"action": _SecretFlag, "instead": _instead_of(cls, f)}
-        group.add_argument(f.metadata["flag"], dest=f.name, default=None, help=help_text, **extra)
+        shown = argparse.SUPPRESS if hidden else help_text
+        group.add_argument(f.metadata["flag"], dest=f.name, default=default, help=shown, **extra)
         if f.metadata["switch"] and f.default is True:  # a switch that is on: --no-<flag> turns it off
             off = "--no-" + f.metadata["flag"].removeprefix("--")
-            group.add_argument(
-                off, dest=f.name, action="store_const", const="false", help=f"turn {f.metadata['flag']} off"
-            )
+            shown = argparse.SUPPRESS if hidden else f"turn {f.metadata['flag']} off"
+            group.add_argument(off, dest=f.name, action="store_const", const="false", default=default, help=shown)
 
 
 def to_environment(settings: Any) -> dict[str, str]:

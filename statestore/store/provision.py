@@ -35,7 +35,7 @@ def provision_store(
     if not create_table and not table_exists(session, spec.keyspace, spec.table):
         raise StoreNotFoundError(
             f"table {spec.keyspace}.{spec.table} of store '{spec.name}' does not exist and table creation is "
-            "off: create it (its CQL is in the README's store types table) or turn table creation on"
+            "off: create it (its CQL is in docs/stores.md, the store types table) or turn table creation on"
         )
     registered = registry.register(session, spec, source_topic)
     if create_table:

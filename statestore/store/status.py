@@ -21,6 +21,7 @@ from statestore.store.lease import current_holder
 from statestore.store.stream_log import BatchRecord, StateChange, Totals
 
 RATE_BATCHES = 20  # words/s over this many recent batches
+STATE_ROWS = 100  # state changes read to find the writer's run among refused runs' rows
 HOUR_MS = 3_600_000
 
 
@@ -38,7 +39,7 @@ class StreamStatus:
     store: str
     keyspace: str
     store_type: str
-    state: str | None  # the latest recorded state (None: no stream has run with the stream log)
+    state: str | None  # the writer's run's latest state (store_state; None: no stream has run with the stream log)
     state_since_ms: int | None
     state_reason: str | None
     writer: str | None  # the lease holder, host:pid:id (None: no driver writes the store)
@@ -124,6 +125,21 @@ def last_restart(states: list[StateChange]) -> StateChange | None:
     return next((s for s in states if s.restart_seconds is not None), None)
 
 
+def store_state(states: list[StateChange], holder: str | None) -> StateChange | None:
+    """Which of the state changes (newest first) is the store's state: the newest of the lease
+    holder's run, when it recorded any; else the newest of a run that was not refused at the
+    lease (a refused run never wrote the store, so its rows say nothing about it); else, when
+    every run was refused, the newest change. Rows of an older release (no writer) count as
+    their own run. Pure."""
+    if holder is not None:
+        own = next((s for s in states if s.writer == holder), None)
+        if own is not None:
+            return own
+    refused = {s.writer for s in states if s.state == stream_log.REFUSED and s.writer is not None}
+    kept = (s for s in states if s.state != stream_log.REFUSED and (s.writer is None or s.writer not in refused))
+    return next(kept, states[0] if states else None)
+
+
 def stream_status(
     session, kafka: KafkaConfig | None, keyspace: str, store: str, now_ms: int | None = None, lenient: bool = False
 ):
@@ -133,7 +149,7 @@ def stream_status(
     spec = registry.lookup(session, keyspace, store)
     progress = registry.progress(session, keyspace, store)
     holder = current_holder(session, keyspace, store)
-    states = stream_log.recent_states(session, keyspace, store)
+    states = stream_log.recent_states(session, keyspace, store, STATE_ROWS)
     batches = stream_log.recent_batches(session, keyspace, store, RATE_BATCHES)
     letters = 0
     if batches:
@@ -143,7 +159,7 @@ def stream_status(
             lambda batch_id: stream_log.batch_at_or_before(session, keyspace, store, batch_id),
         )
         letters = dead_letters_between(batches[0], hour_ago)
-    latest = states[0] if states else None
+    latest = store_state(states, None if holder is None else holder.holder)
     restart = last_restart(states)
     lag: list[PartitionLag] = []
     total = kafka_error = None

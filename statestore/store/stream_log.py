@@ -3,7 +3,9 @@ batch and one per state change of the stream (the analog of Kafka Streams' state
 
     statestore_batches        ((store), batch_id DESC): the apply's figures of each batch
     statestore_stream_states  ((store), at DESC): starting, waiting_for_lease, recovering,
-                              running, stopping, stopped, failed, with the reason
+                              running, stopping, stopped, failed, with the reason; refused:
+                              a run that another writer kept from the lease (never the store's
+                              state: see statestore.store.status.store_state)
 
 Both are bounded by a table TTL (BATCH_TTL_S, STATE_TTL_S): a stream writing a batch every
 second keeps about 600,000 small rows per store, in one Cassandra partition per store. This
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, prepare, table_metadata
+from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, add_missing_columns, prepare, table_metadata
 from statestore.core.codecs import millis_of
 from statestore.core.names import validate_keyspace, validate_store_name
 
@@ -31,7 +33,8 @@ STATE_TTL_S = 30 * 86_400
 
 STARTING, WAITING_FOR_LEASE, RECOVERING, RUNNING = "starting", "waiting_for_lease", "recovering", "running"
 STOPPING, STOPPED, FAILED = "stopping", "stopped", "failed"
-STATES = (STARTING, WAITING_FOR_LEASE, RECOVERING, RUNNING, STOPPING, STOPPED, FAILED)
+REFUSED = "refused"  # another writer holds the lease: this run never wrote the store
+STATES = (STARTING, WAITING_FOR_LEASE, RECOVERING, RUNNING, STOPPING, STOPPED, FAILED, REFUSED)
 ACTIVE = (STARTING, WAITING_FOR_LEASE, RECOVERING, RUNNING, STOPPING)  # a driver is (or was last seen) alive
 
 
@@ -81,6 +84,7 @@ class StateChange:
     host: str | None
     pid: int | None
     restart_seconds: float | None  # on `running`: from the run's start to its first committed batch
+    writer: str | None = None  # the run's lease holder name (host:pid:id); None: logged by an older release
 
 
 def create_cql(keyspace: str) -> list[str]:
@@ -96,15 +100,19 @@ def create_cql(keyspace: str) -> list[str]:
         " AND comment = 'statestore: the batches each store''s stream applied (bounded by TTL)'",
         f"CREATE TABLE IF NOT EXISTS {keyspace}.{STATES_TABLE} ("
         " store text, at timestamp, state text, reason text, run_id text, host text, pid int,"
-        " restart_seconds double, PRIMARY KEY ((store), at))"
+        " restart_seconds double, writer text, PRIMARY KEY ((store), at))"
         f" WITH CLUSTERING ORDER BY (at DESC) AND default_time_to_live = {STATE_TTL_S}"
         " AND comment = 'statestore: state changes of each store''s stream (bounded by TTL)'",
     ]
 
 
+_LATER_STATE_COLUMNS = (("writer", "text"),)  # added to a states table an older release made
+
+
 def ensure_tables(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> None:
     for statement in create_cql(keyspace):
         session.execute(statement, execution_profile=ddl_profile)
+    add_missing_columns(session, keyspace, STATES_TABLE, _LATER_STATE_COLUMNS, ddl_profile)
 
 
 def record_batch(session, keyspace: str, store: str, batch: BatchRecord) -> None:
@@ -170,13 +178,16 @@ def record_state(
     reason: str | None = None,
     run_id: str | None = None,
     restart_seconds: float | None = None,
+    writer: str | None = None,
 ) -> None:
+    """`writer`: the name the run holds (or asks for) the store's lease under, which tells its
+    rows from another run's."""
     if state not in STATES:
         raise ValueError(f"unknown stream state {state!r}: one of {', '.join(STATES)}")
     insert = prepare(
         session,
         f"INSERT INTO {validate_keyspace(keyspace)}.{STATES_TABLE} (store, at, state, reason, run_id, host, pid,"
-        " restart_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " restart_seconds, writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     session.execute(
         insert,
@@ -189,6 +200,7 @@ def record_state(
             socket.gethostname(),
             os.getpid(),
             restart_seconds,
+            writer,
         ),
         execution_profile=BOOKKEEPING_PROFILE,
     )
@@ -255,16 +267,23 @@ def _pairs(mapping) -> tuple[tuple[str, int], ...]:
 
 
 def recent_states(session, keyspace: str, store: str, limit: int = 20) -> list[StateChange]:
-    """The store's `limit` latest state changes, newest first."""
-    if table_metadata(session, keyspace, STATES_TABLE) is None:
+    """The store's `limit` latest state changes, newest first (every run's, refused ones too)."""
+    table = table_metadata(session, keyspace, STATES_TABLE)
+    if table is None:
         return []
+    writer = ", writer" if "writer" in table.columns else ""  # a table no stream of this release has used yet
     select = prepare(
         session,
-        "SELECT at, state, reason, run_id, host, pid, restart_seconds"
+        f"SELECT at, state, reason, run_id, host, pid, restart_seconds{writer}"
         f" FROM {validate_keyspace(keyspace)}.{STATES_TABLE} WHERE store = ? LIMIT ?",
     )
     rows = session.execute(select, (validate_store_name(store), limit), execution_profile=BOOKKEEPING_PROFILE)
-    return [StateChange(r.state, millis_of(r.at), r.reason, r.run_id, r.host, r.pid, r.restart_seconds) for r in rows]
+    return [
+        StateChange(
+            r.state, millis_of(r.at), r.reason, r.run_id, r.host, r.pid, r.restart_seconds, getattr(r, "writer", None)
+        )
+        for r in rows
+    ]
 
 
 def _millis(moment: datetime | None) -> int | None:

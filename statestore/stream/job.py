@@ -24,7 +24,7 @@ from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
 from statestore.core.errors import ConfigError, KafkaError, StateStoreError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.store import registry, stream_log
-from statestore.store.lease import StoreLease
+from statestore.store.lease import LeaseHeldError, StoreLease
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.store.tables import options_with_compaction
 from statestore.stream import batches, checkpoint
@@ -169,13 +169,15 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
     spec = with_retries(job.cassandra, "preparing the store", lambda: resolve_store(session, job))
     monitor = StreamMonitor(job.cassandra, spec)
     monitor.ensure_tables()
-    monitor.state(stream_log.STARTING)
     lease = StoreLease(session, spec.keyspace, spec.name, job.stream.checkpoint, job.stream.lease_ttl_s)
+    monitor.writer = lease.holder  # on every row of this run, so its rows are told from another run's
+    monitor.state(stream_log.STARTING)
     monitor.state(stream_log.WAITING_FOR_LEASE)
     try:
         with_retries(job.cassandra, "taking the store's lease", lease.acquire)
     except BaseException as exc:
-        monitor.state(stream_log.FAILED, str(exc))
+        # Refused (another writer holds the store): recorded, but not the store's state.
+        monitor.state(stream_log.REFUSED if isinstance(exc, LeaseHeldError) else stream_log.FAILED, str(exc))
         raise
     lease.start_renewing()
     try:

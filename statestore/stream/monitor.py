@@ -4,6 +4,9 @@ its state changes and each committed batch (statestore.store.stream_log).
 A run goes starting -> waiting_for_lease -> (recovering, when --recover-from-store finishes a
 pending batch) -> running -> stopping -> stopped, or failed with the reason. Its restart time
 is the time from its start to its first committed batch, recorded on a second `running` row.
+A run that another writer keeps from the lease records `refused` instead of `failed`. Every row
+carries the run's lease holder name (`writer`), so a reader tells the writer's run from a
+refused one (statestore.store.status.store_state).
 
 State rows are best effort: a Cassandra that cannot be reached after the usual retries is
 logged, not raised, so recording never hides the error that stopped the stream. Batch rows are
@@ -33,6 +36,7 @@ class StreamMonitor:
         self.config = config
         self.spec = spec
         self.run_id: str | None = None
+        self.writer: str | None = None  # the name the run takes the store's lease under
         self._began = time.monotonic()
         self._committed = False
 
@@ -55,6 +59,7 @@ class StreamMonitor:
                 reason=reason,
                 run_id=self.run_id,
                 restart_seconds=restart_seconds,
+                writer=self.writer,
             )
 
         try:

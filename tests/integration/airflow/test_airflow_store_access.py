@@ -71,7 +71,8 @@ def _token(client: TestClient, name: str) -> str:
 
 
 PATHS = (
-    f"/statestore/?store={STORE}",
+    "/statestore/",
+    f"/statestore/stores/{STORE}",
     "/statestore/reports/audit_partitions.json",
     "/statestore/api/stores",
     f"/statestore/api/stores/{STORE}/keys/river",
@@ -87,8 +88,8 @@ def test_a_viewer_is_refused_the_stores_an_op_reads_them(airflow_api):
         assert "statestore_cassandra" in refused.json()["detail"]  # says which permission is missing
         assert airflow_api.get(path, headers=op).status_code == 200, path
 
-    page = airflow_api.get(f"/statestore/?store={STORE}", headers=op).text
-    assert f'<tr data-store="{STORE}">' in page
+    assert f'<tr data-store="{STORE}">' in airflow_api.get("/statestore/", headers=op).text
+    assert f'<span id="store-name">{STORE}</span>' in airflow_api.get(f"/statestore/stores/{STORE}", headers=op).text
     assert airflow_api.get("/statestore/reports/audit_partitions.json", headers=op).json() == AUDIT
     assert STORE in [s["name"] for s in airflow_api.get("/statestore/api/stores", headers=op).json()["stores"]]
     assert airflow_api.get(f"/statestore/api/stores/{STORE}/keys/river", headers=op).json()["value"] == 41

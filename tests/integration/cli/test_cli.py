@@ -73,7 +73,7 @@ def _check_produce_and_queries(
     word, count = truth.most_common(1)[0]
     assert _run(capsys, "get", store_name, word, *ks)[:2] == (0, f"{count}\n")
     code, _, err = _run(capsys, "get", store_name, "absent-word", *ks)
-    assert code == 1 and "not in store" in err
+    assert code == 3 and "not in store" in err  # not found
 
     code, out, _ = _run(capsys, "top", store_name, "-n", "3", "--format", "csv", *ks)
     expected = sorted(truth.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
@@ -90,11 +90,13 @@ def _check_produce_and_queries(
 
 def test_errors_are_one_clear_line(capsys, keyspace):
     code, _, err = _run(capsys, "get", "nosuchstore", "x", "--keyspace", keyspace)
-    assert code == 2 and "no store 'nosuchstore'" in err
+    assert code == 3 and "no store 'nosuchstore'" in err  # not found
     code, _, err = _run(capsys, "dump", "Bad;Name", "--keyspace", keyspace)
-    assert code == 2 and "invalid store name" in err
+    assert code == 2 and "invalid store name" in err  # a usage error, found before connecting
     code, _, err = _run(capsys, "stores", "--cassandra-port", "1", "--keyspace", keyspace)
-    assert code == 2 and "cannot reach Cassandra at 127.0.0.1:1" in err
+    assert code == 5 and "cannot reach Cassandra at 127.0.0.1:1" in err  # unavailable
+    code, _, err = _run(capsys, "--cassandra-port", "1", "get", "Bad;Name", "x", "--keyspace", keyspace)
+    assert code == 2 and "invalid store name" in err and "cannot reach" not in err
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +198,7 @@ def test_versioned_get_and_history(capsys, keyspace, query_stores):
         "key,value,valid_from,valid_to\napple,12,2000,3000\n"
     )
     code, _, err = _run(capsys, "get", "cli_prices", "apple", *ks)  # deleted at 3000
-    assert code == 1 and "'apple' is not in store cli_prices" in err
+    assert code == 3 and "'apple' is not in store cli_prices" in err
     code, out, _ = _run(capsys, "history", "cli_prices", "apple", "--format", "jsonl", *ks)
     assert _jsonl(out) == [
         {"valid_from": 1000, "valid_to": 2000, "value": 10},
@@ -248,3 +250,59 @@ def test_create_keyspace_with_network_topology_and_bad_input_refused_first(capsy
         assert row.replication["datacenter1"] == "1"
     finally:
         session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", execution_profile=DDL_PROFILE)
+
+
+def test_connection_options_before_the_command_and_json_everywhere(capsys, keyspace, query_stores):
+    before = _run(capsys, "--keyspace", keyspace, "all", "cli_words", "--format", "json")
+    after = _run(capsys, "all", "cli_words", "--format", "json", "--keyspace", keyspace)
+    assert before == after and before[0] == 0
+    assert [row["key"] for row in json.loads(before[1])] == WORDS
+    code, out, _ = _run(capsys, "--keyspace", keyspace, "get", "cli_words", "banana", "--format", "json")
+    assert code == 0 and json.loads(out) == [{"key": "banana", "value": 2}]
+    code, out, _ = _run(capsys, "--keyspace", keyspace, "history", "cli_prices", "apple", "--format", "json")
+    assert code == 0 and [v["value"] for v in json.loads(out)] == [10, 12, None]
+    # ISO times and epoch milliseconds name the same bounds.
+    iso = _run(
+        capsys,
+        "history",
+        "cli_prices",
+        "apple",
+        "--from",
+        "1970-01-01T00:00:01.500Z",
+        "--to",
+        "1970-01-01T00:00:02Z",
+        *("--keyspace", keyspace),
+    )
+    assert iso[1].splitlines() == ["valid_from  valid_to  value", "1000        2000      10"]
+
+
+def test_count_says_about_when_it_estimates(capsys, keyspace, query_stores):
+    ks = ("--keyspace", keyspace)
+    code, out, err = _run(capsys, "count", "cli_words", "--format", "table", *ks)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["store", "entries", "exact"]
+    assert lines[1].split()[1] == "about" and "--exact" in out and err == ""
+    code, out, _ = _run(capsys, "count", "cli_words", "--format", "json", *ks)
+    found = json.loads(out)
+    assert code == 0 and isinstance(found["entries"], int) and found["estimate"] is True and found["exact"] is False
+    code, out, _ = _run(capsys, "count", "cli_words", "--exact", "--format", "json", *ks)
+    assert json.loads(out) == {"store": "cli_words", "entries": len(WORDS), "exact": True, "estimate": False}
+    code, out, _ = _run(capsys, "count", "cli_words", "--exact", "--format", "table", *ks)
+    assert out.splitlines()[1].split() == ["cli_words", str(len(WORDS)), "true"] and "about" not in out
+
+
+def test_describe_as_table_and_json(capsys, keyspace, query_stores):
+    ks = ("--keyspace", keyspace)
+    code, out, _ = _run(capsys, "describe", "cli_words", "--format", "json", "--count-partitions", *ks)
+    found = json.loads(out)
+    assert code == 0 and found["store"] == "cli_words" and found["type"] == "partitioned-kv"
+    assert found["partitions"] == 5 and sum(found["entries_per_partition"]) == len(WORDS)
+    assert found["size_nodes_answered"] >= 1 and found["size_nodes_total"] >= found["size_nodes_answered"]
+    assert found["table_options"]["compaction"] and found["writer"] is None
+    code, out, _ = _run(capsys, "--keyspace", keyspace, "describe", "cli_ids")
+    table = dict(line.split("  ", 1) for line in out.splitlines())
+    assert code == 0 and table["store"].strip() == f"cli_ids (global-kv, keyspace {keyspace})"
+    assert "node(s)" in table["size"] and "key long, value json" in table["codecs"]
+    assert table["writer"].strip().startswith("none")
+    code, _, err = _run(capsys, "describe", "nosuchstore", *ks)
+    assert code == 3 and "no store 'nosuchstore'" in err

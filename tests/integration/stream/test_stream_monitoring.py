@@ -1,6 +1,6 @@
 """The stream log and `statestore status` on the real stack: a run's states and batches are
 recorded as they happen, the status reads them with the lag against Kafka's end offsets, and a
-run that cannot take the lease is recorded as failed, with why."""
+run that cannot take the lease is recorded as refused, with why, and is not the store's state."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from statestore.core.config import StreamConfig
 from statestore.http import create_app
 from statestore.store import registry, stream_log
 from statestore.store.lease import LeaseHeldError, StoreLease
+from statestore.store.status import stream_status
 from statestore.stream.job import JobConfig, start
 from tests.integration.conftest import produce_lines, run_stream
 
@@ -90,7 +91,7 @@ def test_a_runs_states_batches_and_status(
     assert sum(v for (name, _), v in lag.items() if name == "statestore_lag_records") == 50
 
 
-def test_a_run_that_cannot_take_the_lease_is_recorded_as_failed(
+def test_a_run_that_cannot_take_the_lease_is_recorded_as_refused_not_as_the_stores_state(
     spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
 ):
     produce_lines(kafka_config, topic, LINES[:10])
@@ -102,8 +103,10 @@ def test_a_run_that_cannot_take_the_lease_is_recorded_as_failed(
         job = JobConfig(stream, cassandra_config, kafka_config)
         with pytest.raises(LeaseHeldError):
             start(spark, job)
+        latest = stream_log.recent_states(session, keyspace, store_name, 3)
+        assert [s.state for s in reversed(latest)] == ["starting", "waiting_for_lease", "refused"]
+        assert other.holder in latest[0].reason and {s.writer for s in latest} == {latest[0].writer} != {None}
+        # The store's state stays its own stream's (stopped), not the refused run's.
+        assert stream_status(session, None, keyspace, store_name).state == "stopped"
     finally:
         other.release()
-    latest = stream_log.recent_states(session, keyspace, store_name, 3)
-    assert [s.state for s in reversed(latest)] == ["starting", "waiting_for_lease", "failed"]
-    assert other.holder in latest[0].reason

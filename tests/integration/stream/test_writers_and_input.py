@@ -71,7 +71,7 @@ def test_reset_empties_the_store_and_a_new_checkpoint_starts_over(
     lines, truth = generate(150, seed=9)
     produce_lines(kafka_config, topic, lines)
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
-    assert cli(["reset", store_name, "--keyspace", keyspace]) == 2  # needs --yes
+    assert cli(["reset", store_name, "--keyspace", keyspace]) == 4  # refused: needs --yes
     assert "add --yes" in capsys.readouterr().err
     assert cli(["reset", store_name, "--yes", "--keyspace", keyspace]) == 0
     assert dump(session, keyspace, store_name) == {}
