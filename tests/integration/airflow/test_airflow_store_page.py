@@ -261,7 +261,10 @@ def _rows(browser, selector: str) -> list[list[str]]:
 
 
 def _screenshot(browser, name: str) -> None:
-    """The whole page at the list's width, for the docs (docs/images/NAME)."""
+    """The whole page at the list's width, for the docs (docs/images/NAME), when asked for with
+    STATESTORE_SCREENSHOTS=1 (a plain test run leaves the committed pictures alone)."""
+    if os.environ.get("STATESTORE_SCREENSHOTS") != "1":
+        return
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(WIDTH, height + 140)  # the window's frame takes some of its height
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
