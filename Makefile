@@ -1,4 +1,4 @@
-# Two commands matter (README): `make run` and `make test`. Both install what is missing.
+# Two commands matter (README.md): `make run` and `make test`. Both install what is missing.
 # A bare `make` lists the targets (`make help`): the `## ` text on each target's line.
 SHELL := /bin/bash
 MAKEFILE := $(lastword $(MAKEFILE_LIST))
@@ -15,7 +15,7 @@ PARTITIONS ?= 4
 STORE_TYPE ?=
 TRIGGER ?= available-now
 NODES ?= 1
-# Windowed counts (README, "Window stores"): WINDOW=1m [HOP=] [GRACE=] [RETENTION=];
+# Windowed counts (docs/stores.md, window stores): WINDOW=1m [HOP=] [GRACE=] [RETENTION=];
 # sessioned counts: SESSION_GAP=5m [GRACE=] [RETENTION=].
 # RETENTION is also `make maintenance`'s expiry of key-value stores (empty: 30d).
 WINDOW ?=
@@ -57,7 +57,7 @@ stack-status: ## what of the local stack runs, and where
 stack-reset: ## stop the local stack and delete its data and logs
 	scripts/stack reset
 
-# The local cluster (README "Running on a cluster"): 3 Cassandra nodes, 3 Kafka brokers and a
+# The local cluster (docs/cluster.md): 3 Cassandra nodes, 3 Kafka brokers and a
 # Spark standalone master with 2 workers on 127.0.0.1-3, beside the single-node stack's ports.
 cluster-up: install dist ## start the local cluster: 3 Cassandra, 3 Kafka, Spark master + 2 workers
 	scripts/stack up --nodes 3
@@ -124,7 +124,7 @@ bench-maintenance: stack-up ## audit and expiry rows/s at 1M and 10M entries
 bench-compaction: stack-up ## window tables under TWCS, UCS, STCS and LCS
 	$(BENCH_ENV) $(BIN)/python bench/window_compaction.py
 
-# The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (README "Maintenance").
+# The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (docs/maintenance.md).
 # Key-value stores expire at RETENTION of stream time (30d when empty); window and session
 # stores by their own retention, whatever RETENTION says.
 REPORTS ?= .stack/reports/maintenance

@@ -183,7 +183,7 @@ def spark_submission(args: list[str], conf: dict[str, str] | None = None, master
 
     Executors run STATESTORE_EXECUTOR_PYTHON if set; else, for a local master (or none given),
     this Python; else their own machines' python3 with the library from --py-files: a path
-    that exists here need not exist on a worker (README "Running on a cluster").
+    that exists here need not exist on a worker (docs/cluster.md).
     """
     jars = connector_jars()
     defaults = {"spark.pyspark.driver.python": sys.executable}

@@ -85,7 +85,7 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         # Local mode: the Python workers run on this machine, so the driver's interpreter (the
         # venv, which has the library) is right unless told otherwise. On a cluster it is not:
         # executors use their own machine's python3 (or spark.pyspark.python) and get the
-        # library from --py-files (README "Running on a cluster").
+        # library from --py-files (docs/cluster.md).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         if _workers_import_the_library():
             defaults["spark.python.daemon.module"] = DAEMON_MODULE

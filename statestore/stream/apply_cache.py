@@ -34,13 +34,13 @@ the store's registry row before its first delete and after its last (registry
 `outside_writes`), and the driver trusts no cache in a batch that starts while that mark is
 set or differs from the previous batch's. Other programs writing a store the stream feeds
 (the library's put/delete) are not seen: with the cache on, the stream must be the store's
-only writer besides the expire job (README, "The apply cache").
+only writer besides the expire job (docs/streaming-job.md and docs/consistency.md).
 
 A table TTL. Cassandra drops an expired row without any write the cache could see, so no
 batch uses the cache while the store's table has a default TTL, nor for as long as that TTL
 after the stream last saw it (CacheLedger.admits). Rows written under a TTL that was removed
 before the stream started are not known to it: after removing a TTL, run the stream with
---no-apply-cache for as long as the old TTL (README, "Consistency guarantees").
+--no-apply-cache for as long as the old TTL (docs/consistency.md).
 
 Versioned stores keep reading: their values are versions, not single entries.
 """

@@ -1,7 +1,7 @@
 """`make maintenance` on the real stack: the Makefile's own recipe (not a copy of its command
 lines) runs the four jobs on a small store the stream wrote, in a test keyspace, with its
 defaults: key-value stores expire at 30 days of stream time, window stores by their own
-retention (README "Maintenance")."""
+retention (docs/maintenance.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The operation table of the README, on the real Cassandra: every key-value operation for
+"""The operation table of docs/stores.md, on the real Cassandra: every key-value operation for
 every key-value store type and codec pair, with unsupported cells raising the documented error."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """/metrics' families from store statuses (gathering stubbed: the real one is an integration
-test): names, types and labels as the README lists them, counters from the running sums."""
+test): names, types and labels as docs/monitoring.md lists them, counters from the running sums."""
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
