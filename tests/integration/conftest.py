@@ -9,6 +9,7 @@ its own keyspace and topics and drops them at the end.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +30,24 @@ from statestore.stream.job import JobConfig, start
 PROJECT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT / "stack"))
 import stack as local_stack  # noqa: E402
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_stack(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`stack/stack.py ARGS` in a process of its own, `env` over this one's environment."""
+    return subprocess.run(
+        [sys.executable, str(PROJECT / "stack" / "stack.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def pytest_collection_modifyitems(config, items):

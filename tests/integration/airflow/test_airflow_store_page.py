@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from statestore.store.builder import StoreBuilder, open_store
 from statestore.store.session import SessionKey
 from statestore.store.status import stream_status
 from statestore.store.stream_log import BatchRecord, Totals
+from tests.integration.conftest import free_port
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "images"
@@ -54,12 +54,6 @@ pytestmark = pytest.mark.skipif(
     not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
     reason="Debian's chromium and chromium-driver are needed: `make browser` installs them",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, bytes]:
@@ -85,7 +79,7 @@ def api_server(session, keyspace, cassandra_config, tmp_path_factory):
     """An Airflow API server with this project's plugin, over a store with known counts that has
     been audited (the store and the audit are made while the server starts)."""
     airflow_env.migrate_db()
-    port = _free_port()
+    port = free_port()
     home = tmp_path_factory.mktemp("api-server")
     reports = home / "reports"
     reports.mkdir()

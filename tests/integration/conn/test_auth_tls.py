@@ -11,12 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import shutil
-import socket
 import stat
-import subprocess
-import sys
 import traceback
 import uuid
 from dataclasses import dataclass
@@ -33,20 +29,10 @@ from statestore.core.errors import CassandraUnavailableError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.store.provision import provision_store
 from statestore.stream.apply import Delta, apply_deltas
+from tests.integration.conftest import free_port, run_stack
 
 PROJECT = Path(__file__).resolve().parents[3]
-STACK = [sys.executable, str(PROJECT / "stack" / "stack.py")]
 APP_ROLE = "statestore_app"
-
-
-def _stack(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([*STACK, *args], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -72,19 +58,19 @@ def node(tmp_path_factory):
     state = tmp_path_factory.mktemp("auth-tls-stack")
     (state / "lib").mkdir()
     (state / "lib" / "cassandra").symlink_to(PROJECT / ".stack" / "lib" / "cassandra")
-    port = _free_port()
+    port = free_port()
     env = {
         "STATESTORE_STACK_DIR": str(state),
         "STATESTORE_CASSANDRA_PORT": str(port),
-        "STATESTORE_CASSANDRA_STORAGE_PORT": str(_free_port()),
-        "STATESTORE_CASSANDRA_JMX_PORT": str(_free_port()),
+        "STATESTORE_CASSANDRA_STORAGE_PORT": str(free_port()),
+        "STATESTORE_CASSANDRA_JMX_PORT": str(free_port()),
     }
     try:
-        up = _stack("up", "--only", "cassandra", "--auth", "--tls", env=env)
+        up = run_stack("up", "--only", "cassandra", "--auth", "--tls", env=env)
         assert up.returncode == 0, up.stdout + up.stderr
         yield SecureNode(state, env, port, state / "tls" / "ca.pem", up.stdout + up.stderr)
     finally:
-        down = _stack("down", "--only", "cassandra", env=env)
+        down = run_stack("down", "--only", "cassandra", env=env)
     assert "cassandra: stopped" in down.stdout, down.stdout + down.stderr
     shutil.rmtree(state / "data", ignore_errors=True)  # keep the logs, drop the data files
 
@@ -111,12 +97,12 @@ def _all_text(exc: BaseException) -> str:
 
 def test_the_node_runs_in_the_recorded_mode_and_status_probes_it(node):
     assert json.loads((node.state / "run" / "cassandra.mode.json").read_text()) == {"auth": True, "tls": True}
-    status = _stack("status", "--only", "cassandra", env=node.env)
+    status = run_stack("status", "--only", "cassandra", env=node.env)
     assert status.returncode == 0, status.stdout + status.stderr
     assert "answering" in status.stdout
-    again = _stack("up", "--only", "cassandra", "--auth", "--tls", env=node.env)
+    again = run_stack("up", "--only", "cassandra", "--auth", "--tls", env=node.env)
     assert again.returncode == 0 and again.stdout.strip() == "cassandra: already running"
-    plain = _stack("up", "--only", "cassandra", env=node.env)
+    plain = run_stack("up", "--only", "cassandra", env=node.env)
     assert "already running (started with --auth --tls" in plain.stdout
     # The key material is private, and its password is in no output or log of the node.
     for name in ("keystore.p12", "keystore.password"):

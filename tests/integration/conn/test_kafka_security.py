@@ -12,10 +12,8 @@ import json
 import logging
 import os
 import shutil
-import socket
 import stat
 import subprocess
-import sys
 import traceback
 import uuid
 from dataclasses import dataclass
@@ -29,20 +27,9 @@ from statestore.core import config as cfg
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import KafkaError
 from tests.corpus import generate
-from tests.integration.conftest import dump, run_stream
+from tests.integration.conftest import dump, free_port, run_stack, run_stream
 
 PROJECT = Path(__file__).resolve().parents[3]
-STACK = [sys.executable, str(PROJECT / "stack" / "stack.py")]
-
-
-def _stack(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([*STACK, *args], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _all_text(exc: BaseException) -> str:
@@ -73,20 +60,20 @@ def broker(tmp_path_factory):
     (state / "lib" / "kafka").symlink_to(PROJECT / ".stack" / "lib" / "kafka")
     env = {
         "STATESTORE_STACK_DIR": str(state),
-        "STATESTORE_KAFKA_PORT": str(_free_port()),
-        "STATESTORE_KAFKA_CONTROLLER_PORT": str(_free_port()),
+        "STATESTORE_KAFKA_PORT": str(free_port()),
+        "STATESTORE_KAFKA_CONTROLLER_PORT": str(free_port()),
     }
     try:
-        up = _stack("up", "--only", "kafka", "--kafka-sasl-ssl", env=env)
+        up = run_stack("up", "--only", "kafka", "--kafka-sasl-ssl", env=env)
         assert up.returncode == 0, up.stdout + up.stderr
-        printed = _stack("env", env=env)
+        printed = run_stack("env", env=env)
         assert printed.returncode == 0, printed.stderr
         settings = dict(
             line.removeprefix("export ").split("=", 1) for line in printed.stdout.splitlines() if "KAFKA" in line
         )
         yield SecureBroker(state, env, settings, up.stdout + up.stderr + printed.stdout + printed.stderr)
     finally:
-        down = _stack("down", "--only", "kafka", env=env)
+        down = run_stack("down", "--only", "kafka", env=env)
     assert "kafka: stopped" in down.stdout, down.stdout + down.stderr
     shutil.rmtree(state / "data", ignore_errors=True)  # keep the logs, drop the data files
 
@@ -96,9 +83,9 @@ def test_the_broker_runs_sasl_ssl_only_and_keeps_its_secrets(broker):
     assert broker.settings["STATESTORE_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
     assert broker.settings["STATESTORE_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
     assert broker.settings["STATESTORE_KAFKA_SSL_CA"] == str(broker.state / "tls" / "ca.pem")
-    status = _stack("status", "--only", "kafka", env=broker.env)
+    status = run_stack("status", "--only", "kafka", env=broker.env)
     assert status.returncode == 0 and "answering" in status.stdout, status.stdout + status.stderr
-    plain = _stack("up", "--only", "kafka", env=broker.env)
+    plain = run_stack("up", "--only", "kafka", env=broker.env)
     assert "kafka: already running (started with --kafka-sasl-ssl" in plain.stdout
     # The key material and the passwords are private, and no output or log of the broker holds them.
     private = [

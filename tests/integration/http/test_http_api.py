@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from statestore.core import codecs
 from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.builder import StoreBuilder
 from statestore.store.session import SessionKey
+from tests.integration.conftest import free_port
 
 PARTITIONS = 7
 # Shared prefixes, non-ASCII text and a slash, so key order, prefixes and paths are all exercised.
@@ -74,15 +74,9 @@ VISITS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     def __init__(self, *args: str, env: dict | None = None) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [sys.executable, "-m", "statestore", "serve", "--port", str(self.port), "--no-access-log", *args]
         self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"statestore-serve-{self.port}.log"
@@ -408,7 +402,7 @@ def test_versioned_stores_scan_current_values(api):
 
 
 def test_unreachable_cassandra_is_503(keyspace):
-    server = Server("--keyspace", keyspace, "--cassandra-port", str(_free_port()), "--request-timeout", "2")
+    server = Server("--keyspace", keyspace, "--cassandra-port", str(free_port()), "--request-timeout", "2")
     try:
         response = httpx.get(f"{server.url}/stores/http_words/keys/a", timeout=30)
     finally:

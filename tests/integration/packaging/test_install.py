@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines
+from tests.integration.conftest import dump, free_port, produce_lines
 
 PROJECT = Path(__file__).resolve().parents[3]
 # Other patch versions than constraints.txt pins: the ranges, not the pins, decide.
@@ -116,12 +115,6 @@ def test_the_wheel_installs_with_its_ranges_on_the_newest_python(wheel, tmp_path
     assert _run([bin_dir / "statestore", "--version"], cwd=tmp_path, env=env).strip() == "statestore 0.1.0"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _http(url: str, token: str | None = None, body: dict | None = None) -> tuple[int, str]:
     headers = {"Content-Type": "application/json"} if body is not None else {}
     if token:
@@ -202,7 +195,7 @@ def test_the_provider_installs_into_a_clean_airflow(
     assert str(job) in out, out[-5000:]  # spark-submit ran the job file of the installed package
 
     # The store page: the API server of the clean venv loads the plugin from the entry point.
-    port = _free_port()
+    port = free_port()
     server_log = (home / "api-server.log").open("w")
     server = subprocess.Popen(
         [airflow, "api-server", "--port", str(port)],

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.integration.conftest import free_port, run_stack
+
 PROJECT = Path(__file__).resolve().parents[3]
-STACK = [sys.executable, str(PROJECT / "stack" / "stack.py")]
-
-
-def _stack(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*STACK, *args], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _alive(pid: int) -> bool:
@@ -35,11 +21,11 @@ def _alive(pid: int) -> bool:
 
 def test_up_on_a_running_stack_is_a_no_op(stack):
     pids = {n: (PROJECT / ".stack" / "run" / f"{n}.pid").read_text() for n in ("cassandra", "kafka")}
-    result = _stack("up")
+    result = run_stack("up")
     assert result.returncode == 0, result.stderr
     assert "cassandra: already running" in result.stdout and "kafka: already running" in result.stdout
     assert {n: (PROJECT / ".stack" / "run" / f"{n}.pid").read_text() for n in pids} == pids
-    assert _stack("status").returncode == 0
+    assert run_stack("status").returncode == 0
 
 
 def test_a_taken_port_is_a_clear_error(tmp_path):
@@ -47,7 +33,7 @@ def test_a_taken_port_is_a_clear_error(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = _stack(
+        result = run_stack(
             "up",
             "--only",
             "kafka",
@@ -63,20 +49,20 @@ def test_a_second_kafka_starts_answers_and_stops_by_pid(tmp_path):
     (tmp_path / "lib" / "kafka").symlink_to(PROJECT / ".stack" / "lib" / "kafka")
     env = {
         "STATESTORE_STACK_DIR": str(tmp_path),
-        "STATESTORE_KAFKA_PORT": str(_free_port()),
-        "STATESTORE_KAFKA_CONTROLLER_PORT": str(_free_port()),
+        "STATESTORE_KAFKA_PORT": str(free_port()),
+        "STATESTORE_KAFKA_CONTROLLER_PORT": str(free_port()),
     }
     try:
-        up = _stack("up", "--only", "kafka", env=env)
+        up = run_stack("up", "--only", "kafka", env=env)
         assert up.returncode == 0, up.stdout + up.stderr
         pid = int((tmp_path / "run" / "kafka.pid").read_text())
         assert _alive(pid)
-        assert _stack("status", "--only", "kafka", env=env).returncode == 0
+        assert run_stack("status", "--only", "kafka", env=env).returncode == 0
     finally:
-        down = _stack("down", "--only", "kafka", env=env)
+        down = run_stack("down", "--only", "kafka", env=env)
     assert "kafka: stopped" in down.stdout
     assert not _alive(pid)
-    assert _stack("status", "--only", "kafka", env=env).returncode == 1
+    assert run_stack("status", "--only", "kafka", env=env).returncode == 1
 
 
 def test_kafka_keeps_records_whatever_their_event_time(stack, kafka_config):
