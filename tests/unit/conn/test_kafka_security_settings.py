@@ -15,6 +15,7 @@ from statestore.core import config as cfg
 from statestore.core.config import KafkaConfig, StreamConfig
 from statestore.core.errors import ConfigError
 from statestore.stream import job
+from tests.unit.conn.recording_reader import RecordingReader
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n"
 CERT = "-----BEGIN CERTIFICATE-----\nMIIBclient\n-----END CERTIFICATE-----\n"
@@ -133,7 +134,7 @@ def test_every_spark_reader_starts_from_the_security_options(pems):
     assert options["kafka.ssl.truststore.certificates"] == CA
 
     class Spark:
-        readStream = _Reader()
+        readStream = RecordingReader()
 
     stream = cfg.resolve(
         StreamConfig, env={"STATESTORE_TOPIC": "words", "STATESTORE_STORE": "s", "STATESTORE_CHECKPOINT": "/tmp/c"}
@@ -143,25 +144,6 @@ def test_every_spark_reader_starts_from_the_security_options(pems):
     )
     assert loaded["kafka.sasl.jaas.config"] == kafka_io.jaas_config(kafka)
     assert loaded["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
-
-
-class _Reader:
-    def __init__(self) -> None:
-        self.given: dict[str, str] = {}
-
-    def format(self, name):
-        return self
-
-    def option(self, key, value):
-        self.given[key] = value
-        return self
-
-    def options(self, **more):
-        self.given.update(more)
-        return self
-
-    def load(self):
-        return self.given
 
 
 def test_a_key_spark_cannot_read_is_refused_with_the_fix(pems, tmp_path):

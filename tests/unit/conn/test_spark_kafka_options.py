@@ -14,6 +14,7 @@ from statestore.core import config as cfg
 from statestore.core.config import KafkaConfig, StreamConfig
 from statestore.core.errors import ConfigError
 from statestore.stream import job
+from tests.unit.conn.recording_reader import RecordingReader
 
 
 def test_the_options_carry_the_servers_and_the_fetch_wait():
@@ -56,31 +57,9 @@ def test_a_bad_fetch_wait_names_the_flag_and_variable(raw):
         cfg.resolve(KafkaConfig, env={"STATESTORE_KAFKA_FETCH_MAX_WAIT_MS": raw})
 
 
-class _Reader:
-    """Records what the job asks of Spark's DataStreamReader (argument plumbing only)."""
-
-    def __init__(self) -> None:
-        self.given: dict[str, str] = {}
-
-    def format(self, name):
-        self.given["format"] = name
-        return self
-
-    def option(self, key, value):
-        self.given[key] = value
-        return self
-
-    def options(self, **more):
-        self.given.update(more)
-        return self
-
-    def load(self):
-        return self.given
-
-
 def test_the_streaming_job_reads_with_them():
     class Spark:
-        readStream = _Reader()
+        readStream = RecordingReader()
 
     stream = cfg.resolve(
         StreamConfig, env={"STATESTORE_TOPIC": "words", "STATESTORE_STORE": "s", "STATESTORE_CHECKPOINT": "/tmp/c"}
