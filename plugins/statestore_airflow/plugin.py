@@ -23,14 +23,14 @@ def _cassandra_config():
 def _kafka_config():
     """The `statestore_kafka` connection's settings (servers, TLS, SASL), for lag (None when it
     is not defined)."""
-    from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
 
+    from statestore_airflow.kafka_hook import StateStoreKafkaHook
+
     try:
-        connection = BaseHook.get_connection(dag_support.KAFKA_CONN_ID)
+        return StateStoreKafkaHook(dag_support.KAFKA_CONN_ID).get_conn()
     except AirflowNotFoundException:
         return None
-    return dag_support.kafka_config(connection)
 
 
 class StateStorePlugin(AirflowPlugin):

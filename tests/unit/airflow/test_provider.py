@@ -64,3 +64,20 @@ def test_the_kafka_connection_type_offers_exactly_the_extras_its_settings_read()
     )
     config = dag_support.kafka_config(conn)
     assert (config.security_protocol, config.sasl_mechanism, config.sasl_username) == ("SASL_SSL", "SCRAM-SHA-512", "u")
+
+
+def test_the_store_page_reads_kafka_through_the_kafka_connection_type(monkeypatch):
+    from statestore_airflow import plugin
+
+    monkeypatch.delenv("AIRFLOW_CONN_STATESTORE_KAFKA", raising=False)
+    assert plugin._kafka_config() is None  # no connection: the page shows no lag
+    extra = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512"}
+    connection = {"conn_type": "statestore_kafka", "host": "b1:9093,b2", "login": "u", "password": "p", "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_STATESTORE_KAFKA", json.dumps(connection))
+    config = plugin._kafka_config()
+    assert (config.bootstrap_servers, config.security_protocol, config.sasl_username, config.sasl_password) == (
+        "b1:9093,b2:9092",
+        "SASL_SSL",
+        "u",
+        "p",
+    )
