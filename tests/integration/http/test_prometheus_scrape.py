@@ -22,8 +22,8 @@ from statestore.conn.cassandra import create_keyspace
 from statestore.core.config import StreamConfig
 from statestore.store import registry
 from statestore.stream.job import JobConfig, start
-from tests.integration.conftest import delete_topic, produce_lines
-from tests.integration.http.test_http_api import Server, _free_port
+from tests.integration.conftest import delete_topic, free_port, produce_lines
+from tests.integration.http.test_http_api import Server
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="Debian's prometheus is needed: `make browser` installs it")
@@ -34,7 +34,7 @@ class Prometheus:
     """A Prometheus server on 127.0.0.1 scraping `target` every second, with its own data dir."""
 
     def __init__(self, target: str, home: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = home / "prometheus.yml"
         config.write_text(
