@@ -160,11 +160,12 @@ airflow-down: ## stop the local Airflow
 # Style, and the import rules between the package's wings (pyproject.toml [tool.importlinter]:
 # layers, forbidden imports, no cycles); the plugin's package is found on plugins/. Then the
 # manual (mkdocs.yml, docs/): --strict fails on a broken link or anchor; the site goes to site/.
-lint: venv ## ruff, the import rules, the strict docs build
+lint: venv ## ruff, the import rules, the strict docs build, every test module imports
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=plugins $(BIN)/lint-imports --no-cache
 	$(BIN)/mkdocs build --strict --quiet --site-dir site
+	$(BIN)/pytest --collect-only -q -p no:cacheprovider tests > /dev/null
 
 clean: ## stop the stack, delete its data, logs and checkpoints
 	scripts/stack down || true
