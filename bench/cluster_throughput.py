@@ -103,7 +103,7 @@ def run(mode: str, lines: list[bytes], truth, partitions: int, workdir: Path, li
     after = {kind: sum(process_tree_ticks(p) for p in pids) for kind, pids in processes.items()}
     batches = [float(m.group(1)) for m in map(BATCH.search, log.read_text().splitlines()) if m]
     from statestore.core.codecs import decode_long, decode_text
-    from statestore.store import registry
+    from statestore.store.book import registry
     from statestore.store.tables import table_for
 
     table = table_for(registry.lookup(session, keyspace, store))

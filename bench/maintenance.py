@@ -3,10 +3,10 @@
 For each size N: a partitioned-kv store (--partitions store partitions) is loaded with N
 entries by Spark tasks (half of them 3 days behind the stream's time, half 1 hour behind),
 flushed, then
-  - audited (statestore.maintenance.audit: token-range scan in Spark tasks, partition sizes,
+  - audited (statestore.maintenance.audit.partitions: token-range scan in Spark tasks, partition sizes,
     Cassandra's figures), timed from the first Spark task to the merged summary;
   - scanned for expiry (a dry run: the expiry's scan and selection, no delete), then
-  - expired with a 2-day retention in stream time (statestore.maintenance.expire: the same
+  - expired with a 2-day retention in stream time (statestore.maintenance.expire.entries: the same
     scan, plus a timestamped delete of the old half), timed the same way.
 Before each measured phase Cassandra is flushed and left to finish its compactions, so no
 phase pays for the previous one's background work; the waits are reported.
@@ -38,11 +38,11 @@ from statestore.conn.spark import build_session
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec, StoreType
-from statestore.maintenance.audit import AuditOptions, audit
-from statestore.maintenance.expire import ExpireOptions, expire
-from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
-from statestore.maintenance.selection import Thresholds, TimeBasis
-from statestore.store import registry
+from statestore.maintenance.audit.partitions import AuditOptions, audit
+from statestore.maintenance.expire.entries import ExpireOptions, expire
+from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
+from statestore.maintenance.shared.selection import Thresholds, TimeBasis
+from statestore.store.book import registry
 from statestore.store.provision import provision_store
 from statestore.stream.batches import now_micros
 

@@ -15,8 +15,8 @@ import time
 
 from bench_common import scratch_keyspace
 
+from statestore.store.book.stream_log import BatchRecord
 from statestore.store.builder import StoreBuilder
-from statestore.store.stream_log import BatchRecord
 from statestore.stream.monitor import StreamMonitor
 
 KEYSPACE = "bench_stream_log"

@@ -47,7 +47,7 @@ from statestore.core.config import CassandraConfig
 from statestore.core.model import WindowedEntry
 from statestore.core.options import TableOptions
 from statestore.core.windows import WindowSpec
-from statestore.maintenance.nodetool import Nodetool, NodetoolConfig, parse_histograms
+from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig, parse_histograms
 from statestore.store.builder import StoreBuilder
 
 KEYSPACE = "bench_windows"

@@ -89,15 +89,15 @@ with DAG(
 
     @task(multiple_outputs=True)
     def plan(params: dict) -> dict:
-        """Which stores each job covers (statestore.maintenance.plan), as spark-submit arguments
+        """Which stores each job covers (statestore.maintenance.shared.coverage), as spark-submit arguments
         (None: the job has no store); the stores to validate; what every submission shares."""
         import logging
 
         from statestore_airflow.hook import CassandraStateStoreHook
 
         from statestore.core.names import validate_store_name
-        from statestore.maintenance.plan import StoreFacts, plan_maintenance
-        from statestore.maintenance.selection import TimeBasis
+        from statestore.maintenance.shared.coverage import StoreFacts, plan_maintenance
+        from statestore.maintenance.shared.selection import TimeBasis
 
         with dag_support.fail_without_retry():
             requested = [validate_store_name(s) for s in params["stores"]]

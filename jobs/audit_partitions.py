@@ -11,11 +11,11 @@ configuration or store error, 1 anything else.
 import sys
 from collections.abc import Sequence
 
-from statestore.maintenance import cli
+from statestore.maintenance.main import run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.run("audit_partitions", argv)
+    return run("audit_partitions", argv)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ store error, 1 anything else.
 import sys
 from collections.abc import Sequence
 
-from statestore.maintenance import cli
+from statestore.maintenance.main import run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.run("compact_state", argv)
+    return run("compact_state", argv)
 
 
 if __name__ == "__main__":

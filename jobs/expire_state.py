@@ -13,11 +13,11 @@ configuration or store error, 1 anything else.
 import sys
 from collections.abc import Sequence
 
-from statestore.maintenance import cli
+from statestore.maintenance.main import run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.run("expire_state", argv)
+    return run("expire_state", argv)
 
 
 if __name__ == "__main__":

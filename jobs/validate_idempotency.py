@@ -14,11 +14,11 @@ configuration or store error (e.g. the store kept changing), 1 anything else.
 import sys
 from collections.abc import Sequence
 
-from statestore.maintenance import cli
+from statestore.maintenance.main import run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.run("validate_idempotency", argv)
+    return run("validate_idempotency", argv)
 
 
 if __name__ == "__main__":

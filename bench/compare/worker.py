@@ -286,7 +286,7 @@ class Worker:
     def state_size(self, name: str, events: list[dict]) -> int | None:
         if self.system in OURS:
             from statestore.conn.cassandra import session_for
-            from statestore.store import registry
+            from statestore.store.book import registry
             from statestore.store.tables import table_for
 
             session = session_for(self.cassandra)
@@ -321,7 +321,7 @@ def read_counts(cassandra, store: str) -> dict[str, int]:
     per tumbling window it was seen in, so the sums are the words' counts)."""
     from statestore.conn.cassandra import session_for
     from statestore.core.codecs import decode_long
-    from statestore.store import registry
+    from statestore.store.book import registry
     from statestore.store.builder import open_window_store
     from statestore.store.tables import table_for
 

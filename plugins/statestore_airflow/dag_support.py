@@ -26,8 +26,8 @@ from statestore.conn.spark import LOG_CONFIG, connector_jars
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import CassandraUnavailableError, ConfigError, StateStoreError
-from statestore.maintenance.plan import JOB_ORDER
-from statestore.store.lease import LeaseHeldError
+from statestore.maintenance.shared.coverage import JOB_ORDER
+from statestore.store.book.lease import LeaseHeldError
 
 # The jobs spark-submit runs: files of the installed package (statestore.jobs), not a checkout.
 JOBS = Path(jobs.__file__).resolve().parent
@@ -222,7 +222,7 @@ def maintenance_args(
     stores: dict[str, list[str]], params: dict[str, Any], reports: Path, checkpoints: Path
 ) -> dict[str, list[list[str]]]:
     """The command lines of the maintenance jobs for the planned `stores` of each job
-    (statestore.maintenance.plan), from the state_maintenance params; Cassandra and Kafka
+    (statestore.maintenance.shared.coverage), from the state_maintenance params; Cassandra and Kafka
     flags are added by the caller. One run per job over all its stores, except validation:
     one run per store (each has its own input, checkpoint and report folder)."""
     ranges = ["--token-ranges", str(params["token_ranges"])]

@@ -35,7 +35,8 @@ from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError
 from statestore.core.model import KeyRange
 from statestore.core.names import validate_keyspace
-from statestore.store import admin, lease
+from statestore.store import admin
+from statestore.store.book import lease
 from statestore.store.builder import open_store
 from statestore_airflow import dag_support
 

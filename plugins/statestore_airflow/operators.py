@@ -1,5 +1,5 @@
 """The maintenance jobs' spark-submit operator: the stock SparkSubmitOperator, plus the jobs'
-exit codes (statestore.maintenance.cli) read as Airflow outcomes."""
+exit codes (statestore.maintenance.main) read as Airflow outcomes."""
 
 from __future__ import annotations
 

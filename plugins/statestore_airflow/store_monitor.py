@@ -1,4 +1,4 @@
-"""The store page's monitoring: each store's stream (statestore.store.status: state, lag, rate,
+"""The store page's monitoring: each store's stream (statestore.store.book.status: state, lag, rate,
 dead letters, last restart), the charts of its recent batches and state changes from the
 stream log, its latest maintenance verdicts, and a key lookup. Plain values (and SVG markup
 from statestore_airflow.charts) for the templates; the figures' rules live in the library."""
@@ -13,12 +13,11 @@ from statestore.conn.cassandra import table_metadata
 from statestore.core.codecs import millis_of
 from statestore.core.errors import StateStoreError
 from statestore.core.names import validate_store_name
-from statestore.core.text import parse_key, to_text
-from statestore.maintenance import history
-from statestore.store import stream_log
+from statestore.present.text import parse_key, to_text
+from statestore.store.book import history, stream_log
+from statestore.store.book.status import dead_letters_between, last_recorded_before, stream_status
+from statestore.store.book.stream_log import BatchRecord, StateChange
 from statestore.store.builder import open_store
-from statestore.store.status import dead_letters_between, last_recorded_before, stream_status
-from statestore.store.stream_log import BatchRecord, StateChange
 from statestore_airflow import charts
 from statestore_airflow.words import clock, utc
 
@@ -31,7 +30,7 @@ VALIDATION_REPORTS = "validate_idempotency"
 
 def stream_figures(session, kafka, keyspace: str, store: str) -> dict[str, Any]:
     """The stream's figures (without Kafka, or when it does not answer, no lag). `state` is
-    the store's writer's run's state (statestore.store.status.store_state), never a run that
+    the store's writer's run's state (statestore.store.book.status.store_state), never a run that
     was refused at the lease."""
     s = stream_status(session, kafka, keyspace, store, lenient=True)
     return {

@@ -41,7 +41,7 @@ from statestore.core.errors import (
 from statestore.core.model import StoreType
 from statestore.core.names import validate_store_name
 from statestore.http import create_app
-from statestore.maintenance.units import human_bytes
+from statestore.maintenance.shared.units import human_bytes
 from statestore.store import admin
 from statestore_airflow import store_monitor, words
 from statestore_airflow.access import require_connection_access

@@ -29,7 +29,7 @@ from statestore.core.errors import (
     WriterMayBeLiveError,
 )
 from statestore.core.event_time import TimestampedLineError
-from statestore.store.lease import LeaseHeldError, LeaseLostError
+from statestore.store.book.lease import LeaseHeldError, LeaseLostError
 
 OK = 0
 UNEXPECTED = 1

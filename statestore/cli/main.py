@@ -40,7 +40,8 @@ from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import ConfigError, ConfirmationRequiredError, StateStoreError
 from statestore.core.model import Replication
 from statestore.core.names import deadletter_table, validate_keyspace, validate_store_name
-from statestore.store import admin, deadletters, registry
+from statestore.store import admin
+from statestore.store.book import deadletters, registry
 from statestore.store.provision import table_exists
 from statestore.store.tables import table_for
 

@@ -1,4 +1,4 @@
-"""How the CLI writes what it found: rows in the one set of formats (statestore.core.text's
+"""How the CLI writes what it found: rows in the one set of formats (statestore.present.text's
 table, CSV and JSON lines, plus one JSON document), and single records of named fields."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from statestore.core.text import emit as emit_text
-from statestore.core.text import to_json
+from statestore.present.text import emit as emit_text
+from statestore.present.text import to_json
 
 
 def emit(rows: Iterable[Sequence], header: Sequence[str], fmt: str, out: TextIO | None = None) -> int:

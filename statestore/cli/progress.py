@@ -1,5 +1,5 @@
 """Progress bars for long command-line work (`produce` of a large file, `dump`): a tqdm bar on
-stderr when it is a terminal, nothing when it is piped or in CI (statestore.maintenance.progress,
+stderr when it is a terminal, nothing when it is piped or in CI (statestore.present.progress,
 which the maintenance scans use too)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from statestore.maintenance.progress import Progress
+from statestore.present.progress import Progress
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 top, and `serve` (the HTTP API).
 
 Each opens the store as registered (statestore.store.builder.open_store), reads keys given as text
-with the store's key codec (statestore.core.text) and prints decoded values. What a store type
+with the store's key codec (statestore.present.text) and prints decoded values. What a store type
 cannot do ends in the library's UnsupportedOperationError, which `main` prints (exit 2, a usage
 error: statestore.cli.exits).
 """
@@ -32,9 +32,9 @@ from statestore.conn.cassandra import session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
 from statestore.core.model import KeyRange
-from statestore.core.serving import ServeConfig
-from statestore.core.text import parse_key, require_versioned, to_text, versioned
 from statestore.http import serve
+from statestore.http.serving import ServeConfig
+from statestore.present.text import parse_key, require_versioned, to_text, versioned
 from statestore.store import admin
 from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.table_stats import cluster_figures

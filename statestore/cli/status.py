@@ -1,4 +1,4 @@
-"""`statestore status STORE`: how the store's stream is doing (statestore.store.status), with
+"""`statestore status STORE`: how the store's stream is doing (statestore.store.book.status), with
 the last audit and validation verdicts of the maintenance history; `statestore describe STORE`:
 what the store is (statestore.store.admin.describe_store)."""
 
@@ -12,9 +12,9 @@ from statestore.conn.cassandra import session_for, table_metadata
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.event_time import format_instant
-from statestore.maintenance import history
 from statestore.store.admin import StoreDescription, describe_store
-from statestore.store.status import StreamStatus, stream_status
+from statestore.store.book import history
+from statestore.store.book.status import StreamStatus, stream_status
 
 
 def add_command(command) -> None:

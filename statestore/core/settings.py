@@ -2,7 +2,7 @@
 environment < flags.
 
 Every setting is a field of a frozen dataclass (the sections in statestore.core.config and
-statestore.core.serving) whose metadata names its environment variable, its command-line flag
+statestore.http.serving) whose metadata names its environment variable, its command-line flag
 and its help text, so the CLI, the jobs and the Airflow hook all resolve settings the same way
 (`resolve`) and document them from one place (`add_arguments`).
 """

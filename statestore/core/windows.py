@@ -95,7 +95,7 @@ class WindowSpec(_Segmented):
         )
 
     def as_dict(self) -> dict[str, int]:
-        """The settings as recorded in the store registry (statestore.store.registry)."""
+        """The settings as recorded in the store registry (statestore.store.book.registry)."""
         return {
             "size_ms": self.size_ms,
             "hop_ms": self.hop_ms,

@@ -19,11 +19,11 @@ from fastapi import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from statestore.core.errors import StateStoreError
-from statestore.core.text import parse_key
 from statestore.http.answers import DRIVER_ERRORS, answer
 from statestore.http.coalesce import GetCoalescer
 from statestore.http.paths import app_path
 from statestore.http.routes import record_for
+from statestore.present.text import parse_key
 
 
 def point_get_target(scope: Scope) -> tuple[str, str] | None:

@@ -1,9 +1,9 @@
 """GET /metrics: every store's stream in Prometheus' text format (prometheus-client).
 
-Gathered at scrape time from what outlives the driver (statestore.store.status: the registry,
+Gathered at scrape time from what outlives the driver (statestore.store.book.status: the registry,
 the lease, the stream log, Kafka's end offsets), cached for `ttl_s` so a burst of scrapes costs
 one round of queries. Counters carry on across drivers: they come from the running sums each
-batch row keeps (statestore.store.stream_log.Totals). The API's own request latency is a
+batch row keeps (statestore.store.book.stream_log.Totals). The API's own request latency is a
 histogram observed by a middleware, per route template, method and status.
 
 Kafka is optional: without settings or when it does not answer, the lag series are left out
@@ -29,9 +29,10 @@ from statestore.core.config import KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.http.answers import DRIVER_ERRORS
 from statestore.http.paths import app_path
-from statestore.store import admin, stream_log
+from statestore.store import admin
+from statestore.store.book import stream_log
+from statestore.store.book.status import StreamStatus, stream_status
 from statestore.store.builder import open_session_store, open_store, open_window_store
-from statestore.store.status import StreamStatus, stream_status
 
 _log = logging.getLogger(__name__)
 KAFKA_RETRY_S = 60.0  # after Kafka failed to answer, gather without it this long (its timeout is 15 s)

@@ -12,14 +12,15 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 
 from statestore.core.errors import StateStoreError, UnsupportedOperationError
 from statestore.core.model import EVERYTHING, KeyRange
-from statestore.core.text import key_syntax, parse_key, require_versioned, to_json, versioned
 from statestore.http import models
 from statestore.http.answers import KeyNotFoundError
 from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import read_page, resume, token_ordered
 from statestore.http.timed_paging import WindowQuery, read_timed_page
 from statestore.http.timed_paging import resume as resume_timed
-from statestore.store import admin, registry
+from statestore.present.text import key_syntax, parse_key, require_versioned, to_json, versioned
+from statestore.store import admin
+from statestore.store.book import registry
 from statestore.store.table_stats import cluster_figures
 from statestore.store.tables.versioned_base import OPEN_END
 

@@ -34,9 +34,9 @@ from fastapi import FastAPI
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError
-from statestore.core.serving import ServeConfig
 from statestore.http.app import create_app
 from statestore.http.metrics import MULTIPROCESS_DIR_ENV
+from statestore.http.serving import ServeConfig
 from statestore.http.shedding import ShedLimits
 from statestore.store.cache import CacheOptions
 

@@ -29,11 +29,11 @@ from statestore.core.errors import (
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import deadletter_table, validate_keyspace, validate_store_name
 from statestore.core.options import TableOptions
-from statestore.store import registry
+from statestore.store.book import registry
+from statestore.store.book.lease import Holder, LeaseHeldError, StoreLease, current_holder, describe_self
+from statestore.store.book.registry import StoreProgress
 from statestore.store.builder import open_session_store, open_store, open_window_store
-from statestore.store.lease import Holder, LeaseHeldError, StoreLease, current_holder, describe_self
 from statestore.store.provision import provision_store, table_exists
-from statestore.store.registry import StoreProgress
 from statestore.store.table_stats import SizeEstimate, cluster_figures
 
 _log = logging.getLogger(__name__)

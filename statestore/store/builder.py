@@ -30,7 +30,7 @@ from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
 from statestore.core.options import TableOptions
 from statestore.core.windows import SessionSpec, WindowSpec
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.store.cache import CacheOptions
 from statestore.store.key_value import KeyValueStore
 from statestore.store.session import SessionStore

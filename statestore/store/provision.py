@@ -1,7 +1,7 @@
 """Schema steps for a store: registry, store table, dead-letter table.
 
 Safe when many workers run it at once: every CREATE is IF NOT EXISTS, and the store's
-layout is fixed by one lightweight transaction (statestore.store.registry.register).
+layout is fixed by one lightweight transaction (statestore.store.book.registry.register).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from statestore.conn.cassandra import DDL_PROFILE, require_keyspace
 from statestore.core.errors import StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.options import TableOptions
-from statestore.store import deadletters, registry
+from statestore.store.book import deadletters, registry
 from statestore.store.tables import create_cql_for
 
 DEFAULT_STORE_TYPE = StoreType.PARTITIONED_KV

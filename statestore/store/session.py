@@ -22,7 +22,7 @@ from statestore.core.codecs import Codec, decode_stored, millis_of
 from statestore.core.errors import UnsupportedOperationError
 from statestore.core.model import EVERYTHING, KeyRange, SessionEntry, StoreSpec, check_key, check_value
 from statestore.core.options import TableOptions
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.store.provision import provision_store
 from statestore.store.table_stats import rows_estimate
 from statestore.store.tables import session_table_for

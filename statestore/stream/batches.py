@@ -29,9 +29,9 @@ from statestore.core.codecs import millis_of
 from statestore.core.config import DEFAULT_MAX_FUTURE_MS, CassandraConfig, KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.core.model import StoreSpec
-from statestore.store import deadletters, registry
-from statestore.store.lease import StoreLease
-from statestore.store.stream_log import BatchRecord
+from statestore.store.book import deadletters, registry
+from statestore.store.book.lease import StoreLease
+from statestore.store.book.stream_log import BatchRecord
 from statestore.store.tables import table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import (

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from statestore.core.errors import CheckpointMismatchError, StateStoreError
-from statestore.store.registry import StoreProgress
+from statestore.store.book.registry import StoreProgress
 
 
 def _path(spark, checkpoint: str, *parts: str):

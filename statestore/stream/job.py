@@ -23,8 +23,8 @@ from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
 from statestore.core.errors import ConfigError, KafkaError, StateStoreError
 from statestore.core.model import StoreSpec, StoreType
-from statestore.store import registry, stream_log
-from statestore.store.lease import LeaseHeldError, StoreLease
+from statestore.store.book import registry, stream_log
+from statestore.store.book.lease import LeaseHeldError, StoreLease
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.store.tables import options_with_compaction
 from statestore.stream import batches, checkpoint

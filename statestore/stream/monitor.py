@@ -1,12 +1,12 @@
 """One run of a store's stream, as it records itself for `statestore status` and the metrics:
-its state changes and each committed batch (statestore.store.stream_log).
+its state changes and each committed batch (statestore.store.book.stream_log).
 
 A run goes starting -> waiting_for_lease -> (recovering, when --recover-from-store finishes a
 pending batch) -> running -> stopping -> stopped, or failed with the reason. Its restart time
 is the time from its start to its first committed batch, recorded on a second `running` row.
 A run that another writer keeps from the lease records `refused` instead of `failed`. Every row
 carries the run's lease holder name (`writer`), so a reader tells the writer's run from a
-refused one (statestore.store.status.store_state).
+refused one (statestore.store.book.status.store_state).
 
 State rows are best effort: a Cassandra that cannot be reached after the usual retries is
 logged, not raised, so recording never hides the error that stopped the stream. Batch rows are
@@ -24,8 +24,8 @@ from statestore.conn.retry import with_retries
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import CassandraUnavailableError
 from statestore.core.model import StoreSpec
-from statestore.store import stream_log
-from statestore.store.stream_log import BatchRecord
+from statestore.store.book import stream_log
+from statestore.store.book.stream_log import BatchRecord
 
 _log = logging.getLogger("statestore.stream.monitor")
 _REASON_CHARS = 1000

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from statestore.core.model import MAX_KEY_BYTES
-from statestore.store import deadletters
+from statestore.store.book import deadletters
 from statestore.stream.apply import UNCOUNTABLE, with_buckets
 from statestore.stream.tokenize import words_column
 

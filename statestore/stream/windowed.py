@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from statestore.core.event_time import format_duration
 from statestore.core.model import MAX_KEY_BYTES
 from statestore.core.windows import SessionSpec, WindowSpec
-from statestore.store import deadletters
+from statestore.store.book import deadletters
 from statestore.stream.apply import UNCOUNTABLE
 from statestore.stream.tokenize import words_column
 from statestore.stream.transforms import is_countable

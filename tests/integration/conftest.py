@@ -152,7 +152,7 @@ def compaction_class_of(session, keyspace: str, table: str) -> str:
 
 def dump(session, keyspace, store) -> dict[str, int]:
     from statestore.core.codecs import decode_long, decode_text
-    from statestore.store import registry
+    from statestore.store.book import registry
     from statestore.store.tables import table_for
 
     table = table_for(registry.lookup(session, keyspace, store))

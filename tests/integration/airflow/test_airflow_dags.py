@@ -14,9 +14,9 @@ import tests.airflow_env as airflow_env
 # isort: split
 import pytest
 
-from statestore.store import registry
+from statestore.store.book import registry
+from statestore.store.book.lease import current_holder
 from statestore.store.builder import open_store, open_window_store
-from statestore.store.lease import current_holder
 from tests.corpus import generate
 from tests.integration.conftest import compaction_class_of, dump, produce_lines, wait_for
 

@@ -25,12 +25,13 @@ import tests.airflow_env as airflow_env
 import pytest
 
 from statestore.core.windows import SessionSpec, WindowSpec
-from statestore.maintenance import cli as maintenance_cli
-from statestore.store import admin, registry, stream_log
+from statestore.maintenance import main as maintenance_main
+from statestore.store import admin
+from statestore.store.book import registry, stream_log
+from statestore.store.book.status import stream_status
+from statestore.store.book.stream_log import BatchRecord, Totals
 from statestore.store.builder import StoreBuilder, open_store
 from statestore.store.session import SessionKey
-from statestore.store.status import stream_status
-from statestore.store.stream_log import BatchRecord, Totals
 from tests.integration.conftest import free_port
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -71,7 +72,7 @@ def _audit(store: str, reports: Path, cassandra_config) -> None:
     """A real audit of `store` through the audit job's command line (Spark in this process)."""
     argv = ["--report-dir", str(reports), "--store", store, "--token-ranges", "4", "--nodetool", "off"]
     argv += ["--cassandra-port", str(cassandra_config.port), "--keyspace", cassandra_config.keyspace]
-    assert maintenance_cli.run("audit_partitions", argv) == 0
+    assert maintenance_main.run("audit_partitions", argv) == 0
 
 
 @pytest.fixture(scope="module")

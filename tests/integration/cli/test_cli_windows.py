@@ -8,7 +8,7 @@ import io
 
 from statestore.cli.main import main
 from statestore.core.windows import SessionSpec, WindowSpec
-from statestore.store import deadletters
+from statestore.store.book import deadletters
 from statestore.store.builder import StoreBuilder
 from statestore.store.session import SessionKey
 

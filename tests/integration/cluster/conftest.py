@@ -185,7 +185,7 @@ def node_session(address: str, consistency=ConsistencyLevel.ONE):
 def counts_at(address: str, keyspace: str, store: str, consistency) -> dict[str, int]:
     """Every count of `store` as read through the node at `address` at `consistency`."""
     from statestore.core.codecs import decode_long, decode_text
-    from statestore.store import registry
+    from statestore.store.book import registry
     from statestore.store.tables import table_for
 
     connection, session = node_session(address, consistency)
@@ -215,7 +215,7 @@ def progress_of(session, keyspace: str, store: str):
 
     from statestore.conn.retry import is_transient
     from statestore.core.errors import StoreNotFoundError
-    from statestore.store import registry
+    from statestore.store.book import registry
 
     try:
         return registry.progress(session, keyspace, store)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from statestore.core import config as cfg
-from statestore.maintenance.crosscheck import figures_of
-from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
-from statestore.store import admin, registry
+from statestore.maintenance.shared.crosscheck import figures_of
+from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
+from statestore.store import admin
+from statestore.store.book import registry
 from statestore.store.builder import open_store
 from statestore.store.table_stats import cluster_figures, node_figures
 

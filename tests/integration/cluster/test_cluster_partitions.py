@@ -60,7 +60,7 @@ def _feed(kafka, topic: str, lines: list[str], every_s: float) -> None:
 
 def _progress_via(address: str, keyspace: str, store: str):
     """The store's progress as node `address` coordinates the read (a cut node 2 never sees it)."""
-    from statestore.store import registry
+    from statestore.store.book import registry
 
     connection, session = node_session(address, ConsistencyLevel.QUORUM)
     try:

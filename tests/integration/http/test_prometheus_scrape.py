@@ -20,7 +20,7 @@ from statestore.cli.main import main
 from statestore.conn import kafka as kafka_io
 from statestore.conn.cassandra import create_keyspace
 from statestore.core.config import StreamConfig
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.stream.job import JobConfig, start
 from tests.integration.conftest import delete_topic, free_port, produce_lines
 from tests.integration.http.test_http_api import Server

@@ -13,7 +13,7 @@ import pytest
 from statestore.core.model import EVERYTHING, StoreType
 from statestore.core.names import validate_keyspace
 from statestore.core.windows import WindowSpec
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.store.builder import StoreBuilder
 from statestore.stream.batches import now_micros
 from tests.integration.maintenance.test_maintenance_audit import load_job

@@ -12,9 +12,9 @@ import pytest
 from statestore.core import config as cfg
 from statestore.core.codecs import encode_long
 from statestore.core.model import Entry, StoreSpec, StoreType
-from statestore.maintenance import history
-from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
-from statestore.maintenance.units import MIB
+from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
+from statestore.maintenance.shared.units import MIB
+from statestore.store.book import history
 from statestore.store.provision import provision_store
 from statestore.store.tables import table_for
 

@@ -9,8 +9,9 @@ import json
 from statestore.core import config as cfg
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.model import Entry, StoreSpec, StoreType
-from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
-from statestore.store import admin, registry
+from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
+from statestore.store import admin
+from statestore.store.book import registry
 from statestore.store.provision import provision_store
 from statestore.store.tables import table_for
 from statestore.stream.batches import now_micros

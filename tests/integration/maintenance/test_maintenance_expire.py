@@ -13,12 +13,11 @@ from statestore.core import config as cfg
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.model import EVERYTHING, Entry, StoreSpec, StoreType, WindowedEntry
 from statestore.core.windows import WindowSpec
-from statestore.maintenance import history
-from statestore.maintenance.expire import ExpireOptions, expire_range
-from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
-from statestore.maintenance.scan import shape_of, token_splits
-from statestore.maintenance.selection import Cutoff, TimeBasis
-from statestore.store import registry
+from statestore.maintenance.expire.entries import ExpireOptions, expire_range
+from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
+from statestore.maintenance.shared.scan import shape_of, token_splits
+from statestore.maintenance.shared.selection import Cutoff, TimeBasis
+from statestore.store.book import history, registry
 from statestore.store.builder import StoreBuilder
 from statestore.store.provision import provision_store
 from statestore.store.tables import table_for

@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from statestore.conn import kafka as kafka_io
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.model import Entry
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.store.tables import table_for
 from statestore.stream.batches import now_micros
 from tests.integration.conftest import delete_topic, run_stream

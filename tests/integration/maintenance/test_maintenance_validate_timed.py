@@ -12,7 +12,7 @@ import pytest
 
 from statestore.conn import kafka as kafka_io
 from statestore.core.event_time import TimedValue
-from statestore.store import deadletters
+from statestore.store.book import deadletters
 from statestore.store.builder import open_session_store, open_window_store
 from statestore.store.session import SessionKey
 from tests.integration.conftest import delete_topic, run_stream

@@ -17,8 +17,7 @@ from statestore.conn import kafka as kafka_io
 from statestore.core import config as cfg
 from statestore.core.codecs import millis_of
 from statestore.core.event_time import TimedValue
-from statestore.maintenance import history
-from statestore.store import registry
+from statestore.store.book import history, registry
 from tests.integration.conftest import PROJECT, delete_topic, dump, run_stream
 
 MINUTE, DAY = 60_000, 86_400_000

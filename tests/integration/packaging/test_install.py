@@ -91,8 +91,8 @@ import importlib, pkgutil, sys, statestore
 names = [m.name for m in pkgutil.walk_packages(statestore.__path__, "statestore.")]
 # statestore.jobs are spark-submit scripts and __main__ the CLI, not modules to import; the reports and
 # the validation need the `maintenance` extra.
-skipped = ("statestore.jobs", "statestore.__main__", "statestore.maintenance.quality", "statestore.maintenance.reports",
-           "statestore.maintenance.validate")
+skipped = ("statestore.jobs", "statestore.__main__", "statestore.maintenance.validate.quality",
+           "statestore.maintenance.shared.reports", "statestore.maintenance.validate.idempotency")
 imported = [n for n in names if not n.startswith(skipped) and importlib.import_module(n)]
 assert all(not m.__file__.startswith(sys.argv[1]) for m in map(sys.modules.get, imported) if m and m.__file__)
 print(len(imported))

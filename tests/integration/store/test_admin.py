@@ -16,9 +16,10 @@ from statestore.core.errors import (
     UnsupportedOperationError,
 )
 from statestore.core.partitioner import partition_for
-from statestore.store import admin, registry
+from statestore.store import admin
+from statestore.store.book import registry
+from statestore.store.book.lease import LeaseHeldError, StoreLease
 from statestore.store.builder import open_store
-from statestore.store.lease import LeaseHeldError, StoreLease
 from statestore.store.provision import table_exists
 
 

@@ -10,7 +10,7 @@ import pytest
 from statestore.conn.cassandra import DDL_PROFILE, create_keyspace
 from statestore.core.errors import StoreFencedError
 from statestore.core.model import StoreSpec, StoreType
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.store.provision import provision_store
 
 

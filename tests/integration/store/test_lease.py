@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from statestore.store.lease import LeaseHeldError, StoreLease, current_holder
+from statestore.store.book.lease import LeaseHeldError, StoreLease, current_holder
 
 
 def test_a_lease_renewed_past_its_ttl_still_names_its_holder_and_start(session, keyspace, store_name):

@@ -13,7 +13,8 @@ from statestore.core.errors import StoreFencedError, WriterMayBeLiveError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.partitioner import partition_for
 from statestore.core.windows import WindowSpec
-from statestore.store import admin, registry
+from statestore.store import admin
+from statestore.store.book import registry
 from statestore.store.provision import provision_store
 from statestore.stream.batches import write_ts_for
 from tests.integration.conftest import dump

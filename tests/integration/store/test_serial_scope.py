@@ -11,7 +11,7 @@ import uuid
 from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE, check_serial_scope, session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
-from statestore.store.lease import LEASE_TABLE, StoreLease, create_cql
+from statestore.store.book.lease import LEASE_TABLE, StoreLease, create_cql
 
 
 def test_by_default_the_stores_transactions_run_at_serial(session, keyspace, store_name):

@@ -228,7 +228,7 @@ def test_cached_reads_are_stale_until_the_ttl_and_own_writes_evict(session, keys
 def test_many_workers_creating_one_store_at_once_agree(session, keyspace):
     from concurrent.futures import ThreadPoolExecutor
 
-    from statestore.store import registry
+    from statestore.store.book import registry
 
     def create(partitions: int):
         builder = StoreBuilder(session, "conf_race").with_keyspace(keyspace)

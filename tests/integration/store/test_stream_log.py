@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import time
 
-from statestore.store import stream_log
+from statestore.store.book import stream_log
+from statestore.store.book.status import HOUR_MS, stream_status
+from statestore.store.book.stream_log import BatchRecord
 from statestore.store.builder import StoreBuilder
-from statestore.store.status import HOUR_MS, stream_status
-from statestore.store.stream_log import BatchRecord
 from statestore.stream.monitor import StreamMonitor
 
 DEAD = [3, 0, 7, 1, 0, 4, 9, 2, 0, 5, 6, 1]

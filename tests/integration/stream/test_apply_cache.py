@@ -9,7 +9,7 @@ from pyspark.errors import StreamingQueryException
 
 from statestore.core.codecs import decode_long, encode_text
 from statestore.core.config import StreamConfig
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.store.builder import open_store
 from statestore.store.tables import table_for
 from statestore.stream.batches import DRIVER, EXECUTORS, BatchSeams
@@ -129,7 +129,7 @@ def test_deletes_marked_as_outside_writes_are_seen_by_the_next_batch(
         spec = registry.lookup(session, keyspace, store_name)
         table = table_for(spec)
         deleted["alpha"] = decode_long(table.get(session, encode_text("alpha")).value)
-        # What the expire job does around its deletes (statestore.maintenance.expire).
+        # What the expire job does around its deletes (statestore.maintenance.expire.entries).
         registry.mark_outside_writes(session, spec, ongoing=True, now_us=1_000)
         table.delete(session, encode_text("alpha"))
         registry.mark_outside_writes(session, spec, ongoing=False, now_us=2_000)

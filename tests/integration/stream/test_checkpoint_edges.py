@@ -11,7 +11,8 @@ import pytest
 
 from statestore.core.config import StreamConfig
 from statestore.core.errors import CheckpointMismatchError
-from statestore.store import admin, registry
+from statestore.store import admin
+from statestore.store.book import registry
 from statestore.stream.job import JobConfig, start
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream, wait_for

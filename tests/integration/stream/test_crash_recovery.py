@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from statestore.store import deadletters, registry
+from statestore.store.book import deadletters, registry
 from statestore.stream.faults import ENV as FAULT_ENV
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, spark_submit_job

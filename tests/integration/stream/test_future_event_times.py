@@ -12,7 +12,7 @@ from collections import Counter
 from statestore.conn import kafka as kafka_io
 from statestore.core.codecs import millis_of
 from statestore.core.event_time import TimedValue
-from statestore.store import deadletters, registry
+from statestore.store.book import deadletters, registry
 from tests.integration.conftest import dump, run_stream
 from tests.integration.maintenance.test_maintenance_validate_timed import _validate
 from tests.integration.stream.test_windowed_wordcount import Reference, _records, _stored

@@ -14,8 +14,8 @@ from pyspark.errors import StreamingQueryException
 
 from statestore.core.config import StreamConfig
 from statestore.core.errors import CheckpointMismatchError
-from statestore.store import registry
-from statestore.store.lease import LEASE_TABLE, current_holder
+from statestore.store.book import registry
+from statestore.store.book.lease import LEASE_TABLE, current_holder
 from statestore.stream.checkpoint import initial_offsets
 from statestore.stream.faults import ENV as FAULT_ENV
 from statestore.stream.job import JobConfig, start

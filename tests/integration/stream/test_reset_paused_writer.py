@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 import signal
 
-from statestore.store import admin, registry
-from statestore.store.lease import current_holder
+from statestore.store import admin
+from statestore.store.book import registry
+from statestore.store.book.lease import current_holder
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream, wait_for
 from tests.integration.stream.test_zombie_driver import _end_session, _launch, _session_members, _stopped

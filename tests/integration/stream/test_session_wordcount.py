@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 
 from statestore.conn import kafka as kafka_io
 from statestore.core.event_time import TimedValue
-from statestore.store import deadletters, registry
+from statestore.store.book import deadletters, registry
 from statestore.store.builder import open_session_store
 from tests.integration.conftest import run_stream
 

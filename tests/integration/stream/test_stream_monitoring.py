@@ -13,9 +13,9 @@ from starlette.testclient import TestClient
 from statestore.cli.main import main
 from statestore.core.config import StreamConfig
 from statestore.http import create_app
-from statestore.store import registry, stream_log
-from statestore.store.lease import LeaseHeldError, StoreLease
-from statestore.store.status import stream_status
+from statestore.store.book import registry, stream_log
+from statestore.store.book.lease import LeaseHeldError, StoreLease
+from statestore.store.book.status import stream_status
 from statestore.stream.job import JobConfig, start
 from tests.integration.conftest import produce_lines, run_stream
 

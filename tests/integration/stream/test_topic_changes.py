@@ -9,7 +9,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from statestore.conn import kafka as kafka_io
-from statestore.store import registry
+from statestore.store.book import registry
 from tests.corpus import generate
 from tests.integration.conftest import delete_topic, dump, produce_lines, run_stream, wait_for
 

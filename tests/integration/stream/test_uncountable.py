@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from statestore.core.model import MAX_KEY_BYTES
-from statestore.store import deadletters
+from statestore.store.book import deadletters
 from statestore.stream import batches, transforms
 from statestore.stream.apply import UNCOUNTABLE
 from statestore.stream.transforms import batch_deltas, dead_letter_rows

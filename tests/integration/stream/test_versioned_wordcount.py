@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.store.builder import open_store
 from statestore.store.versioned import VersionedRecord
 from tests.integration.conftest import dump, run_stream

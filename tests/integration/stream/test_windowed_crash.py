@@ -17,7 +17,7 @@ from collections import Counter
 
 from statestore.conn import kafka as kafka_io
 from statestore.core.event_time import TimedValue
-from statestore.store import deadletters, registry
+from statestore.store.book import deadletters, registry
 from statestore.store.builder import open_session_store, open_window_store
 from tests.integration.stream.test_crash_recovery import _failure, _launch
 from tests.integration.stream.test_session_wordcount import sessions_of

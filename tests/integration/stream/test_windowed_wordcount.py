@@ -12,7 +12,7 @@ from collections import Counter
 
 from statestore.conn import kafka as kafka_io
 from statestore.core.event_time import TimedValue
-from statestore.store import deadletters, registry
+from statestore.store.book import deadletters, registry
 from statestore.store.builder import open_window_store
 from tests.integration.conftest import compaction_class_of, run_stream
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from statestore.core.errors import CheckpointMismatchError, StoreMismatchError
-from statestore.store import deadletters, registry
+from statestore.store.book import deadletters, registry
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream
 

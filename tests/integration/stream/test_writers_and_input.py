@@ -8,8 +8,8 @@ import pytest
 
 from statestore.cli.main import main as cli
 from statestore.core.config import StreamConfig
-from statestore.store import deadletters, registry
-from statestore.store.lease import LeaseHeldError, StoreLease, current_holder
+from statestore.store.book import deadletters, registry
+from statestore.store.book.lease import LeaseHeldError, StoreLease, current_holder
 from statestore.stream.job import JobConfig, start
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from statestore.store import registry
+from statestore.store.book import registry
 from statestore.stream.faults import ENV as FAULT_ENV
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, spark_submit_job, wait_for

@@ -124,7 +124,7 @@ def test_library_mistakes_fail_without_retry_but_outages_are_retried():
     from airflow.sdk.exceptions import AirflowFailException
 
     from statestore.core.errors import CassandraUnavailableError
-    from statestore.store.lease import LeaseHeldError
+    from statestore.store.book.lease import LeaseHeldError
 
     with pytest.raises(AirflowFailException, match="ConfigError: bad"):
         with dag_support.fail_without_retry():

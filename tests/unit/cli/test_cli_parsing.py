@@ -21,7 +21,7 @@ from statestore.core import config as cfg
 from statestore.core import errors
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.event_time import TimestampedLineError
-from statestore.store.lease import LeaseHeldError
+from statestore.store.book.lease import LeaseHeldError
 
 ROOT = Path(__file__).resolve().parents[3]
 

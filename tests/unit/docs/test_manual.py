@@ -10,7 +10,7 @@ import pytest
 
 from statestore.cli.main import build_parser
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
-from statestore.core.serving import ServeConfig
+from statestore.http.serving import ServeConfig
 
 from .manual import DOCS, README, ROOT, code_of, pages, section
 

@@ -5,8 +5,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from statestore.http.metrics import StoreCollector, _template_of
-from statestore.store.status import PartitionLag, StreamStatus
-from statestore.store.stream_log import Totals
+from statestore.store.book.status import PartitionLag, StreamStatus
+from statestore.store.book.stream_log import Totals
 
 
 class Gathered(StoreCollector):

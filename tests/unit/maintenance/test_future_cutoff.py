@@ -6,7 +6,7 @@ import pytest
 
 from statestore.core.errors import FutureStreamTimeError
 from statestore.core.model import StoreSpec, StoreType
-from statestore.maintenance.expire_windows import refuse_future_cutoff
+from statestore.maintenance.expire.segments import refuse_future_cutoff
 
 SPEC = StoreSpec("ks", "words", StoreType.PARTITIONED_KV, 4)
 NOW = 1_800_000_000_000

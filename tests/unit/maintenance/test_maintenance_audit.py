@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from statestore.core.errors import ConfigError
-from statestore.maintenance import selection
-from statestore.maintenance.audit_scan import AuditSummary, partition_stats
-from statestore.maintenance.nodetool import parse_histograms
-from statestore.maintenance.scan import TableShape
-from statestore.maintenance.selection import Level, PartitionStat, Policy, Thresholds
-from statestore.maintenance.sizing import row_bytes, vint_size
-from statestore.maintenance.units import MIB, parse_duration_ms, parse_size
+from statestore.maintenance.audit.sizing import row_bytes, vint_size
+from statestore.maintenance.audit.tasks import AuditSummary, partition_stats
+from statestore.maintenance.shared import selection
+from statestore.maintenance.shared.nodetool import parse_histograms
+from statestore.maintenance.shared.scan import TableShape
+from statestore.maintenance.shared.selection import Level, PartitionStat, Policy, Thresholds
+from statestore.maintenance.shared.units import MIB, parse_duration_ms, parse_size
 
 T = Thresholds(warn_bytes=100, fail_bytes=400, warn_entries=10, fail_entries=50)
 

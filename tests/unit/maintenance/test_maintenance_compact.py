@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from statestore.core.errors import ConfigError
-from statestore.maintenance.compact import CompactOptions
-from statestore.maintenance.prune import PruneSummary
-from statestore.maintenance.selection import VersionRow, tombstone_action, versions_to_drop
+from statestore.maintenance.compact.compaction import CompactOptions
+from statestore.maintenance.compact.prune import PruneSummary
+from statestore.maintenance.shared.selection import VersionRow, tombstone_action, versions_to_drop
 
 OPEN = 2**63 - 1
 

@@ -16,8 +16,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from statestore_airflow import dag_support
 from statestore_airflow.operators import MaintenanceJobOperator
 
-from statestore.maintenance import cli
-from statestore.maintenance.selection import Policy, TimeBasis
+from statestore.maintenance import main as maintenance_main
+from statestore.maintenance.shared.selection import Policy, TimeBasis
 
 PARAMS = {
     "retention": "30d",
@@ -49,7 +49,7 @@ STORES = {
 def test_every_job_parses_the_arguments_it_is_given(tmp_path):
     (tmp_path / "checkpoints" / "a").mkdir(parents=True)  # only store a has the default checkpoint
     runs = dag_support.maintenance_args(STORES, PARAMS, tmp_path / "reports", tmp_path / "checkpoints")
-    expire = cli.expire_parser().parse_args(runs["expire_state"][0])
+    expire = maintenance_main.expire_parser().parse_args(runs["expire_state"][0])
     assert (expire.store, expire.retention, expire.basis, expire.dry_run) == (
         ["a", "b"],
         30 * 86_400_000,
@@ -57,14 +57,14 @@ def test_every_job_parses_the_arguments_it_is_given(tmp_path):
         True,
     )
     assert expire.table_ttl is None and expire.token_ranges == 8
-    compact = cli.compact_parser().parse_args(runs["compact_state"][0])
+    compact = maintenance_main.compact_parser().parse_args(runs["compact_state"][0])
     assert (compact.store, compact.history_retention, compact.tombstone_threshold) == (
         ["a", "b", "h"],
         7 * 86_400_000,
         0.3,
     )
     assert compact.cassandra_compaction == "off" and compact.dry_run
-    audit = cli.audit_parser().parse_args(runs["audit_partitions"][0])
+    audit = maintenance_main.audit_parser().parse_args(runs["audit_partitions"][0])
     assert (audit.policy, audit.warn_size, audit.fail_size, audit.fail_entries) == (
         Policy.WARN,
         10 * 1024**2,
@@ -73,7 +73,8 @@ def test_every_job_parses_the_arguments_it_is_given(tmp_path):
     )
     assert audit.report_dir == tmp_path / "reports" and audit.warn_entries is None
     first, second = (
-        cli.validate_parser().parse_args([*a, "--kafka-bootstrap", "k:9092"]) for a in runs["validate_idempotency"]
+        maintenance_main.validate_parser().parse_args([*a, "--kafka-bootstrap", "k:9092"])
+        for a in runs["validate_idempotency"]
     )
     assert (first.store, first.checkpoint, second.store, second.checkpoint) == (
         "a",

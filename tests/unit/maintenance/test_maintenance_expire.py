@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from statestore.core.errors import ConfigError
-from statestore.maintenance.expire import ExpirySummary
-from statestore.maintenance.scan import TableShape
-from statestore.maintenance.selection import Cutoff, TimeBasis, expiry_cutoff, is_expired
+from statestore.maintenance.expire.entries import ExpirySummary
+from statestore.maintenance.shared.scan import TableShape
+from statestore.maintenance.shared.selection import Cutoff, TimeBasis, expiry_cutoff, is_expired
 
 DAY = 86_400_000
 

@@ -6,8 +6,8 @@ import pytest
 
 from statestore.core.errors import StoreNotFoundError
 from statestore.core.model import StoreType
-from statestore.maintenance.plan import AUDIT, COMPACT, EXPIRE, VALIDATE, StoreFacts, plan_maintenance
-from statestore.maintenance.selection import TimeBasis
+from statestore.maintenance.shared.coverage import AUDIT, COMPACT, EXPIRE, VALIDATE, StoreFacts, plan_maintenance
+from statestore.maintenance.shared.selection import TimeBasis
 
 
 def facts(name, store_type=StoreType.PARTITIONED_KV, codecs=("string", "long"), streamed=True, writer=None):

@@ -7,9 +7,9 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from statestore.maintenance import reports
-from statestore.maintenance.progress import Progress
-from statestore.maintenance.selection import Level, Policy
+from statestore.maintenance.shared import reports
+from statestore.maintenance.shared.selection import Level, Policy
+from statestore.present.progress import Progress
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from statestore.maintenance.quality import expectations
-from statestore.maintenance.replay import replay_plan
-from statestore.maintenance.selection import judge_count
+from statestore.maintenance.shared.selection import judge_count
+from statestore.maintenance.validate.quality import expectations
+from statestore.maintenance.validate.replay import replay_plan
 
 # (stored, stored time, total, last time, recent, expiry applies) -> verdict
 CASES = [

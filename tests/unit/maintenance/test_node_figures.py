@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from statestore.core.errors import NodetoolError
-from statestore.maintenance.node_figures import EveryNode, combine_percentiles, combine_tablestats
-from statestore.maintenance.nodetool import Nodetool, NodetoolConfig
+from statestore.maintenance.shared.node_figures import EveryNode, combine_percentiles, combine_tablestats
+from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
 from statestore.store.table_stats import NodeFigures, combine
 
 NODE = {
@@ -100,13 +100,13 @@ def test_every_maintenance_job_keeps_cassandra_hosts_and_nodetool_hosts_apart():
     # They once shared one argparse dest: --cassandra-hosts 127.0.0.1 became the nodetool host list.
     from statestore.core import config as cfg
     from statestore.core.config import CassandraConfig
-    from statestore.maintenance import cli as maintenance_cli
+    from statestore.maintenance import main as maintenance_main
 
     for build in (
-        maintenance_cli.audit_parser,
-        maintenance_cli.expire_parser,
-        maintenance_cli.validate_parser,
-        maintenance_cli.compact_parser,
+        maintenance_main.audit_parser,
+        maintenance_main.expire_parser,
+        maintenance_main.validate_parser,
+        maintenance_main.compact_parser,
     ):
         parser = build()
         required = {"--report-dir": "/tmp/r", "--store": "s", "--retention": "1d", "--checkpoint": "/tmp/c"}

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from statestore.maintenance.validate_timed import sessions_with_counts
+from statestore.maintenance.validate.recount_windows import sessions_with_counts
 
 
 def brute_force(times: list[int], gap: int) -> list[tuple[int, int, int]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statestore.store.stream_log import ChangeClock
+from statestore.store.book.stream_log import ChangeClock
 
 
 def test_changes_in_one_millisecond_get_distinct_increasing_times():

@@ -10,7 +10,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile
 
 from statestore.conn.cassandra import BOOKKEEPING_PROFILE, DDL_PROFILE
 from statestore.core.model import StoreSpec, StoreType
-from statestore.store import registry
+from statestore.store.book import registry
 
 
 class _Session:

@@ -1,8 +1,8 @@
-"""Which recorded state is a store's (statestore.store.status.store_state): its writer's run's,
+"""Which recorded state is a store's (statestore.store.book.status.store_state): its writer's run's,
 never a run refused at the lease."""
 
-from statestore.store.status import store_state
-from statestore.store.stream_log import StateChange
+from statestore.store.book.status import store_state
+from statestore.store.book.stream_log import StateChange
 
 
 def change(state, at_ms, writer):

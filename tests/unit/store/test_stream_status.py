@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from statestore.cli.status import render
-from statestore.store.status import (
+from statestore.store.book.status import (
     PartitionLag,
     StreamStatus,
     dead_letters_between,
@@ -16,7 +16,7 @@ from statestore.store.status import (
     last_restart,
     words_per_second,
 )
-from statestore.store.stream_log import BatchRecord, StateChange, Totals
+from statestore.store.book.stream_log import BatchRecord, StateChange, Totals
 
 
 def batch(batch_id, at_ms, words, seconds=1.0, dead=0):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from statestore.store.registry import StoreProgress
+from statestore.store.book.registry import StoreProgress
 from statestore.stream.checkpoint import checkpoint_problem, position_problem, topic_problem
 
 

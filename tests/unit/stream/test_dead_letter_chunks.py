@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from statestore.store.deadletters import DeadLetter
+from statestore.store.book.deadletters import DeadLetter
 from statestore.stream.batches import dead_letter_chunks
 from statestore.stream.transforms import dead_letter_partitions
 

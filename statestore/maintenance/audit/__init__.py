@@ -1,0 +1,1 @@
+"""The partition audit: per Cassandra partition of every store, entries and bytes against thresholds."""

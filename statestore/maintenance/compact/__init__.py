@@ -1,0 +1,1 @@
+"""Compaction: prune versioned history, measure tombstones, ask Cassandra to compact."""

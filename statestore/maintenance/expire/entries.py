@@ -1,0 +1,334 @@
+"""Expiry: delete entries older than a retention, in stream time or processing time.
+
+Spark tasks scan the store by token range, reading each entry's event time and the write
+time of its value, pick what `selection.is_expired` says, and delete each pick `USING
+TIMESTAMP` of the write time they read. Cassandra's last-write-wins then settles any race:
+an update that lands between the read and the delete carries a later timestamp (the stream
+writes every batch above the previous ones, statestore.stream.batches.write_ts_for), so it wins
+over the delete and the entry survives with its new value. Nothing is locked and no
+lightweight transaction is needed.
+
+Before the first delete the run is recorded with its cutoff (statestore.store.book.history),
+which validation needs to judge counts after an expiry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import BatchStatement, BatchType
+
+from statestore.conn.cassandra import prepare, session_for, table_ttl_s
+from statestore.core.codecs import millis_of
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import ConfigError, UnsupportedOperationError
+from statestore.core.model import StoreSpec
+from statestore.maintenance.expire.segments import expire_window_store, refuse_future_cutoff
+from statestore.maintenance.shared.scan import TableShape, default_ranges, run_over_ranges, shape_of, token_splits
+from statestore.maintenance.shared.selection import Cutoff, TimeBasis, expiry_cutoff, is_expired
+from statestore.store.book import history, registry
+from statestore.store.tables.paging import paged
+
+_log = logging.getLogger("statestore.maintenance.expire.entries")
+_SAMPLE = 20
+_DELETE_CHUNK = 2000
+_BATCH_ROWS = 50
+
+
+@dataclass(frozen=True)
+class ExpireOptions:
+    basis: TimeBasis
+    retention_ms: int | None  # None: only window stores, which expire by their own retention
+    dry_run: bool = False
+    token_ranges: int | None = None
+    page_size: int = 5000
+    concurrency: int = 64
+
+
+@dataclass
+class ExpirySummary:
+    """What one task did; `merge` adds them up (pure)."""
+
+    scanned: int = 0
+    expired: int = 0
+    undated: int = 0
+    seconds: float = 0.0
+    sample: list[str] = field(default_factory=list)
+
+    def merge(self, other: ExpirySummary) -> ExpirySummary:
+        return ExpirySummary(
+            self.scanned + other.scanned,
+            self.expired + other.expired,
+            self.undated + other.undated,
+            self.seconds + other.seconds,
+            (self.sample + other.sample)[:_SAMPLE],
+        )
+
+
+def _select(shape: TableShape) -> str:
+    """Key columns, the event time, then the write time of every cell: the delete takes the
+    newest, so it covers the whole row as read, and nothing written after it."""
+    stamps = (f"writetime({cell})" for cell in shape.cells)
+    columns = ", ".join((*shape.key_columns, "time", *stamps))
+    return f"SELECT {columns} FROM {shape.qualified} WHERE {shape.token()} >= ? AND {shape.token()} <= ?"
+
+
+def _deletes(session, shape: TableShape, picks: list[tuple], concurrency: int) -> None:
+    """Delete `picks` (key column values + the write time read); rows of one partition go in
+    single-partition unlogged batches, each statement with its own timestamp."""
+    delete = prepare(session, shape.delete_row(timestamped=True))
+    delete.is_idempotent = True
+    n_pk = len(shape.partition_key)
+    work, batch, batch_key = [], None, None
+    for *key, writetime in picks:
+        params = (writetime, *key)
+        if not shape.clustering:
+            work.append((delete, params))
+            continue
+        if batch is None or tuple(key[:n_pk]) != batch_key or len(batch) >= _BATCH_ROWS:
+            batch, batch_key = BatchStatement(batch_type=BatchType.UNLOGGED), tuple(key[:n_pk])
+            batch.is_idempotent = True
+            work.append((batch, ()))
+        batch.add(delete, params)
+    execute_concurrent(session, work, concurrency=concurrency, raise_on_first_error=True)
+
+
+def expire_range(
+    session,
+    shape: TableShape,
+    token_range: tuple[int, int],
+    cutoff: Cutoff,
+    options: ExpireOptions,
+    before_delete: Callable[[list[tuple]], None] | None = None,
+) -> ExpirySummary:
+    """Expire one token range; `before_delete` sees each chunk of picks before it is deleted
+    (tests use it to race an update against the delete)."""
+    select = prepare(session, _select(shape))
+    select.is_idempotent = True
+    summary, picks = ExpirySummary(), []
+    n_key = len(shape.key_columns)
+    began = time.monotonic()
+
+    def flush() -> None:
+        if picks and not options.dry_run:
+            if before_delete is not None:
+                before_delete(list(picks))
+            _deletes(session, shape, picks, options.concurrency)
+        picks.clear()
+
+    for row in paged(session, select, token_range, options.page_size, EXEC_PROFILE_DEFAULT):
+        summary.scanned += 1
+        event_ms = None if row[n_key] is None else millis_of(row[n_key])
+        written = max((ts for ts in row[n_key + 1 :] if ts is not None), default=None)
+        verdict = is_expired(cutoff, event_ms, written)
+        if verdict is None:
+            summary.undated += 1
+        elif verdict:
+            summary.expired += 1
+            picks.append((*row[:n_key], written))
+            if len(summary.sample) < _SAMPLE:
+                summary.sample.append(_describe_key(row[n_key - 1]))
+            if len(picks) >= _DELETE_CHUNK:
+                flush()
+    flush()
+    summary.seconds = time.monotonic() - began
+    return summary
+
+
+def _describe_key(key) -> str:
+    raw = bytes(key)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + raw[:64].hex()
+
+
+def expire_task(config: CassandraConfig, targets: list[tuple[TableShape, Cutoff]], options: ExpireOptions):
+    def run(items: Iterator[tuple[int, tuple[int, int]]]) -> Iterator[tuple[int, ExpirySummary]]:
+
+        session = session_for(config)
+        for index, token_range in items:
+            shape, cutoff = targets[index]
+            yield index, expire_range(session, shape, token_range, cutoff, options)
+
+    return run
+
+
+@dataclass
+class StoreExpiry:
+    store: str
+    store_type: str
+    basis: str
+    retention_ms: int
+    cutoff: str
+    cutoff_ms: int
+    stream_time: str | None
+    scanned: int
+    removed: int
+    kept: int
+    undated: int
+    dry_run: bool
+    table_ttl_s: int | None
+    removed_sample: list[str]
+    task_seconds: float
+    # What scanned/removed/kept count: entries (key-value stores) or segments (window stores,
+    # statestore.maintenance.expire.segments).
+    unit: str = "entries"
+    reclaim: str | None = None  # window stores: freeing the dropped segments' bytes
+
+
+@dataclass
+class ExpiryReport:
+    keyspace: str
+    generated_at: str
+    seconds: float
+    rows_per_s: float
+    stores: list[StoreExpiry]
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _check_expirable(spec: StoreSpec, options: ExpireOptions) -> None:
+    if spec.store_type.versioned:
+        raise UnsupportedOperationError(
+            f"store '{spec.name}' is {spec.store_type.value}: expire its history with "
+            "jobs/compact_state.py --history-retention instead"
+        )
+    if options.retention_ms is None and not spec.store_type.timed:
+        raise ConfigError(
+            f"store '{spec.name}' is a {spec.store_type.value} store: give --retention (e.g. 7d) to expire it; "
+            "only window stores expire by their own retention"
+        )
+
+
+def _check_cutoff_not_ahead(session, spec: StoreSpec, options: ExpireOptions, now_ms: int) -> None:
+    """FutureStreamTimeError when `spec` expires by its stream time (window and session stores
+    always, key-value stores on the stream basis) and that cutoff is later than `now_ms`."""
+    if spec.store_type.timed:
+        retention = spec.windowing.retention_ms
+    elif options.basis == TimeBasis.STREAM:
+        retention = options.retention_ms
+    else:
+        return
+    moment = registry.progress(session, spec.keyspace, spec.name).max_event_time
+    if moment is not None:  # no stream time: the store's own expiry says so
+        stream_ms = millis_of(moment)
+        refuse_future_cutoff(spec, stream_ms - retention, stream_ms, now_ms)
+
+
+def _window_result(session, spec: StoreSpec, options: ExpireOptions, nodetool) -> StoreExpiry:
+    done = expire_window_store(session, spec, options.dry_run, nodetool)
+    return StoreExpiry(
+        store=spec.name,
+        store_type=spec.store_type.value,
+        basis=TimeBasis.STREAM.value,
+        retention_ms=done.retention_ms,
+        cutoff=_iso(done.cutoff_ms),
+        cutoff_ms=done.cutoff_ms,
+        stream_time=_iso(done.stream_ms),
+        scanned=done.found,
+        removed=done.removed,
+        kept=done.found - len(done.expired),
+        undated=0,
+        dry_run=options.dry_run,
+        table_ttl_s=table_ttl_s(session, spec.keyspace, spec.table),
+        removed_sample=done.sample(),
+        task_seconds=round(done.seconds, 2),
+        unit="segments",
+        reclaim=done.reclaim,
+    )
+
+
+def expire(
+    spark, session, config: CassandraConfig, stores: list[str], options: ExpireOptions, nodetool=None
+) -> ExpiryReport:
+    """Expire `stores`: key-value stores in one Spark job, each store's cutoff recorded before
+    any delete; window stores by dropping their expired segments, by their own retention in
+    stream time, then freeing their bytes with `nodetool` (statestore.maintenance.expire.segments)."""
+    history.ensure_table(session, config.keyspace)
+    looked_up = [registry.lookup(session, config.keyspace, name) for name in stores]
+    now_ms = int(time.time() * 1000)
+    for spec in looked_up:  # every refusal before any delete
+        _check_expirable(spec, options)
+        _check_cutoff_not_ahead(session, spec, options, now_ms)
+    window_results = [_window_result(session, spec, options, nodetool) for spec in looked_up if spec.store_type.timed]
+    specs = [spec for spec in looked_up if not spec.store_type.timed]
+    targets, runs, stream_times = [], [], []
+    for spec in specs:
+        progress = registry.progress(session, spec.keyspace, spec.name)
+        stream_ms = None if progress.max_event_time is None else millis_of(progress.max_event_time)
+        cutoff = expiry_cutoff(options.basis, options.retention_ms, stream_ms, now_ms)
+        if cutoff.basis == TimeBasis.STREAM:
+            refuse_future_cutoff(spec, cutoff.at_ms, stream_ms, now_ms)
+        run_at = history.now()
+        status = "dry-run" if options.dry_run else "running"
+        history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms)
+        targets.append((shape_of(session, spec), cutoff))
+        runs.append(run_at)
+        stream_times.append(stream_ms)
+    ranges = token_splits(options.token_ranges or default_ranges(spark))
+    work = [(index, token_range) for index in range(len(targets)) for token_range in ranges]
+    summaries = [ExpirySummary() for _ in targets]
+    began = time.monotonic()
+    # A stream's apply cache must not trust what it wrote across these deletes (registry doc).
+    marked = [] if options.dry_run else specs
+    for spec in marked:
+        registry.mark_outside_writes(session, spec, ongoing=True, now_us=time.time_ns() // 1000)
+    try:
+        if work:
+            for index, part in run_over_ranges(spark, work, expire_task(config, targets, options), "expiring"):
+                summaries[index] = summaries[index].merge(part)
+    except BaseException:
+        for spec, run_at, (_, cutoff) in zip(specs, runs, targets, strict=True):
+            if not options.dry_run:
+                history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, "failed", cutoff.at_ms)
+        raise
+    finally:
+        # Deletes of a failed run are over too; only a killed job leaves the mark "in progress"
+        # (the stream then runs without its cache until the next expiry ends).
+        for spec in marked:
+            registry.mark_outside_writes(session, spec, ongoing=False, now_us=time.time_ns() // 1000)
+    seconds = time.monotonic() - began
+    results = []
+    for spec, run_at, (_, cutoff), stream_ms, summary in zip(
+        specs, runs, targets, stream_times, summaries, strict=True
+    ):
+        result = StoreExpiry(
+            store=spec.name,
+            store_type=spec.store_type.value,
+            basis=cutoff.basis.value,
+            retention_ms=options.retention_ms,
+            cutoff=_iso(cutoff.at_ms),
+            cutoff_ms=cutoff.at_ms,
+            stream_time=_iso(stream_ms),
+            scanned=summary.scanned,
+            removed=0 if options.dry_run else summary.expired,
+            kept=summary.scanned - summary.expired,
+            undated=summary.undated,
+            dry_run=options.dry_run,
+            table_ttl_s=table_ttl_s(session, spec.keyspace, spec.table),
+            removed_sample=summary.sample,
+            task_seconds=round(summary.seconds, 2),
+        )
+        status = "dry-run" if options.dry_run else "done"
+        counts = {"scanned": result.scanned, "removed": result.removed, "would_remove": summary.expired}
+        history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms, counts)
+        _log.info("store %s: %s", spec.name, counts)
+        results.append(result)
+    scanned = sum(r.scanned for r in results)
+    results += window_results
+    return ExpiryReport(
+        keyspace=config.keyspace,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        seconds=round(seconds, 2),
+        rows_per_s=round(scanned / seconds, 1) if seconds > 0 else 0.0,
+        stores=results,
+    )
