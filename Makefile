@@ -78,9 +78,24 @@ run: install dist ## count INPUT into STORE through Kafka and Spark, print the t
 	WINDOW=$(WINDOW) HOP=$(HOP) SESSION_GAP=$(SESSION_GAP) GRACE=$(GRACE) RETENTION=$(RETENTION) scripts/run
 
 # Every test on the real stack; stops the stack afterwards if this target started it.
+# Two lanes: the cluster tier (its own 3-node cluster, on addresses and ports apart from the
+# single-node stack) runs beside every other test, since both mostly wait on servers; the
+# cluster lane's output follows the main lane's. TEST_LANES=1 runs them one after the other.
+TEST_LANES ?= 2
+CLUSTER_TESTS = tests/integration/cluster
 test: install browser netfilter ## every test, on the real stack (started and stopped if not running)
 	@if scripts/stack status >/dev/null 2>&1; then started=0; else started=1; scripts/stack up; fi; \
-	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ "$(TEST_LANES)" = 1 ]; then \
+	  $(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	else \
+	  mkdir -p .stack/logs; \
+	  $(BIN)/pytest $(CLUSTER_TESTS) $(PYTEST_ARGS) --basetemp=.stack/pytest-cluster \
+	    > .stack/logs/test-cluster.log 2>&1 & lane=$$!; \
+	  $(BIN)/pytest --ignore=$(CLUSTER_TESTS) $(PYTEST_ARGS) --basetemp=.stack/pytest-main; rc=$$?; \
+	  wait $$lane; cluster_rc=$$?; \
+	  echo "== the cluster lane ($(CLUSTER_TESTS), exit $$cluster_rc):"; cat .stack/logs/test-cluster.log; \
+	  if [ $$rc = 0 ]; then rc=$$cluster_rc; fi; \
+	fi; \
 	if [ $$started = 1 ]; then scripts/stack down; fi; exit $$rc
 
 # Unit tests only: no services needed.
@@ -97,32 +112,32 @@ BENCH_OUT = $(if $(filter-out 0,$(PUBLISH)),bench/results,.stack/bench-results)
 # minutes with five systems, on older code: BENCHMARKS.md, "How long make bench takes") and a
 # 100k-word run to try the harness (never published).
 bench: stack-up ## our job beside Spark's RocksDB and HDFS stores: the full run
-	$(BENCH_ENV) $(BIN)/python bench/streaming_compare.py
+	$(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py
 bench-quick: stack-up ## the same on 100k words, to try the harness
-	$(BIN)/python bench/streaming_compare.py --quick
+	$(BIN)/python bench/streaming_compare/streaming_compare.py --quick
 
 # The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
 bench-replay: stack-up ## the replay-safety overhead against a blind increment
 	mkdir -p $(BENCH_OUT)/replay_overhead
-	set -o pipefail; $(BENCH_ENV) $(BIN)/python bench/replay_overhead.py 2>&1 | tee $(BENCH_OUT)/replay_overhead/replay_overhead.log
+	set -o pipefail; $(BENCH_ENV) $(BIN)/python bench/replay_overhead/replay_overhead.py 2>&1 | tee $(BENCH_OUT)/replay_overhead/replay_overhead.log
 
 # The same corpus on the single-node stack and on the local cluster, one after the other (BENCHMARKS.md).
 bench-cluster: stack-up cluster-up ## one corpus on the single-node stack, then on the local cluster
-	$(BENCH_ENV) $(BIN)/python bench/cluster_throughput.py
+	$(BENCH_ENV) $(BIN)/python bench/cluster_throughput/cluster_throughput.py
 
 # HTTP point-get latency (with and without the read cache), the concurrency sweep (1-128 clients)
 # and a 1M-entry full scan (BENCHMARKS.md; not timed on today's code).
 bench-query: stack-up ## HTTP point-get latency, the concurrency sweep and a 1M-entry scan
 	mkdir -p $(BENCH_OUT)/query_api
-	set -o pipefail; $(BIN)/python bench/query_api.py | tee $(BENCH_OUT)/query_api/query_api.md
+	set -o pipefail; $(BIN)/python bench/query_api/query_api.py | tee $(BENCH_OUT)/query_api/query_api.md
 
 # Audit and expiry rows/s at 1M and 10M entries (BENCHMARKS.md; not timed on today's code).
 bench-maintenance: stack-up ## audit and expiry rows/s at 1M and 10M entries
-	$(BENCH_ENV) $(BIN)/python bench/maintenance.py
+	$(BENCH_ENV) $(BIN)/python bench/maintenance/maintenance.py
 
 # Window tables under TWCS (their default) and UCS, STCS, LCS (BENCHMARKS.md).
 bench-compaction: stack-up ## window tables under TWCS, UCS, STCS and LCS
-	$(BENCH_ENV) $(BIN)/python bench/window_compaction.py
+	$(BENCH_ENV) $(BIN)/python bench/window_compaction/window_compaction.py
 
 # The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (docs/maintenance.md).
 # Key-value stores expire at RETENTION of stream time (30d when empty); window and session

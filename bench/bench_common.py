@@ -1,11 +1,12 @@
-"""What the benchmarks share (bench/streaming_compare.py with compare/, bench/replay_overhead.py
-with replay/): the Zipf corpus, CPU sampling, the machine's description, the local stack's
-processes, waiting for and cleaning up the stack, and the clocks that time a batch through
-statestore's seams (statestore.stream.batches.BatchSeams).
+"""What the benchmarks share (every bench/<benchmark>/ and bench/micro/ script): the Zipf
+corpus, CPU sampling, the machine's description, the local stack's processes, waiting for and
+cleaning up the stack, and the clocks that time a batch through statestore's seams
+(statestore.stream.batches.BatchSeams).
 
-Named bench_common, not common: the entry scripts import it as a top-level module (running
-`python bench/x.py` puts bench/ first on Python's module search path), where a name as plain
-as `common` could be shadowed by, or shadow, an installed distribution's top-level package.
+Named bench_common, not common: the entry scripts import it as a top-level module (each puts
+bench/ on Python's module search path beside its own folder; pytest's pythonpath does the
+same), where a name as plain as `common` could be shadowed by, or shadow, an installed
+distribution's top-level package.
 
 Nothing here runs at import time, and nothing here is shipped to Spark's executors: the
 executor-side timer is statestore's own AccumulatorTimer.
@@ -177,8 +178,9 @@ def process_tree_ticks_by_kind(root: int | None) -> dict[str, int]:
 
 @functools.cache
 def _local_stack():
-    """stack/stack.py (the local stack's manager, not a package) loaded from its file."""
-    spec = importlib.util.spec_from_file_location("bench_local_stack", PROJECT / "stack" / "stack.py")
+    """stack/stack_common.py (the local stack's processes, not a package; it imports nothing of
+    stack/) loaded from its file."""
+    spec = importlib.util.spec_from_file_location("bench_local_stack", PROJECT / "stack" / "stack_common.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
     try:

@@ -18,8 +18,8 @@ Submits `jobs/wordcount_stream.py` through the stock **SparkSubmitOperator** (co
 `STATESTORE_SPARK_JARS`) or else `--packages`; the library goes to the executors as a
 `--py-files` zip built when the run starts.
 
-Connections: `statestore_cassandra` (type `cassandra`: hosts, port, keyspace in *schema*,
-TLS and consistency in *extra*) and `statestore_kafka` (host = bootstrap servers; login /
+Connections: `statestore_cassandra` (type `statestore`, or `cassandra` of earlier releases: hosts,
+port, keyspace in *schema*, TLS and consistency in *extra*) and `statestore_kafka` (host = bootstrap servers; login /
 password = SASL user; *extra*: `security_protocol`, `sasl_mechanism`, `password_file`, `ssl_ca`,
 `ssl_cert`, `ssl_key`, `check_hostname`). The Cassandra and Kafka passwords reach spark-submit in
 its environment, never on its command line.
@@ -53,7 +53,7 @@ STORE_TYPES = [
     "partitioned-session",
 ]
 WINDOW_PARAMS = ("window", "hop", "session_gap", "grace", "retention")
-# Durations as the job takes them (statestore.core.event_time.parse_duration): 90s, 1m, 2h, 7d.
+# Durations as the job takes them (statestore.core.durations.parse_duration): 90s, 1m, 2h, 7d.
 DURATION = r"^[0-9]+(ms|s|m|h|d)$"
 
 
@@ -187,7 +187,7 @@ with DAG(
         from statestore_airflow.hook import CassandraStateStoreHook
 
         from statestore.core.config import StreamConfig
-        from statestore.core.event_time import format_duration, parse_duration
+        from statestore.core.durations import format_duration, parse_duration
 
         with dag_support.fail_without_retry():
             spark_conf = checked_spark_conf(params["spark_conf"])  # before anything else: no Java options

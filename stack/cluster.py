@@ -15,6 +15,9 @@ Linux routes all of 127/8 to loopback, so nothing here listens beyond the machin
 Workers run from their own directories under .stack/cluster/, with a Python that has the
 project's dependencies but not the project: executors import the library only from what the
 job ships (`--py-files dist/statestore.zip`), as on a real cluster.
+
+Started through stack.py (`scripts/stack up --nodes 3`, `stop cassandra-2`, ...). It builds its
+nodes from stack_common.py, as the single node does, and never imports stack.py.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-import stack as single
-from stack import LOGS, PROJECT, RUN, STACK_CONF, STATE, StackError
+import stack_common as common
+from stack_common import LOGS, PROJECT, RUN, STACK_CONF, STATE, StackError
 
 CLUSTER = STATE / "cluster"
 CQL_PORT = 9142
@@ -127,7 +130,7 @@ def _start_cassandra(node: Member, nodes: int) -> None:
     run_dir = CLUSTER / node.name
     conf = run_dir / "cassandra.yaml"
     data_dir = CLUSTER / node.name / "data"
-    single._render(
+    common.render(
         STACK_CONF / "cassandra.yaml",
         conf,
         cluster_name="statestore-cluster",
@@ -145,7 +148,7 @@ def _start_cassandra(node: Member, nodes: int) -> None:
     )
     rackdc = run_dir / "cassandra-rackdc.properties"
     rackdc.write_text(f"dc={DC}\nrack=r{node.index}\n")
-    argv = single.cassandra_command(
+    argv = common.cassandra_command(
         conf,
         data_dir,
         LOGS / node.name,
@@ -156,13 +159,13 @@ def _start_cassandra(node: Member, nodes: int) -> None:
         extra=(f"-Dcassandra-rackdc.properties={rackdc.as_uri()}",),
     )
     log = LOGS / node.name / "stdout.log"
-    proc = single._spawn(node.name, argv, log, cwd=run_dir)
+    proc = common.spawn(node.name, argv, log, cwd=run_dir)
     started = time.monotonic()
-    single._wait(
+    common.wait_until_up(
         node.name,
         proc,
-        lambda: single.probe_cassandra(CQL_PORT, host=node.address),
-        single.CASSANDRA_START_TIMEOUT_S,
+        lambda: common.probe_cassandra(CQL_PORT, host=node.address),
+        common.CASSANDRA_START_TIMEOUT_S,
         log,
     )
     print(f"{node.name}: up on {node.address}:{CQL_PORT} (pid {proc.pid}, {time.monotonic() - started:.1f}s)")
@@ -187,7 +190,7 @@ def _spawn_kafka(broker: Member, nodes: int) -> subprocess.Popen:
     conf = run_dir / "kafka-server.properties"
     data_dir = run_dir / "data"
     voters = ",".join(f"{i}@127.0.0.{i}:{KAFKA_CONTROLLER_PORT}" for i in range(1, nodes + 1))
-    single._render(
+    common.render(
         STACK_CONF / "kafka-server.properties",
         conf,
         node_id=broker.index,
@@ -199,20 +202,20 @@ def _spawn_kafka(broker: Member, nodes: int) -> subprocess.Popen:
         replication=REPLICATION,
         min_insync=MIN_INSYNC,
     )
-    jars = single._jars("kafka")
+    jars = common.component_jars("kafka")
     log_dir = LOGS / broker.name
-    single.format_kafka_storage(jars, log_dir, conf, data_dir, cluster_id=_kafka_cluster_id())
-    argv = single._kafka_java(jars, log_dir, "kafka.Kafka", str(conf), heap=KAFKA_HEAP)
-    return single._spawn(broker.name, argv, log_dir / "stdout.log", cwd=run_dir)
+    common.format_kafka_storage(jars, log_dir, conf, data_dir, cluster_id=_kafka_cluster_id())
+    argv = common.kafka_java(jars, log_dir, "kafka.Kafka", str(conf), heap=KAFKA_HEAP)
+    return common.spawn(broker.name, argv, log_dir / "stdout.log", cwd=run_dir)
 
 
 def _wait_kafka(broker: Member, proc: subprocess.Popen, started: float) -> None:
     log = LOGS / broker.name / "stdout.log"
-    single._wait(
+    common.wait_until_up(
         broker.name,
         proc,
-        lambda: single.probe_kafka(KAFKA_PORT, host=broker.address),
-        single.KAFKA_START_TIMEOUT_S,
+        lambda: common.probe_kafka(KAFKA_PORT, host=broker.address),
+        common.KAFKA_START_TIMEOUT_S,
         log,
     )
     print(f"{broker.name}: up on {broker.address}:{KAFKA_PORT} (pid {proc.pid}, {time.monotonic() - started:.1f}s)")
@@ -290,8 +293,8 @@ def _start_spark(node: Member) -> None:
     run_dir = CLUSTER / node.name
     run_dir.mkdir(parents=True, exist_ok=True)
     if node.kind == "spark-master":
-        single._ensure_port_free(SPARK_MASTER_PORT, "Spark master", None)
-        single._ensure_port_free(SPARK_MASTER_UI_PORT, "Spark master web UI", None)
+        common.ensure_port_free(SPARK_MASTER_PORT, "Spark master", None)
+        common.ensure_port_free(SPARK_MASTER_UI_PORT, "Spark master web UI", None)
         args = [
             "org.apache.spark.deploy.master.Master",
             *("--host", node.address, "--port", str(SPARK_MASTER_PORT)),
@@ -306,9 +309,9 @@ def _start_spark(node: Member) -> None:
         ]
     log = LOGS / node.name / "stdout.log"
     # spark-class exec()s java, so the recorded pid is the JVM's own.
-    proc = single._spawn(node.name, [spark_class(), *args], log, cwd=run_dir, env=_spark_env(node.address))
+    proc = common.spawn(node.name, [spark_class(), *args], log, cwd=run_dir, env=_spark_env(node.address))
     started = time.monotonic()
-    single._wait(node.name, proc, lambda: _probe_spark(node), 90, log)
+    common.wait_until_up(node.name, proc, lambda: _probe_spark(node), 90, log)
     print(f"{node.name}: up on {node.address} (pid {proc.pid}, {time.monotonic() - started:.1f}s)")
 
 
@@ -319,7 +322,7 @@ def start(name: str) -> None:
     """Start one process of the cluster again (a no-op if it runs)."""
     node = member(name)
     nodes = recorded_nodes() or REPLICATION
-    if single.running_pid(node.name):
+    if common.running_pid(node.name):
         print(f"{node.name}: already running")
         return
     if node.kind == "cassandra":
@@ -334,12 +337,12 @@ def start(name: str) -> None:
 def stop(name: str, kill: bool = False) -> None:
     """Stop one process: gracefully (SIGTERM, then SIGKILL after a minute) or, with `kill`, at once."""
     node = member(name)
-    pid = single.running_pid(node.name)
+    pid = common.running_pid(node.name)
     if pid is not None and kill:
         os.kill(pid, 9)
-        while single.running_pid(node.name) == pid:
+        while common.running_pid(node.name) == pid:
             time.sleep(0.05)
-    print(f"{node.name}: {'stopped' if single._stop(node.name) or pid else 'was not running'}")
+    print(f"{node.name}: {'stopped' if common.stop_process(node.name) or pid else 'was not running'}")
 
 
 def up(nodes: int = REPLICATION) -> None:
@@ -352,7 +355,7 @@ def up(nodes: int = REPLICATION) -> None:
     started = time.monotonic()
     brokers = [m for m in members(nodes) if m.kind == "kafka"]
     # The quorum needs a majority of voters: start every broker, then wait for each.
-    spawned = {b.name: _spawn_kafka(b, nodes) for b in brokers if not single.running_pid(b.name)}
+    spawned = {b.name: _spawn_kafka(b, nodes) for b in brokers if not common.running_pid(b.name)}
     for broker in brokers:
         if broker.name in spawned:
             _wait_kafka(broker, spawned[broker.name], started)
@@ -369,17 +372,17 @@ def up(nodes: int = REPLICATION) -> None:
 
 def down() -> None:
     for node in reversed(members(recorded_nodes() or REPLICATION)):
-        print(f"{node.name}: {'stopped' if single._stop(node.name) else 'was not running'}")
+        print(f"{node.name}: {'stopped' if common.stop_process(node.name) else 'was not running'}")
 
 
 def _state(node: Member) -> str:
-    if single.running_pid(node.name) is None:
+    if common.running_pid(node.name) is None:
         return "stopped"
     try:
         if node.kind == "cassandra":
-            single.probe_cassandra(CQL_PORT, host=node.address)
+            common.probe_cassandra(CQL_PORT, host=node.address)
         elif node.kind == "kafka":
-            single.probe_kafka(KAFKA_PORT, host=node.address)
+            common.probe_kafka(KAFKA_PORT, host=node.address)
         else:
             _probe_spark(node)
     except Exception:  # noqa: BLE001 - any probe failure means "not answering"
@@ -389,7 +392,7 @@ def _state(node: Member) -> str:
 
 def status_rows() -> list[dict]:
     return [
-        {"name": n.name, "address": n.address, "pid": single.running_pid(n.name), "state": _state(n)}
+        {"name": n.name, "address": n.address, "pid": common.running_pid(n.name), "state": _state(n)}
         for n in members(recorded_nodes() or REPLICATION)
     ]
 
@@ -398,7 +401,7 @@ def rss_bytes() -> int:
     """Resident memory of every cluster process (the JVMs; spark-class exec()s into java)."""
     total = 0
     for node in members(recorded_nodes() or REPLICATION):
-        pid = single.running_pid(node.name)
+        pid = common.running_pid(node.name)
         if pid is not None:
             total += _rss_of_tree(pid)
     return total

@@ -34,49 +34,58 @@ e.g. for a second stack beside the first.
 from __future__ import annotations
 
 import argparse
-import base64
 import dataclasses
 import json
-import logging
 import os
 import secrets
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent.parent
-STACK_CONF = PROJECT / "stack"
-STATE = Path(os.environ.get("STATESTORE_STACK_DIR", PROJECT / ".stack"))
-LIB = STATE / "lib"
-RUN = STATE / "run"
-LOGS = STATE / "logs"
-DATA = STATE / "data"
-TLS = STATE / "tls"
-KEYSTORE = TLS / "keystore.p12"
-KEYSTORE_PASSWORD = TLS / "keystore.password"
-CA_PEM = TLS / "ca.pem"
-# `up --kafka-sasl-ssl`: SCRAM users made when the secured broker's log dir is formatted, their
-# passwords beside it (`reset` deletes both together).
-KAFKA_SASL_SSL_DATA = DATA / "kafka-sasl-ssl"
-KAFKA_USERS = DATA / "kafka-sasl-ssl-users"
-KAFKA_SCRAM_MECHANISM = "SCRAM-SHA-512"
-KAFKA_CLIENT_USER = "statestore"
-KAFKA_BROKER_USER = "broker"
-
-CASSANDRA_START_TIMEOUT_S = 180
-KAFKA_START_TIMEOUT_S = 90
-STOP_TIMEOUT_S = 60
-
-
-class StackError(RuntimeError):
-    """A stack operation that cannot go on; the message says how to fix it."""
+# This module is the single node and the command line (its docstring is the help); `--nodes 3`
+# hands over to the cluster (cluster.py), and both start their nodes from stack_common.py.
+# Imports run one way, stack.py -> cluster.py -> stack_common.py: nothing imports stack.py back.
+import cluster
+from stack_common import (
+    CA_PEM,
+    CASSANDRA_START_TIMEOUT_S,
+    DATA,
+    KAFKA_BROKER_USER,
+    KAFKA_CLIENT_USER,
+    KAFKA_SASL_SSL_DATA,
+    KAFKA_SCRAM_MECHANISM,
+    KAFKA_START_TIMEOUT_S,
+    KAFKA_USERS,
+    KEYSTORE,
+    KEYSTORE_PASSWORD,
+    LOGS,
+    RUN,
+    STACK_CONF,
+    STATE,
+    TLS,
+    CassandraMode,
+    KafkaMode,
+    StackError,
+    cassandra_command,
+    component_jars,
+    ensure_port_free,
+    format_kafka_storage,
+    kafka_java,
+    kafka_password_file,
+    probe_cassandra,
+    probe_kafka,
+    render,
+    running_pid,
+    spawn,
+    stop_process,
+    wait_until_up,
+    write_private,
+)
 
 
 @dataclass(frozen=True)
@@ -104,145 +113,7 @@ class Ports:
         )
 
 
-# ---------------------------------------------------------------- processes
-
-
-def _pid_file(name: str) -> Path:
-    return RUN / f"{name}.pid"
-
-
-def _mode_file(name: str) -> Path:
-    return RUN / f"{name}.mode.json"
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` to `path`, readable by the owner only (it may hold a password)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-
-
-def running_pid(name: str) -> int | None:
-    """The pid recorded for `name` if that process still lives, else None."""
-    try:
-        pid = int(_pid_file(name).read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    # A recycled pid would belong to some other program: check it is our JVM.
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return pid if str(STATE).encode() in cmdline else None
-
-
-def _ensure_port_free(port: int, what: str, env_name: str | None) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            how = f", or choose another port with {env_name}=<port>" if env_name else ""
-            raise StackError(
-                f"port {port} on 127.0.0.1 ({what}) is already taken by another process. Stop that process{how}."
-            ) from None
-
-
-def _jars(component: str) -> list[Path]:
-    jars = sorted((LIB / component).glob("*.jar"))
-    if not jars:
-        raise StackError(f"no {component} jars in {LIB / component}: run `make install` (or scripts/install-jvm) first")
-    return jars
-
-
-def _spawn(name: str, argv: list[str], log: Path, cwd: Path = STATE, env: dict | None = None) -> subprocess.Popen:
-    RUN.mkdir(parents=True, exist_ok=True)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=cwd,
-            env=env,
-        )
-    _pid_file(name).write_text(str(proc.pid))
-    return proc
-
-
-def _stop(name: str) -> bool:
-    pid = running_pid(name)
-    if pid is None:
-        _pid_file(name).unlink(missing_ok=True)
-        _mode_file(name).unlink(missing_ok=True)
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline and running_pid(name) == pid:
-        time.sleep(0.3)
-    if running_pid(name) == pid:
-        os.kill(pid, signal.SIGKILL)
-        while running_pid(name) == pid:
-            time.sleep(0.1)
-    _pid_file(name).unlink(missing_ok=True)
-    _mode_file(name).unlink(missing_ok=True)
-    return True
-
-
-def _wait(name: str, proc: subprocess.Popen, probe, timeout_s: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise StackError(f"{name} exited during start-up; see {log}")
-        try:
-            probe()
-            return
-        except Exception as exc:  # noqa: BLE001 - any failure just means "not ready yet"
-            last_error = exc
-            time.sleep(1.0)
-    raise StackError(f"{name} did not answer within {timeout_s:.0f}s ({last_error}); see {log}")
-
-
 # ---------------------------------------------------------------- Cassandra
-
-
-def _render(template: Path, target: Path, **values: object) -> None:
-    text = string.Template(template.read_text()).substitute({k: str(v) for k, v in values.items()})
-    _write_private(target, text)  # a rendered cassandra.yaml may hold the keystore password
-
-
-@dataclass(frozen=True)
-class CassandraMode:
-    """How a Cassandra node was started: what a client (and the probe) needs to reach it."""
-
-    auth: bool = False
-    tls: bool = False
-
-    def describe(self) -> str:
-        flags = [f for f, on in (("--auth", self.auth), ("--tls", self.tls)) if on]
-        return " ".join(flags) or "no --auth/--tls"
-
-    @classmethod
-    def recorded(cls) -> CassandraMode:
-        """The mode of the running node; a node started before modes were recorded is plain."""
-        try:
-            raw = json.loads(_mode_file("cassandra").read_text())
-        except (FileNotFoundError, ValueError):
-            return cls()
-        return cls(auth=bool(raw.get("auth")), tls=bool(raw.get("tls")))
-
-    def record(self) -> None:
-        RUN.mkdir(parents=True, exist_ok=True)
-        _mode_file("cassandra").write_text(json.dumps({"auth": self.auth, "tls": self.tls}) + "\n")
 
 
 def _keytool() -> str:
@@ -300,7 +171,7 @@ def ensure_tls() -> str:
         result = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
         if result.returncode != 0:
             raise StackError(f"keytool {argv[1]} failed:\n{result.stdout}{result.stderr}")
-    _write_private(KEYSTORE_PASSWORD, password + "\n")
+    write_private(KEYSTORE_PASSWORD, password + "\n")
     keystore_tmp.chmod(0o600)
     os.replace(keystore_tmp, KEYSTORE)
     os.replace(pem_tmp, CA_PEM)  # last: its presence means the set is complete
@@ -324,42 +195,6 @@ def _client_encryption_options(tls: bool) -> str:
     )
 
 
-def probe_cassandra(port: int, auth: bool = False, tls: bool = False, host: str = "127.0.0.1") -> str:
-    """Run a real CQL query on the node at `host`; returns Cassandra's release version.
-
-    With `tls` the connection trusts only STATE/tls/ca.pem and checks that it names 127.0.0.1;
-    with `auth` it logs in as cassandra/cassandra.
-    """
-    import ssl
-
-    from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import WhiteListRoundRobinPolicy
-
-    provider = PlainTextAuthProvider("cassandra", "cassandra") if auth else None
-    context = None
-    if tls:
-        context = ssl.create_default_context(cafile=str(CA_PEM))
-        context.check_hostname = True
-    # Only this node answers the probe: in a cluster the driver would otherwise route the
-    # query to whichever node is up.
-    only_this_node = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]))
-    cluster = Cluster(
-        [host],
-        port=port,
-        execution_profiles={EXEC_PROFILE_DEFAULT: only_this_node},
-        auth_provider=provider,
-        ssl_context=context,
-        connect_timeout=3,
-        control_connection_timeout=3,
-    )
-    try:
-        session = cluster.connect()
-        return session.execute("SELECT release_version FROM system.local").one()[0]
-    finally:
-        cluster.shutdown()
-
-
 SINGLE_NODE_TOPOLOGY = {
     "cluster_name": "statestore-local",
     "snitch": "SimpleSnitch",
@@ -369,43 +204,6 @@ SINGLE_NODE_TOPOLOGY = {
 }
 
 
-def cassandra_command(
-    conf: Path, data_dir: Path, log_dir: Path, jmx_port: int, heap: str, gossip: list[str], extra: tuple[str, ...] = ()
-) -> list[str]:
-    """The java command line of one Cassandra node rendered into `conf`."""
-    jars = _jars("cassandra")
-    jamm = next((j for j in jars if j.name.startswith("jamm-")), None)
-    if jamm is None:
-        raise StackError(f"the jamm agent jar is missing from {LIB / 'cassandra'}; rerun scripts/install-jvm")
-    jpms = [
-        line.strip()
-        for line in (STACK_CONF / "jvm17-server.options").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    return [
-        "java",
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
-        "-Xss512k",
-        "-XX:+UseG1GC",
-        "-XX:MaxDirectMemorySize=512m",
-        *jpms,
-        f"-javaagent:{jamm}",
-        f"-Dcassandra.config={conf.as_uri()}",
-        "-Dcassandra-foreground=yes",
-        f"-Dcassandra.storagedir={data_dir}",
-        f"-Dcassandra.logdir={log_dir}",
-        f"-Dlogback.configurationFile={(STACK_CONF / 'logback.xml').as_uri()}",
-        f"-Dcassandra.jmx.local.port={jmx_port}",
-        *gossip,
-        "-Dcassandra.superuser_setup_delay_ms=0",
-        *extra,
-        "-cp",
-        ":".join(str(j) for j in jars),
-        "org.apache.cassandra.service.CassandraDaemon",
-    ]
-
-
 def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
     mode = CassandraMode(auth=auth, tls=tls)
     if running_pid("cassandra"):
@@ -413,12 +211,12 @@ def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
         note = "" if running == mode else f" (started with {running.describe()}; `down --only cassandra` to change)"
         print(f"cassandra: already running{note}")
         return
-    _ensure_port_free(ports.cassandra, "Cassandra CQL", "STATESTORE_CASSANDRA_PORT")
-    _ensure_port_free(ports.cassandra_storage, "Cassandra storage", "STATESTORE_CASSANDRA_STORAGE_PORT")
-    _ensure_port_free(ports.cassandra_jmx, "Cassandra JMX", "STATESTORE_CASSANDRA_JMX_PORT")
+    ensure_port_free(ports.cassandra, "Cassandra CQL", "STATESTORE_CASSANDRA_PORT")
+    ensure_port_free(ports.cassandra_storage, "Cassandra storage", "STATESTORE_CASSANDRA_STORAGE_PORT")
+    ensure_port_free(ports.cassandra_jmx, "Cassandra JMX", "STATESTORE_CASSANDRA_JMX_PORT")
     data_dir = DATA / "cassandra"
     conf = RUN / "cassandra.yaml"
-    _render(
+    render(
         STACK_CONF / "cassandra.yaml",
         conf,
         storage_port=ports.cassandra_storage,
@@ -441,41 +239,16 @@ def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
     )
     log = log_dir / "stdout.log"
     mode.record()
-    proc = _spawn("cassandra", argv, log)
+    proc = spawn("cassandra", argv, log)
     started = time.monotonic()
-    _wait("cassandra", proc, lambda: probe_cassandra(ports.cassandra, auth, tls), CASSANDRA_START_TIMEOUT_S, log)
+    wait_until_up(
+        "cassandra", proc, lambda: probe_cassandra(ports.cassandra, auth, tls), CASSANDRA_START_TIMEOUT_S, log
+    )
     extra = f", {mode.describe()}" if auth or tls else ""
     print(f"cassandra: up on 127.0.0.1:{ports.cassandra} (pid {proc.pid}{extra}, {time.monotonic() - started:.1f}s)")
 
 
 # ---------------------------------------------------------------- Kafka
-
-
-@dataclass(frozen=True)
-class KafkaMode:
-    """How the single broker was started: what a client (and the probe) needs to reach it."""
-
-    sasl_ssl: bool = False
-
-    def describe(self) -> str:
-        return "--kafka-sasl-ssl" if self.sasl_ssl else "no --kafka-sasl-ssl"
-
-    @classmethod
-    def recorded(cls) -> KafkaMode:
-        try:
-            raw = json.loads(_mode_file("kafka").read_text())
-        except (FileNotFoundError, ValueError):
-            return cls()
-        return cls(sasl_ssl=bool(raw.get("sasl_ssl")))
-
-    def record(self) -> None:
-        RUN.mkdir(parents=True, exist_ok=True)
-        _mode_file("kafka").write_text(json.dumps({"sasl_ssl": self.sasl_ssl}) + "\n")
-
-
-def kafka_password_file(user: str = KAFKA_CLIENT_USER) -> Path:
-    """Where the secured broker's SCRAM user `user` keeps its password (0600)."""
-    return KAFKA_USERS / f"{user}.password"
 
 
 def kafka_client_settings(mode: KafkaMode, port: int, host: str = "127.0.0.1") -> dict[str, str]:
@@ -511,91 +284,8 @@ def _kafka_users(formatted: bool) -> dict[str, str]:
             users[user] = secrets.token_hex(24)
             KAFKA_USERS.mkdir(parents=True, exist_ok=True)
             KAFKA_USERS.chmod(0o700)
-            _write_private(path, users[user] + "\n")
+            write_private(path, users[user] + "\n")
     return users
-
-
-def probe_kafka(port: int, host: str = "127.0.0.1", mode: KafkaMode | None = None) -> int:
-    """Fetch real cluster metadata from the broker at `host`; returns the number of brokers.
-    With `mode.sasl_ssl`: over TLS trusting only STATE/tls/ca.pem, as the SCRAM user statestore."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    # librdkafka prints every refused connection while the broker starts: log them quietly.
-    quiet = logging.getLogger("stack.kafka-probe")
-    quiet.addHandler(logging.NullHandler())
-    quiet.propagate = False
-    security = {}
-    if mode is not None and mode.sasl_ssl:
-        security = {
-            "security.protocol": "SASL_SSL",
-            "sasl.mechanisms": KAFKA_SCRAM_MECHANISM,
-            "sasl.username": KAFKA_CLIENT_USER,
-            "sasl.password": kafka_password_file().read_text().strip(),
-            "ssl.ca.location": str(CA_PEM),
-        }
-    admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "socket.timeout.ms": 3000, "logger": quiet, **security})
-    metadata = admin.list_topics(timeout=3)
-    if not metadata.brokers:
-        raise RuntimeError("no broker in metadata yet")
-    # Metadata answers while the broker is still fenced; a validated (not executed) topic
-    # creation only succeeds once it can take partitions.
-    probe = NewTopic("statestore-readiness-probe", num_partitions=1, replication_factor=1)
-    admin.create_topics([probe], validate_only=True, request_timeout=3)[probe.topic].result(timeout=5)
-    return len(metadata.brokers)
-
-
-def _kafka_java(jars: list[Path], log_dir: Path, main: str, *args: str, heap: str = "512m") -> list[str]:
-    return [
-        "java",
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
-        "-XX:+UseG1GC",
-        f"-Dkafka.logs.dir={log_dir}",
-        f"-Dlog4j2.configurationFile={STACK_CONF / 'kafka-log4j2.properties'}",
-        "-cp",
-        ":".join(str(j) for j in jars),
-        main,
-        *args,
-    ]
-
-
-def format_kafka_storage(
-    jars: list[Path],
-    log_dir: Path,
-    conf: Path,
-    data_dir: Path,
-    cluster_id: str | None,
-    scram_users: dict[str, str] | None = None,
-) -> None:
-    """Format a broker's log dir once: a standalone controller without `cluster_id`, else a
-    voter of the static quorum in its properties, all voters sharing `cluster_id`.
-    `scram_users` (user -> password) are created with SCRAM-SHA-512 credentials; the tool reads
-    the main class and its arguments from a 0600 argument file (java @file), so the passwords
-    never appear on a command line."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    if (data_dir / "meta.properties").exists():
-        return
-    standalone = cluster_id is None
-    cluster_id = cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    # --cluster-id=ID, not -t ID: a random id may start with "-", which would read as an option.
-    tool = [
-        "kafka.tools.StorageTool",
-        "format",
-        *(["--standalone"] if standalone else []),
-        f"--cluster-id={cluster_id}",
-    ]
-    tool += ["-c", str(conf)]
-    for user, password in (scram_users or {}).items():
-        tool += ["--add-scram", f"{KAFKA_SCRAM_MECHANISM}=[name={user},password={password}]"]
-    argfile = RUN / f"kafka-format-{uuid.uuid4().hex[:8]}.args"
-    _write_private(argfile, "\n".join(json.dumps(arg) for arg in tool) + "\n")
-    try:
-        fmt = _kafka_java(jars, log_dir, f"@{argfile}")
-        result = subprocess.run(fmt, capture_output=True, text=True, cwd=STATE)
-    finally:
-        argfile.unlink(missing_ok=True)
-    if result.returncode != 0:
-        raise StackError(f"formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
 
 
 def start_kafka(ports: Ports, sasl_ssl: bool = False) -> None:
@@ -605,9 +295,9 @@ def start_kafka(ports: Ports, sasl_ssl: bool = False) -> None:
         note = "" if running == mode else f" (started with {running.describe()}; `down --only kafka` to change)"
         print(f"kafka: already running{note}")
         return
-    _ensure_port_free(ports.kafka, "Kafka broker", "STATESTORE_KAFKA_PORT")
-    _ensure_port_free(ports.kafka_controller, "Kafka controller", "STATESTORE_KAFKA_CONTROLLER_PORT")
-    jars = _jars("kafka")
+    ensure_port_free(ports.kafka, "Kafka broker", "STATESTORE_KAFKA_PORT")
+    ensure_port_free(ports.kafka_controller, "Kafka controller", "STATESTORE_KAFKA_CONTROLLER_PORT")
+    jars = component_jars("kafka")
     # The secured broker has a log dir of its own: its SCRAM users are made when it is formatted.
     data_dir = KAFKA_SASL_SSL_DATA if sasl_ssl else DATA / "kafka"
     conf = RUN / "kafka-server.properties"
@@ -621,7 +311,7 @@ def start_kafka(ports: Ports, sasl_ssl: bool = False) -> None:
         "replication": 1,
         "min_insync": 1,
     }
-    _render(STACK_CONF / "kafka-server.properties", conf, **values)
+    render(STACK_CONF / "kafka-server.properties", conf, **values)
     users = None
     if sasl_ssl:
         users = _kafka_users(formatted=(data_dir / "meta.properties").exists())
@@ -633,14 +323,14 @@ def start_kafka(ports: Ports, sasl_ssl: bool = False) -> None:
             broker_user=KAFKA_BROKER_USER,
             broker_password=users[KAFKA_BROKER_USER],
         )
-        _write_private(conf, conf.read_text() + "\n" + overlay)
+        write_private(conf, conf.read_text() + "\n" + overlay)
     log_dir = LOGS / "kafka"
     format_kafka_storage(jars, log_dir, conf, data_dir, cluster_id=None, scram_users=users)
     log = log_dir / "stdout.log"
     mode.record()
-    proc = _spawn("kafka", _kafka_java(jars, log_dir, "kafka.Kafka", str(conf)), log)
+    proc = spawn("kafka", kafka_java(jars, log_dir, "kafka.Kafka", str(conf)), log)
     started = time.monotonic()
-    _wait("kafka", proc, lambda: probe_kafka(ports.kafka, mode=mode), KAFKA_START_TIMEOUT_S, log)
+    wait_until_up("kafka", proc, lambda: probe_kafka(ports.kafka, mode=mode), KAFKA_START_TIMEOUT_S, log)
     extra = f", {mode.describe()}" if sasl_ssl else ""
     print(f"kafka: up on 127.0.0.1:{ports.kafka} (pid {proc.pid}{extra}, {time.monotonic() - started:.1f}s)")
 
@@ -663,7 +353,7 @@ def up(auth: bool, only: tuple[str, ...] = COMPONENTS, tls: bool = False, kafka_
 
 def down(only: tuple[str, ...] = COMPONENTS) -> None:
     for name in only:
-        print(f"{name}: {'stopped' if _stop(name) else 'was not running'}")
+        print(f"{name}: {'stopped' if stop_process(name) else 'was not running'}")
 
 
 def status(only: tuple[str, ...] = COMPONENTS) -> bool:
@@ -716,14 +406,6 @@ def single_connection_env() -> dict[str, str]:
         "STATESTORE_CASSANDRA_PORT": str(ports.cassandra),
         **kafka_client_settings(kafka_mode, ports.kafka),
     }
-
-
-def _cluster():
-    """The cluster module, sharing this module's state (run as a script, this is __main__)."""
-    sys.modules.setdefault("stack", sys.modules[__name__])
-    import cluster
-
-    return cluster
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -790,13 +472,13 @@ def main(argv: list[str] | None = None) -> int:
     clustered = getattr(args, "nodes", 1) > 1
     try:
         if args.command == "env":
-            settings = _cluster().connection_env(args.nodes) if clustered else single_connection_env()
+            settings = cluster.connection_env(args.nodes) if clustered else single_connection_env()
             print("\n".join(f"export {key}={value}" for key, value in settings.items()))
         elif args.command in ("stop", "start") and args.name not in COMPONENTS:
             if args.command == "stop":
-                _cluster().stop(args.name, kill=args.kill)
+                cluster.stop(args.name, kill=args.kill)
             else:
-                _cluster().start(args.name)
+                cluster.start(args.name)
         elif args.command == "stop":
             _stop_single(args.name, args.kill)
         elif args.command == "start":
@@ -807,11 +489,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise StackError(
                     "--auth, --tls and --kafka-sasl-ssl are for the single-node stack; the cluster runs without them"
                 )
-            _cluster().up(args.nodes) if clustered else up(args.auth, only, args.tls, args.kafka_sasl_ssl)
+            cluster.up(args.nodes) if clustered else up(args.auth, only, args.tls, args.kafka_sasl_ssl)
         elif args.command == "down":
-            _cluster().down() if clustered else down(only)
+            cluster.down() if clustered else down(only)
         elif args.command == "status":
-            rows = _cluster().status_rows() if clustered else single_status_rows(only)
+            rows = cluster.status_rows() if clustered else single_status_rows(only)
             if args.json:
                 print(json.dumps(rows, indent=2))
             else:
@@ -819,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(describe(row))
             return 0 if all(row["state"] == "running" for row in rows) else 1
         else:
-            _cluster().down()
+            cluster.down()
             reset()
     except StackError as exc:
         print(f"stack: {exc}", file=sys.stderr)
@@ -831,7 +513,7 @@ def _stop_single(name: str, kill: bool) -> None:
     pid = running_pid(name)
     if pid is not None and kill:
         os.kill(pid, signal.SIGKILL)
-    print(f"{name}: {'stopped' if _stop(name) or pid else 'was not running'}")
+    print(f"{name}: {'stopped' if stop_process(name) or pid else 'was not running'}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from statestore.conn.cassandra import table_metadata
+from statestore.conn.kafka import end_offsets_source
 from statestore.core.codecs import millis_of
 from statestore.core.errors import StateStoreError
 from statestore.core.names import validate_store_name
@@ -32,7 +33,7 @@ def stream_figures(session, kafka, keyspace: str, store: str) -> dict[str, Any]:
     """The stream's figures (without Kafka, or when it does not answer, no lag). `state` is
     the store's writer's run's state (statestore.store.book.status.store_state), never a run that
     was refused at the lease."""
-    s = stream_status(session, kafka, keyspace, store, lenient=True)
+    s = stream_status(session, end_offsets_source(kafka), keyspace, store, lenient=True)
     return {
         "state": s.state or "never streamed",
         "state_since_ms": s.state_since_ms,

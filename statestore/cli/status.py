@@ -9,6 +9,7 @@ from datetime import UTC
 from statestore.cli.args import RECORD_FORMATS, STORE_HELP, add_format, store_name
 from statestore.cli.output import emit_record, name_value_lines
 from statestore.conn.cassandra import session_for, table_metadata
+from statestore.conn.kafka import end_offsets_source
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.event_time import format_instant
@@ -53,7 +54,7 @@ def cmd_status(args) -> int:
     config = cfg.from_args(CassandraConfig, args)
     kafka = None if args.no_lag else cfg.from_args(KafkaConfig, args)
     session = session_for(config)
-    status = stream_status(session, kafka, config.keyspace, args.store)
+    status = stream_status(session, end_offsets_source(kafka), config.keyspace, args.store)
     found = verdicts(session, config.keyspace, args.store)
     emit_record({**status.as_dict(), **found}, args.format, render(status, found) if args.format == "table" else "")
     return 0

@@ -12,8 +12,8 @@ drivers, one in each, can both win. For a keyspace in one data center SERIAL tak
 same replicas as LOCAL_SERIAL (no cost there), so "auto" needs no per-keyspace lookup that a
 code path could miss. An explicit LOCAL_SERIAL is refused for a keyspace that spans several
 data centers (check_serial_scope, when a writer takes a store's lease). DML never runs with
-the DDL profile (the seed library's flaw). The policy is token-aware, so a point read or a
-single-partition write goes straight to a replica.
+the DDL profile (ALL by default: one replica down would stop the stream). The policy is
+token-aware, so a point read or a single-partition write goes straight to a replica.
 """
 
 from __future__ import annotations

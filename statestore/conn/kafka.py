@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from confluent_kafka import KafkaError as KafkaErrorCode
@@ -19,14 +20,9 @@ from confluent_kafka import KafkaException, Producer, TopicCollection, TopicPart
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from statestore.core.config import KafkaConfig
+from statestore.core.durations import format_duration
 from statestore.core.errors import ConfigError, KafkaError
-from statestore.core.event_time import (
-    TimedValue,
-    TimestampedLineError,
-    format_duration,
-    format_instant,
-    parse_timestamped_line,
-)
+from statestore.core.event_time import TimedValue, TimestampedLineError, format_instant, parse_timestamped_line
 from statestore.core.names import validate_topic
 
 _TIMEOUT_S = 15
@@ -300,6 +296,12 @@ def end_offsets(config: KafkaConfig, topic: str) -> dict[int, int] | None:
         return {tp.partition: future.result().offset for tp, future in futures.items()}
     except KafkaException as exc:
         raise problems.error(admin, exc) from None
+
+
+def end_offsets_source(config: KafkaConfig | None) -> Callable[[str], dict[int, int] | None] | None:
+    """`end_offsets` of a topic with `config` (None: no Kafka to ask): what the stream status
+    (statestore.store.book.status.stream_status) takes to work out the lag."""
+    return None if config is None else partial(end_offsets, config)
 
 
 def ensure_topic(config: KafkaConfig, topic: str, partitions: int) -> int:

@@ -49,8 +49,8 @@ def _workers_import_the_library() -> bool:
     """Whether local Python workers would start the library's daemon from this very library:
     they run this interpreter, in this working directory and environment, and find this
     module's sibling there, not a --py-files zip (Spark adds one to a worker's path only for its
-    tasks, after the daemon started) nor another checkout. A child interpreter is asked (35 ms
-    measured), because a daemon that cannot start fails every Python task."""
+    tasks, after the daemon started) nor another checkout. A child interpreter is asked, because a daemon that
+    cannot start fails every Python task."""
     ours = Path(__file__).with_name("spark_daemon.py")
     if os.environ.get("PYSPARK_PYTHON") != sys.executable or not ours.is_file():
         return False
@@ -78,7 +78,7 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         "spark.ui.showConsoleProgress": "false",
         # Inside foreachBatch, adaptive execution would merge the aggregation's few, small
         # shuffle partitions into one task, so one Python worker applied the whole batch to
-        # Cassandra; kept apart, the tasks overlap their round trips (BENCHMARKS.md, run B).
+        # Cassandra; kept apart, the tasks overlap their round trips.
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
     }
     if _runs_locally(master):
@@ -129,13 +129,11 @@ def spare_zip_rereads() -> None:
     """Make importlib.invalidate_caches() cheap in this process (a Spark Python worker).
 
     Spark's worker calls it before every task (pyspark.worker_util.setup_spark_files), and on
-    Python 3.11 every zipimporter then re-reads its archive's whole directory. A worker holds one
-    importer per package it imported from pyspark.zip (16 once the apply has run, over 1,328
-    entries each): 90-190 ms of CPU per task, measured, which Spark's own JVM state stores never
-    pay (BENCHMARKS.md, "Python's own costs in the apply"). Afterwards an archive is read again
-    only when its file changed (size or modification time: what the call is there to notice, a
-    file Spark just added), and once for all its importers. Python 3.12 reads lazily itself:
-    nothing to do."""
+    Python 3.11 every zipimporter then re-reads its archive's whole directory: a worker holds one
+    importer per package it imported from pyspark.zip, so every task paid CPU that Spark's own
+    JVM state stores never pay. Afterwards an archive is read again only when its file changed
+    (size or modification time: what the call is there to notice, a file Spark just added), and
+    once for all its importers. Python 3.12 reads lazily itself: nothing to do."""
     original = zipimport.zipimporter.invalidate_caches
     if sys.version_info >= (3, 12) or getattr(original, "spares_rereads", False):
         return
@@ -163,8 +161,8 @@ def arrow_row(schema, row: Mapping[str, int | str]):
     null), for a Python worker to hand back to Spark.
 
     Built from buffers, not with pyarrow's `from_pylist` or `pa.array`: they import pandas, when
-    it is installed, to ask whether a Python list is array-like, which cost each new Python
-    worker 0.3-0.4 s of its first task (a cold start) for nothing the apply uses."""
+    it is installed, to ask whether a Python list is array-like, which slows each new Python
+    worker's first task (a cold start) for nothing the apply uses."""
     import pyarrow as pa  # on the executor
 
     columns = []

@@ -7,8 +7,8 @@ pyspark's own daemon it:
 
 - drops from the path the copies of pyspark and py4j that Spark put first on it, zips inside the
   installed pyspark package, when the same releases are installed beside them. Python caches no
-  bytecode for a zip, so the daemon compiled pyspark at every start: 0.5 s of its 0.7 s, the
-  largest part of a cold restart's Python start (BENCHMARKS.md, "The Python daemon");
+  bytecode for a zip, so the daemon compiled pyspark at every start, the largest part of a cold
+  restart's Python start;
 - imports what every worker's first task would import again (the Cassandra driver, numpy,
   pyarrow, the library's Cassandra connection), so forked workers inherit them. Imports only:
   no connection, no open file. pyarrow's allocator starts a background thread, which stays in
@@ -108,8 +108,8 @@ def main() -> None:
     from pyspark import daemon
 
     # Everything imported so far lives as long as the daemon and its workers. A forked worker
-    # runs a full collection after every task (pyspark.daemon), which walked all of it: 16 ms
-    # a task with these imports, 0.3 ms once they are frozen out of the collector's reach.
+    # runs a full collection after every task (pyspark.daemon), which would walk all of it;
+    # frozen, it is out of the collector's reach.
     gc.freeze()
     daemon.manager()
 

@@ -1,16 +1,18 @@
-"""Event time as people write it: durations ("1m", "500ms") and timestamped input lines
-(`<epoch-millis><TAB><text>`, what `statestore produce --timestamped` sends). Pure: no I/O."""
+"""Event time as people write it: timestamped input lines (`<epoch-millis><TAB><text>`, what
+`statestore produce --timestamped` sends) and instants shown as UTC text. Pure: no I/O.
+
+Durations ("1m", "500ms") have their own home, statestore.core.durations.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+# Re-exported for the stream wing, which imports format_duration from here.
+from statestore.core.durations import format_duration as format_duration
 from statestore.core.errors import StateStoreError
 
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 # Kafka takes any non-negative long; 9999-12-31 keeps times inside what Spark and Cassandra
 # timestamps (and people) can read back.
 MAX_EVENT_MS = 253_402_300_799_999
@@ -20,34 +22,9 @@ class TimestampedLineError(StateStoreError, ValueError):
     """A line of a --timestamped file that is not `<epoch-millis><TAB><text>`."""
 
 
-def parse_duration(text: str, what: str = "duration", zero: bool = False) -> int:
-    """Milliseconds of `text`: digits and a unit (ms, s, m, h, d), e.g. 500ms, 30s, 1m, 2h, 7d.
-
-    Raises ValueError naming `what` and the expected form; a duration is positive (or 0, with
-    `zero`: a grace may be none).
-    """
-    match = _DURATION.fullmatch(text.strip().lower())
-    if match is None:
-        raise ValueError(f"{what} {text!r} is not a duration: write digits and a unit (ms, s, m, h, d), e.g. 30s or 1m")
-    millis = int(match.group(1)) * _UNIT_MS[match.group(2)]
-    if millis < 0 or (millis == 0 and not zero):
-        raise ValueError(f"{what} {text!r} must be longer than 0")
-    return millis
-
-
 def format_instant(millis: int) -> str:
     """Epoch `millis` as UTC ISO text to the second, e.g. 2026-11-27T02:51:44Z."""
     return datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def format_duration(millis: int) -> str:
-    """The shortest exact text of `millis` (inverse of parse_duration); none at all is 0s."""
-    if millis == 0:
-        return "0s"
-    for unit in ("d", "h", "m", "s"):
-        if millis % _UNIT_MS[unit] == 0:
-            return f"{millis // _UNIT_MS[unit]}{unit}"
-    return f"{millis}ms"
 
 
 @dataclass(frozen=True)

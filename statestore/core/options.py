@@ -3,12 +3,9 @@
 Only a known set of options is accepted, each with a checked value, because option values are
 written into CREATE / ALTER TABLE text (CQL cannot bind them as parameters).
 
-Defaults: no default TTL, as the seed library, and UnifiedCompactionStrategy where the seed has
-LeveledCompactionStrategy. Cassandra 5 recommends UCS for new tables. Under the stream's
-overwrites it cost Cassandra 23-44% less CPU than LCS in the job, which counted 1.14-1.34x as many
-words per second on cores shared with Cassandra (BENCHMARKS.md, "Compaction"). Point reads cost
-the same; reads of many keys at once cost about 50% more per key.
-`compaction="LeveledCompactionStrategy"` gives the seed's schema exactly.
+Defaults: no default TTL, as the seed library, and UnifiedCompactionStrategy (Cassandra 5's
+recommendation for new tables) where the seed has LeveledCompactionStrategy (why: docs/stores.md,
+"Compaction"). `compaction="LeveledCompactionStrategy"` gives the seed's schema exactly.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ A keyed Kafka record goes to `toPositive(murmur2(key)) % numPartitions`
 (org.apache.kafka.common.utils.Utils); the store uses the same formula on the key bytes,
 so a store's partition of a word equals the partition Kafka would choose for it.
 
-`partitions_for` computes the same for many keys at once with numpy: the apply hashes every
-key it writes, and murmur2 in Python costs 1.3-1.6 µs per key against 0.2-0.3 vectorised
-(bench/apply_costs.py; BENCHMARKS.md, "Python's own costs in the apply").
+`partitions_for` computes the same for many keys at once, vectorised with numpy: the apply
+hashes every key it writes.
 """
 
 from __future__ import annotations

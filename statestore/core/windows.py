@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from statestore.core.durations import format_duration
 from statestore.core.errors import OptionError
-from statestore.core.event_time import format_duration
 
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000

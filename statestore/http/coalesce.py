@@ -1,12 +1,12 @@
 """Point gets that arrive together are read together.
 
-Under concurrent load most of a point get's cost is per Cassandra request, on both sides: the
-driver's work and its thread hand-offs in the API process, Cassandra's per-request work on the
-other. The gets of one key-value store that reach the event loop in the same turn (the
-requests whose bytes arrived together) join one read: `KeyValueStore.get_many_async`, one
-`key IN` query per store partition. A lone get is still one query for one key, so a single
-client sees no difference; with 32 clients a read serves several gets at once. Each get keeps
-its own answer and its own error: a failed read fails the gets it carried, and only those.
+Under concurrent load most of a point get's cost is per Cassandra request, on both sides. The
+gets of one key-value store that reach the event loop in the same turn (the requests whose bytes
+arrived together) join one read: `KeyValueStore.get_many_async`, one `key IN` query per store
+partition. A lone get is still one query for one key, so a single client sees no difference.
+
+The rule it keeps: each get keeps its own answer and its own error; a failed read fails the gets
+it carried, and only those.
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
 """The API's hot route, a point get on a warm store, answered before FastAPI's routing.
 
-FastAPI resolves and validates every parameter through pydantic and serializes the response
-model on each request: for a point get that is as much event-loop CPU as the Cassandra read
-itself, and with the client, the server and Cassandra sharing two cores it decided the p99
-(BENCHMARKS.md, interactive queries). This ASGI middleware answers exactly one shape of
-request, `GET /stores/{store}/keys/{key}` with no query string (so no `as_of`: the current
-value, of any store type), when the catalog already holds the store's handle warm. It reads
-with the driver's asynchronous call awaited on the event loop (`get_async`, read cache
-included; concurrent gets of a key-value store joined into one read by statestore.http.coalesce)
-and answers with the route's own body (`record_for`) and error answers
-(statestore.http.answers). Everything else, including every request with a query string,
-goes on to FastAPI unchanged, so parameter validation and the OpenAPI document keep one home.
+This ASGI middleware answers exactly one shape of request, `GET /stores/{store}/keys/{key}` with
+no query string (so no `as_of`: the current value, of any store type), when the catalog already
+holds the store's handle warm, skipping FastAPI's per-request parameter validation and response
+serialization. It reads with the driver's asynchronous call awaited on the event loop
+(`get_async`, read cache included; concurrent gets of a key-value store joined into one read by
+statestore.http.coalesce) and answers with the route's own body (`record_for`) and error answers
+(statestore.http.answers).
+
+The rule it keeps: everything else, including every request with a query string, goes on to
+FastAPI unchanged, so parameter validation and the OpenAPI document keep one home.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.requests import Request
 from starlette.responses import Response
 
+from statestore.conn.kafka import end_offsets_source
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.http.answers import DRIVER_ERRORS
@@ -83,7 +84,7 @@ class StoreCollector:
             kafka, kafka_up = self._kafka(), True
             found = []
             for listing in admin.list_stores(session, keyspace):
-                status = stream_status(session, kafka, keyspace, listing.spec.name, lenient=True)
+                status = stream_status(session, end_offsets_source(kafka), keyspace, listing.spec.name, lenient=True)
                 if status.kafka_error is not None:  # not asked again for the other stores
                     _log.warning("metrics: Kafka did not answer (%s); lag left out", status.kafka_error)
                     kafka, kafka_up, self._kafka_failed_at = None, False, time.monotonic()

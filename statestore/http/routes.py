@@ -15,9 +15,7 @@ from statestore.core.model import EVERYTHING, KeyRange
 from statestore.http import models
 from statestore.http.answers import KeyNotFoundError
 from statestore.http.catalog import StoreCatalog
-from statestore.http.paging import read_page, resume, token_ordered
-from statestore.http.timed_paging import WindowQuery, read_timed_page
-from statestore.http.timed_paging import resume as resume_timed
+from statestore.http.paging import WindowQuery, read_page, read_window_page, resume, resume_window, token_ordered
 from statestore.present.text import key_syntax, parse_key, require_versioned, to_json, versioned
 from statestore.store import admin
 from statestore.store.book import registry
@@ -184,11 +182,11 @@ def list_windows(
     windows = catalog.window_store(store)
     raw_key = None if key is None else windows.key_codec.encode(parse_key(key, windows.key_codec))
     query = WindowQuery(store, raw_key, from_, to)
-    rows, next_token = read_timed_page(
+    rows, next_token = read_window_page(
         lambda key_range: windows.raw_windows(key_range, from_, to),
         lambda row: (row.key, (row.start_ms,)),
         query,
-        resume_timed(query, page_token),
+        resume_window(query, page_token),
         limit,
     )
     return models.WindowsPage(
@@ -211,11 +209,11 @@ def list_sessions(
     sessions = catalog.session_store(store)
     raw_key = None if key is None else sessions.key_codec.encode(parse_key(key, sessions.key_codec))
     query = WindowQuery(store, raw_key, 0, MAX_MS)
-    rows, next_token = read_timed_page(
+    rows, next_token = read_window_page(
         sessions.raw_sessions,
         lambda row: (row.key, (row.end_ms, row.start_ms)),
         query,
-        resume_timed(query, page_token),
+        resume_window(query, page_token),
         limit,
     )
     return models.SessionsPage(

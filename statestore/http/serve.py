@@ -1,16 +1,16 @@
 """`statestore serve`: the query API under uvicorn, in one process or in `workers` processes.
 
-Each worker binds the port itself with SO_REUSEPORT, so the kernel spreads new connections
-over the workers evenly. (Uvicorn's own `--workers` shares one listening socket, and whichever
-worker wakes first accepts a whole burst of connections: measured, 32 keep-alive clients all
-landed on one of two workers.) Each worker has its own event loop, Cassandra session, read
-cache and load-shedding limits, so the limits and the cache are per worker. Workers start as
-fresh interpreters (multiprocessing's spawn), so the parent hands its resolved settings
-(command line over environment over defaults) to them as STATESTORE_* variables and each
-resolves them again through the same chain. The parent restarts a worker that dies (with a
+Each worker binds the port itself with SO_REUSEPORT, so the kernel spreads new connections over
+the workers evenly (uvicorn's own `--workers` shares one listening socket, and whichever worker
+wakes first accepts a whole burst of connections). Each worker has its own event loop, Cassandra
+session, read cache and load-shedding limits, so the limits and the cache are per worker.
+
+Workers start as fresh interpreters (multiprocessing's spawn), so the parent hands its resolved
+settings to them as STATESTORE_* variables and each resolves them again through the same chain
+(command line over environment over defaults). The parent restarts a worker that dies (with a
 growing delay while workers keep dying soon after they start) and stops them all on SIGINT or
-SIGTERM. Their request metrics are shared through prometheus-client's
-multiprocess directory, made for the run and removed after it.
+SIGTERM. Their request metrics are shared through prometheus-client's multiprocess directory,
+made for the run and removed after it.
 """
 
 from __future__ import annotations
@@ -102,9 +102,8 @@ def _worker(options: dict) -> None:
 
 def _serve(app: FastAPI, sock: socket.socket, options: dict) -> None:
     # Everything imported and built so far lives as long as the process: frozen, the cyclic
-    # garbage collector stops walking it. Unfrozen, its full collections over FastAPI's,
-    # pydantic's and the driver's objects stalled the event loop for tens of milliseconds
-    # (measured: p99 of point gets at 32 clients 61-70 ms, frozen 37-41 ms).
+    # garbage collector stops walking it, so its full collections over FastAPI's, pydantic's
+    # and the driver's objects no longer stall the event loop (tail latency of point gets).
     gc.freeze()
     uvicorn.Server(uvicorn.Config(app, **options)).run(sockets=[sock])
 

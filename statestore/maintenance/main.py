@@ -17,6 +17,7 @@ from statestore.conn.cassandra import require_keyspace, session_for
 from statestore.conn.spark import build_session
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.durations import parse_duration_ms
 from statestore.core.errors import ConfigError, MaintenanceCheckError, StateStoreError
 from statestore.maintenance.audit import report as audit_report
 from statestore.maintenance.audit.partitions import AuditOptions, audit
@@ -26,7 +27,7 @@ from statestore.maintenance.expire import report as expire_report
 from statestore.maintenance.expire.entries import ExpireOptions, expire
 from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
 from statestore.maintenance.shared.selection import Policy, Thresholds, TimeBasis
-from statestore.maintenance.shared.units import parse_duration_ms, parse_size
+from statestore.maintenance.shared.units import parse_size
 from statestore.maintenance.validate import report as validate_report
 from statestore.maintenance.validate.idempotency import ValidateOptions, validate
 from statestore.store import admin

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
@@ -32,10 +32,13 @@ from statestore.core.options import TableOptions
 from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.book import registry
 from statestore.store.cache import CacheOptions
+from statestore.store.handle import KeyValueHandle, StoreHandle
 from statestore.store.key_value import KeyValueStore
 from statestore.store.session import SessionStore
 from statestore.store.versioned import VersionedStore
 from statestore.store.window import WindowStore
+
+_Store = TypeVar("_Store", bound=StoreHandle)
 
 
 @dataclass(frozen=True)
@@ -118,75 +121,38 @@ class StoreBuilder:
             windowing,
         )
 
-    def _kv(self, spec: StoreSpec) -> KeyValueStore:
-        o = self.options
-        return KeyValueStore(
-            self.session,
-            spec,
-            o.key_codec,
-            o.value_codec,
-            table_options=o.table_options,
-            create_table=o.create_table,
-            dml_profile=o.dml_profile,
-            ddl_profile=o.ddl_profile,
-            count_all=o.count_all,
-            cache=o.cache,
-        )
-
     def partitioned_key_value_store(self, partitions: int) -> KeyValueStore:
         """PRIMARY KEY ((partition), key): ordered scans, range and prefix queries."""
-        return self._kv(self.spec(StoreType.PARTITIONED_KV, partitions))
+        return self._open(KeyValueStore, self.spec(StoreType.PARTITIONED_KV, partitions))
 
     def global_key_value_store(self) -> KeyValueStore:
         """PRIMARY KEY (key): no partition grows with the store; no range or prefix scans."""
-        return self._kv(self.spec(StoreType.GLOBAL_KV, 1))
+        return self._open(KeyValueStore, self.spec(StoreType.GLOBAL_KV, 1))
 
-    def partitioned_versioned_store(self, partitions: int):
-        return self._versioned(self.spec(StoreType.PARTITIONED_VERSIONED, partitions))
+    def partitioned_versioned_store(self, partitions: int) -> VersionedStore:
+        return self._open(VersionedStore, self.spec(StoreType.PARTITIONED_VERSIONED, partitions))
 
-    def global_versioned_store(self):
-        return self._versioned(self.spec(StoreType.GLOBAL_VERSIONED, 1))
+    def global_versioned_store(self) -> VersionedStore:
+        return self._open(VersionedStore, self.spec(StoreType.GLOBAL_VERSIONED, 1))
 
     def partitioned_window_store(self, windowing: WindowSpec, partitions: int) -> WindowStore:
         """PRIMARY KEY ((partition, segment), key, window_start): a value per key and time
         window, expired windows dropped a segment at a time."""
-        return self._window(self.spec(StoreType.PARTITIONED_WINDOW, partitions, windowing))
+        return self._open(WindowStore, self.spec(StoreType.PARTITIONED_WINDOW, partitions, windowing))
 
-    def partitioned_session_store(self, sessions: SessionSpec, partitions: int) -> SessionStore:
+    def partitioned_session_store(self, windowing: SessionSpec, partitions: int) -> SessionStore:
         """PRIMARY KEY ((partition, segment), key, session_end, session_start): a value per key
         and session, expired sessions dropped a segment at a time."""
-        return self._timed(SessionStore, self.spec(StoreType.PARTITIONED_SESSION, partitions, sessions))
+        return self._open(SessionStore, self.spec(StoreType.PARTITIONED_SESSION, partitions, windowing))
 
-    def _window(self, spec: StoreSpec) -> WindowStore:
-        return self._timed(WindowStore, spec)
-
-    def _timed(self, kind, spec: StoreSpec):
+    def _open(self, kind: type[_Store], spec: StoreSpec) -> _Store:
+        """A store of `kind` over `spec` with this builder's options. The window and session
+        stores take neither the read cache nor count-all, and always create their table."""
         o = self.options
-        return kind(
-            self.session,
-            spec,
-            o.key_codec,
-            o.value_codec,
-            table_options=o.table_options,
-            dml_profile=o.dml_profile,
-            ddl_profile=o.ddl_profile,
-        )
-
-    def _versioned(self, spec: StoreSpec):
-
-        o = self.options
-        return VersionedStore(
-            self.session,
-            spec,
-            o.key_codec,
-            o.value_codec,
-            table_options=o.table_options,
-            create_table=o.create_table,
-            dml_profile=o.dml_profile,
-            ddl_profile=o.ddl_profile,
-            count_all=o.count_all,
-            cache=o.cache,
-        )
+        schema: dict[str, Any] = {"dml_profile": o.dml_profile, "ddl_profile": o.ddl_profile}
+        if issubclass(kind, KeyValueHandle):
+            schema |= {"create_table": o.create_table, "count_all": o.count_all, "cache": o.cache}
+        return kind(self.session, spec, o.key_codec, o.value_codec, table_options=o.table_options, **schema)
 
 
 def open_store(session, keyspace: str, name: str, *, cache: CacheOptions | None = None, count_all: bool = False):
@@ -202,7 +168,7 @@ def open_store(session, keyspace: str, name: str, *, cache: CacheOptions | None 
             f"`statestore {command} {name}` (statestore.store.builder.{opener})"
         )
     builder = _registered(session, spec, cache, count_all)
-    return builder._versioned(spec) if spec.store_type.versioned else builder._kv(spec)
+    return builder._open(VersionedStore if spec.store_type.versioned else KeyValueStore, spec)
 
 
 def open_session_store(session, keyspace: str, name: str) -> SessionStore:
@@ -213,7 +179,7 @@ def open_session_store(session, keyspace: str, name: str) -> SessionStore:
             f"store '{name}' is a {spec.store_type.value} store: it has no sessions"
             + (f", read its windows with `statestore windows {name}`" if spec.store_type.windowed else "")
         )
-    return _registered(session, spec, None, False)._timed(SessionStore, spec)
+    return _registered(session, spec, None, False)._open(SessionStore, spec)
 
 
 def open_window_store(session, keyspace: str, name: str) -> WindowStore:
@@ -223,7 +189,7 @@ def open_window_store(session, keyspace: str, name: str) -> WindowStore:
         raise UnsupportedOperationError(
             f"store '{name}' is a {spec.store_type.value} store: it has no windows, read it with get, range or all"
         )
-    return _registered(session, spec, None, False)._window(spec)
+    return _registered(session, spec, None, False)._open(WindowStore, spec)
 
 
 def _registered(session, spec: StoreSpec, cache: CacheOptions | None, count_all: bool) -> StoreBuilder:

@@ -1,31 +1,45 @@
-"""What key-value and versioned stores share: one store's session, spec, codecs, table module,
-read cache and schema step. Constructing a store does no I/O; `create()` is the schema step.
+"""The base of the four store kinds: what every store handle holds (the Cassandra session, the
+spec, the codecs, the table module, the schema settings) and does (the schema step, encoding and
+decoding, the stream time), with one layer per family on top: KeyValueHandle for the key-value and
+versioned stores, TimedHandle for the window and session stores.
 
-The two store kinds differ in what a read returns (a value, or a versioned record), so each
-says how a read row becomes what its callers get (`_remember`); the codecs, the key and value
-checks and the cache lookup live here once.
+The rules: constructing a store does no I/O, `create()` is the schema step; each kind opens its
+own table module (`_open_table`, which refuses a spec of another kind) and says what a read returns.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from itertools import islice
 from typing import Any, ClassVar, Self
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
 from statestore.conn.cassandra import DDL_PROFILE
-from statestore.core.codecs import Codec, decode_stored
+from statestore.core.codecs import Codec, decode_stored, millis_of
 from statestore.core.errors import UnsupportedOperationError
-from statestore.core.model import Entry, StoreSpec, check_key, check_value
+from statestore.core.model import EVERYTHING, Entry, KeyRange, StoreSpec, check_key, check_value
 from statestore.core.options import TableOptions
+from statestore.core.windows import SessionSpec, WindowSpec
+from statestore.store.book import registry
 from statestore.store.cache import CacheOptions, ReadCache
 from statestore.store.provision import provision_store
+from statestore.store.table_stats import SizeEstimate, rows_estimate, size_estimate
 from statestore.store.tables import table_for
+
+_log = logging.getLogger(__name__)
+# The default of every `stream_time_ms=`: not given, so the store's stream time from the registry.
+FROM_REGISTRY: Any = object()
+_SAMPLE_ROWS = 200
 
 
 class StoreHandle:
-    """The base of KeyValueStore and VersionedStore (see the module doc)."""
+    """What the four store kinds share (see the module doc)."""
 
-    VERSIONED: ClassVar[bool]
+    # The table options a store holds when given none (None: its table's own default, applied
+    # when the table is created).
+    DEFAULT_OPTIONS: ClassVar[TableOptions | None] = None
 
     def __init__(
         self,
@@ -38,23 +52,20 @@ class StoreHandle:
         create_table: bool = True,
         dml_profile: object = EXEC_PROFILE_DEFAULT,
         ddl_profile: object = DDL_PROFILE,
-        count_all: bool = False,
-        cache: CacheOptions | None = None,
     ) -> None:
-        if spec.store_type.versioned != self.VERSIONED:
-            kind = "a versioned" if spec.store_type.versioned else "a key-value"
-            raise UnsupportedOperationError(f"store '{spec.name}' is {spec.store_type.value}: open it as {kind} store")
+        self.table = self._open_table(spec, dml_profile)
         self.session = session
         self.spec = spec
         self.key_codec = key_codec
         self.value_codec = value_codec
-        self.table_options = table_options or TableOptions()
+        self.table_options = table_options or self.DEFAULT_OPTIONS
         self.create_table = create_table
-        self.count_all = count_all
         self.ddl_profile = ddl_profile
-        self.table = table_for(spec, dml_profile)
-        # Versioned stores cache current values only (get without as_of); writes evict their key.
-        self.cache = ReadCache(cache) if cache is not None else None
+
+    def _open_table(self, spec: StoreSpec, profile: object):
+        """The table module of `spec` (no I/O), statements run with `profile`; refuses a spec
+        this kind cannot open, naming how to open it."""
+        raise NotImplementedError
 
     @property
     def name(self) -> str:
@@ -73,6 +84,18 @@ class StoreHandle:
         )
         return self
 
+    # -- the stream time ---------------------------------------------------------------------
+
+    def stream_time(self) -> int | None:
+        """The store's stream time (epoch ms): the largest event time the stream applied
+        (the registry's max_event_time; None: none yet)."""
+        moment = registry.progress(self.session, self.spec.keyspace, self.spec.name).max_event_time
+        return None if moment is None else millis_of(moment)
+
+    def _now(self, stream_time_ms: Any) -> int | None:
+        """The stream time an operation runs at: `stream_time_ms` when given, else the store's."""
+        return self.stream_time() if stream_time_ms is FROM_REGISTRY else stream_time_ms
+
     # -- codecs ------------------------------------------------------------------------------
 
     def encode_key(self, key: Any) -> bytes:
@@ -86,12 +109,36 @@ class StoreHandle:
     def _value(self, value: Any) -> bytes:
         return check_value(self.value_codec.encode(value), self.name)
 
-    def decode_entry(self, entry: Entry) -> tuple[Any, Any]:
-        """The (key, value) a stored entry holds, decoded with the store's codecs."""
-        return decode_stored(self.key_codec, entry.key, self.name, "key"), self._decode_value(entry.value)
+    def _decode_key(self, data: bytes) -> Any:
+        return decode_stored(self.key_codec, data, self.name, "key")
 
     def _decode_value(self, data: bytes) -> Any:
         return decode_stored(self.value_codec, data, self.name)
+
+
+class KeyValueHandle(StoreHandle):
+    """The base of KeyValueStore and VersionedStore: one value per key (the current one, for a
+    versioned store), the optional read cache, exact counts on request and key-range scans."""
+
+    VERSIONED: ClassVar[bool]
+    DEFAULT_OPTIONS = TableOptions()
+
+    def __init__(self, *args: Any, count_all: bool = False, cache: CacheOptions | None = None, **kwargs: Any) -> None:
+        """What StoreHandle takes, and count-all and the read cache."""
+        super().__init__(*args, **kwargs)
+        self.count_all = count_all
+        # Versioned stores cache current values only (get without as_of); writes evict their key.
+        self.cache = ReadCache(cache) if cache is not None else None
+
+    def _open_table(self, spec: StoreSpec, profile: object):
+        if spec.store_type.versioned != self.VERSIONED:
+            kind = "a versioned" if spec.store_type.versioned else "a key-value"
+            raise UnsupportedOperationError(f"store '{spec.name}' is {spec.store_type.value}: open it as {kind} store")
+        return table_for(spec, profile)
+
+    def decode_entry(self, entry: Entry) -> tuple[Any, Any]:
+        """The (key, value) a stored entry holds, decoded with the store's codecs."""
+        return self._decode_key(entry.key), self._decode_value(entry.value)
 
     # -- the read cache --------------------------------------------------------------------------
 
@@ -105,3 +152,83 @@ class StoreHandle:
         if self.cache is not None:
             self.cache.store(raw, answer)
         return answer
+
+    # -- scans (of current values, on a versioned store) ----------------------------------------
+
+    def entries(
+        self, key_range: KeyRange = EVERYTHING, reverse: bool = False, page_size: int = 5000
+    ) -> Iterator[tuple[Any, Any]]:
+        """Decoded (key, value) pairs within a raw-key range, in key byte order (a versioned
+        store: current values, deleted keys left out). Paged: never held in memory."""
+        return map(self.decode_entry, self.table.scan(self.session, key_range, reverse, page_size))
+
+    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        """Entries from `from_key` to `to_key`, both inclusive, ascending. As in Kafka Streams,
+        from > to gives nothing."""
+        low, high = self._key(from_key), self._key(to_key)
+        if low > high:
+            return iter(())
+        return self.entries(KeyRange(low, high))
+
+    def reverse_range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        low, high = self._key(from_key), self._key(to_key)
+        if low > high:
+            return iter(())
+        return self.entries(KeyRange(low, high), reverse=True)
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        return self.entries()
+
+    def reverse_all(self) -> Iterator[tuple[Any, Any]]:
+        return self.entries(reverse=True)
+
+    def prefix_scan(self, prefix: Any, prefix_codec: Codec | None = None) -> Iterator[tuple[Any, Any]]:
+        """Entries whose encoded key starts with the encoded `prefix` (encoded with
+        `prefix_codec`, default the key codec; a string prefix of string keys just works)."""
+        raw = (prefix_codec or self.key_codec).encode(prefix)
+        return self.entries(KeyRange.prefix(raw))
+
+    # -- size ------------------------------------------------------------------------------------
+
+    def approximate_num_entries(self) -> int:
+        """Keys with a value. With count-all on: exact (SELECT COUNT(*), a full scan inside
+        Cassandra). Otherwise from Cassandra's size estimate (flushed data only, refreshed every
+        few minutes; 0 when there is none yet), as each kind scales it (`_entries_in`)."""
+        if self.count_all:
+            _log.warning("store %s: counting every entry with SELECT COUNT(*), which reads the whole table", self.name)
+            return self.table.count(self.session)
+        estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)
+        return 0 if estimate is None else self._entries_in(estimate)
+
+    def _entries_in(self, estimate: SizeEstimate) -> int:
+        """The entries Cassandra's size estimate of the table stands for."""
+        raise NotImplementedError
+
+
+class TimedHandle(StoreHandle):
+    """The base of WindowStore and SessionStore: values of a key over spans of time, kept by
+    segment of time. Retention holds at read time, by the stream time (see the kinds), and a
+    segment that holds only expired spans is dropped whole."""
+
+    ROW_OVERHEAD: ClassVar[int]  # bytes a row holds besides its key and value
+
+    @property
+    def windowing(self) -> WindowSpec | SessionSpec:
+        return self.spec.windowing
+
+    def drop_expired(self, stream_time_ms: Any = FROM_REGISTRY) -> list[int]:
+        """Drop every segment that holds only expired spans; returns the segments dropped."""
+        doomed = self.windowing.expired_segments(self.table.segments(self.session), self._now(stream_time_ms))
+        for segment in doomed:
+            self.table.drop_segment(self.session, segment)
+        return doomed
+
+    def approximate_num_entries(self) -> int:
+        """Spans stored (expired ones until their segment is dropped), estimated from a sample
+        of rows (statestore.store.table_stats.rows_estimate)."""
+        sample = list(islice(self._stored_rows(), _SAMPLE_ROWS))
+        return rows_estimate(self.session, self.spec.keyspace, self.spec.table, sample, self.ROW_OVERHEAD)
+
+    def _stored_rows(self) -> Iterator:
+        """Every stored row, retention not applied."""
+        raise NotImplementedError

@@ -1,30 +1,27 @@
-"""Key-value stores with codecs: the operations of the seed library's KeyValueStore.
+"""Key-value stores with codecs: the operations of Kafka Streams' KeyValueStore.
 
-A KeyValueStore wraps one store type's table (raw bytes, statestore.store.tables) with the store's
-key and value codecs and the optional read cache. Constructing one does no I/O; `create()` is
-the schema step. Scans page through the table and never hold it in memory.
+A KeyValueStore wraps one key-value table (raw bytes, statestore.store.tables) with the store's key
+and value codecs and the optional read cache; the scans and sizes it shares with the versioned store
+live in statestore.store.handle. A None value deletes its key, as in Kafka Streams.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from statestore.conn.aio import first_row, rows_of
-from statestore.core.codecs import Codec
-from statestore.core.model import EVERYTHING, Entry, KeyRange
-from statestore.store.handle import StoreHandle
-from statestore.store.table_stats import size_estimate
+from statestore.core.model import Entry
+from statestore.store.handle import KeyValueHandle
+from statestore.store.table_stats import SizeEstimate
 from statestore.store.tables.base import entry_from_row
 
-_log = logging.getLogger(__name__)
 _SAMPLE_ENTRIES = 200
 
 
-class KeyValueStore(StoreHandle):
+class KeyValueStore(KeyValueHandle):
     """get / put / put_if_absent / put_all / delete / range / reverse_range / all / reverse_all /
     prefix_scan / approximate_num_entries over one partitioned-kv or global-kv store."""
 
@@ -125,52 +122,11 @@ class KeyValueStore(StoreHandle):
             self.cache.evict(raw)
         return None if old is None else self._decode_value(old.value)
 
-    # -- scans ------------------------------------------------------------------------------------
-
-    def entries(
-        self, key_range: KeyRange = EVERYTHING, reverse: bool = False, page_size: int = 5000
-    ) -> Iterator[tuple[Any, Any]]:
-        """Decoded (key, value) pairs within a raw-key range, in key byte order."""
-        return map(self.decode_entry, self.table.scan(self.session, key_range, reverse, page_size))
-
-    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
-        """Entries from `from_key` to `to_key`, both inclusive, ascending. As in Kafka Streams,
-        from > to gives nothing."""
-        low, high = self._key(from_key), self._key(to_key)
-        if low > high:
-            return iter(())
-        return self.entries(KeyRange(low, high))
-
-    def reverse_range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
-        low, high = self._key(from_key), self._key(to_key)
-        if low > high:
-            return iter(())
-        return self.entries(KeyRange(low, high), reverse=True)
-
-    def all(self) -> Iterator[tuple[Any, Any]]:
-        return self.entries()
-
-    def reverse_all(self) -> Iterator[tuple[Any, Any]]:
-        return self.entries(reverse=True)
-
-    def prefix_scan(self, prefix: Any, prefix_codec: Codec | None = None) -> Iterator[tuple[Any, Any]]:
-        """Entries whose encoded key starts with the encoded `prefix` (encoded with
-        `prefix_codec`, default the key codec; a string prefix of string keys just works)."""
-        raw = (prefix_codec or self.key_codec).encode(prefix)
-        return self.entries(KeyRange.prefix(raw))
-
     # -- size ------------------------------------------------------------------------------------
 
-    def approximate_num_entries(self) -> int:
-        """With count-all on: the exact count (SELECT COUNT(*), a full scan inside Cassandra).
-        Otherwise an estimate from Cassandra's size estimates (flushed data only, refreshed
-        every few minutes): 0 when Cassandra has none yet."""
-        if self.count_all:
-            _log.warning("store %s: counting every entry with SELECT COUNT(*), which reads the whole table", self.name)
-            return self.table.count(self.session)
-        estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)
-        if estimate is None:
-            return 0
+    def _entries_in(self, estimate: SizeEstimate) -> int:
+        """A global store: one entry per Cassandra partition. A partitioned one: the estimated
+        bytes over the mean size of a sample of entries."""
         if not self.spec.store_type.partitioned:
             return estimate.partitions  # one entry per Cassandra partition
         sample = [e for _, e in zip(range(_SAMPLE_ENTRIES), self.table.scan_unordered(self.session), strict=False)]

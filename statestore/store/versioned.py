@@ -5,7 +5,7 @@ milliseconds (statestore.store.tables.versioned_base has the rules). get(key) is
 get(key, as_of=t) the value valid at t, history(key) every version oldest first. Scans
 (all, range, prefix_scan, ...) read current values, with the same support per layout as the
 key-value types: ordered ranges and prefixes on partitioned-versioned, whole-store scans only
-on global-versioned. Constructing one does no I/O; `create()` is the schema step.
+on global-versioned (the scans are statestore.store.handle.KeyValueHandle's).
 
 There is no history retention (Kafka's grace period): every put is accepted, however old
 its timestamp. Old versions are dropped by maintenance (table.delete_versions).
@@ -13,20 +13,16 @@ its timestamp. Old versions are dropped by maintenance (table.delete_versions).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from statestore.conn.aio import first_row
-from statestore.core.codecs import Codec
 from statestore.core.errors import UnsupportedOperationError
-from statestore.core.model import EVERYTHING, KeyRange
-from statestore.store.handle import StoreHandle
-from statestore.store.table_stats import size_estimate
+from statestore.store.handle import KeyValueHandle
+from statestore.store.table_stats import SizeEstimate
 from statestore.store.tables.versioned_base import OPEN_END, Version, version_from_row
 
-_log = logging.getLogger(__name__)
 _SAMPLE_ROWS = 200
 
 
@@ -54,7 +50,7 @@ def check_timestamp(value: Any, what: str = "timestamp") -> int:
     return value
 
 
-class VersionedStore(StoreHandle):
+class VersionedStore(KeyValueHandle):
     """get / get(as_of) / put / delete / history, and all / reverse_all / range / reverse_range /
     prefix_scan / approximate_num_entries over current values, for one partitioned-versioned
     or global-versioned store."""
@@ -146,52 +142,11 @@ class VersionedStore(StoreHandle):
             "use put(key, value, timestamp), which adds a version"
         )
 
-    # -- scans over current values -------------------------------------------------------------
-
-    def entries(
-        self, key_range: KeyRange = EVERYTHING, reverse: bool = False, page_size: int = 5000
-    ) -> Iterator[tuple[Any, Any]]:
-        """Decoded (key, current value) pairs within a raw-key range, in key byte order;
-        deleted keys are left out."""
-        return map(self.decode_entry, self.table.scan(self.session, key_range, reverse, page_size))
-
-    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
-        """Current values of keys from `from_key` to `to_key`, both inclusive, ascending;
-        from > to gives nothing (as in Kafka Streams)."""
-        low, high = self._key(from_key), self._key(to_key)
-        if low > high:
-            return iter(())
-        return self.entries(KeyRange(low, high))
-
-    def reverse_range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
-        low, high = self._key(from_key), self._key(to_key)
-        if low > high:
-            return iter(())
-        return self.entries(KeyRange(low, high), reverse=True)
-
-    def all(self) -> Iterator[tuple[Any, Any]]:
-        return self.entries()
-
-    def reverse_all(self) -> Iterator[tuple[Any, Any]]:
-        return self.entries(reverse=True)
-
-    def prefix_scan(self, prefix: Any, prefix_codec: Codec | None = None) -> Iterator[tuple[Any, Any]]:
-        """Current values of keys whose encoded key starts with the encoded `prefix`."""
-        raw = (prefix_codec or self.key_codec).encode(prefix)
-        return self.entries(KeyRange.prefix(raw))
-
     # -- size ------------------------------------------------------------------------------------
 
-    def approximate_num_entries(self) -> int:
-        """Keys with a current value. With count-all on: exact (a full scan inside Cassandra).
-        Otherwise Cassandra's size estimate (flushed data only, 0 before the first flush)
-        scaled by the share of current, non-deleted versions in a sample of rows."""
-        if self.count_all:
-            _log.warning("store %s: counting every entry with SELECT COUNT(*), which reads the whole table", self.name)
-            return self.table.count(self.session)
-        estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)
-        if estimate is None:
-            return 0
+    def _entries_in(self, estimate: SizeEstimate) -> int:
+        """Keys with a current value: the estimate scaled by the share of current, non-deleted
+        versions in a sample of rows."""
         sample = self.table.sample_rows(self.session, _SAMPLE_ROWS)
         if not sample:
             return 0

@@ -14,7 +14,7 @@ bucket's tasks read or wrote (as statestore.stream.plan's records, bytes the pla
 makes as arrays, never decoded into an Entry per key), and a `token`: a random id written
 when a task has written its whole batch to Cassandra, and cleared when a task starts using
 the file. A small batch the
-driver applies itself (statestore.stream.batches.on_driver_for) uses the files of the
+driver applies itself (statestore.stream.batch_apply.on_driver_for) uses the files of the
 driver's working directory the same way, one bucket at a time: in local mode the executors'
 own, on a cluster files of its own, whose tokens then differ from the executors'.
 

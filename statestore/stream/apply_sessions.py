@@ -15,7 +15,7 @@ or later was done by an earlier attempt of B and is skipped; any other key is un
 than the gap apart (each batch merges what it joins), which is what keeps the read range
 enough: only B's own times can bridge sessions.
 
-Retries (issue 28, item 2): a LOGGED batch that times out has an unknown outcome for a while
+Retries: a LOGGED batch that times out has an unknown outcome for a while
 (write type BATCH: the batch log holds it and Cassandra will apply all of it; BATCH_LOG: a
 batch log replica may still replay it), and a read in between can see part of it, the
 replaced sessions gone and the merged one not yet there, which a new plan would merge again.

@@ -1,22 +1,26 @@
-"""What Spark's checkpoint says about a micro-batch: the Kafka offsets it ends at.
+"""What Spark's checkpoint says about a micro-batch, and which checkpoint may write a store.
 
 Spark writes `<checkpoint>/offsets/<batchId>` before it runs the batch: a version line, a
 metadata line, then one JSON line per source, for Kafka `{"topic": {"partition": offset}}`
-with the offsets the batch reads up to (exclusive). That JSON is exactly what the Kafka
-source takes as `startingOffsets`, so the registry keeps it as the store's position and
-`--recover-from-store` can resume from it with a new checkpoint. Read through Hadoop's
-FileSystem API, so it works for every checkpoint location Spark supports.
+with the offsets the batch reads up to (exclusive). That JSON is parsed here, once, into
+KafkaOffsets; its canonical text is what the Kafka source takes as `startingOffsets`, so the
+registry keeps it as the store's position and `--recover-from-store` can resume from it with
+a new checkpoint. Read through Hadoop's FileSystem API, so it works for every checkpoint
+location Spark supports.
 
-It also holds the rule of which checkpoint may write a store (checkpoint_problem) and the
-error that explains a refusal and the ways to recover.
+The rules: a checkpoint writes a store only when it belongs to the store's history
+(checkpoint_problem, topic_problem), and a batch only as the store's next one or as an exact
+replay of one it knows (position_problem). mismatch_error explains a refusal and the ways
+to recover.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from statestore.core.errors import CheckpointMismatchError, StateStoreError
-from statestore.store.book.registry import StoreProgress
+from statestore.store.book.registry import KafkaOffsets, StoreProgress
 
 
 def _path(spark, checkpoint: str, *parts: str):
@@ -48,20 +52,20 @@ def query_id(spark, checkpoint: str) -> str | None:
     return json.loads("".join(_read_lines(spark, path, fs)))["id"]
 
 
-def batch_end_offsets(spark, checkpoint: str, batch_id: int) -> str:
-    """The Kafka source's end offsets of `batch_id`, as Spark's JSON (validated)."""
-    path, fs = _path(spark, checkpoint, "offsets", str(batch_id))
+def batch_end_offsets(spark, checkpoint: str, spark_batch_id: int) -> KafkaOffsets:
+    """The Kafka source's end offsets of Spark batch `spark_batch_id` (validated)."""
+    path, fs = _path(spark, checkpoint, "offsets", str(spark_batch_id))
     lines = _read_lines(spark, path, fs)
     if len(lines) < 3 or not lines[0].startswith("v"):
         raise StateStoreError(f"unexpected offset log format in {path}: {lines[:1]}")
-    offsets = json.loads(lines[2])
-    if not isinstance(offsets, dict) or not all(isinstance(v, dict) for v in offsets.values()):
-        raise StateStoreError(f"{path} does not hold Kafka offsets: {lines[2][:200]}")
-    return json.dumps(offsets, sort_keys=True, separators=(",", ":"))
+    try:
+        return KafkaOffsets.of(json.loads(lines[2]))
+    except ValueError:
+        raise StateStoreError(f"{path} does not hold Kafka offsets: {lines[2][:200]}") from None
 
 
-def initial_offsets(spark, checkpoint: str) -> str | None:
-    """Where the checkpoint's first batch starts, as Spark's JSON, or None when the checkpoint
+def initial_offsets(spark, checkpoint: str) -> KafkaOffsets | None:
+    """Where the checkpoint's first batch starts, or None when the checkpoint
     does not say so plainly. Spark's Kafka source resolves its `startingOffsets` (earliest,
     latest, timestamps or JSON) to offsets once, when the query first starts, and keeps them in
     `<checkpoint>/sources/0/0` (see parse_initial_offsets)."""
@@ -71,10 +75,10 @@ def initial_offsets(spark, checkpoint: str) -> str | None:
     return parse_initial_offsets(_read_lines(spark, path, fs))
 
 
-def parse_initial_offsets(lines: list[str]) -> str | None:
+def parse_initial_offsets(lines: list[str]) -> KafkaOffsets | None:
     """Pure: the offsets of Spark's initial-offsets file (a NUL byte and a version line, then
-    the JSON), as sorted compact JSON; None for any other format (another Spark, another
-    source) or an offset that is not resolved (negative)."""
+    the JSON); None for any other format (another Spark, another source) or an offset that is
+    not resolved (negative)."""
     if len(lines) < 2 or not lines[0].lstrip("\x00").startswith("v"):
         return None
     try:
@@ -89,14 +93,14 @@ def parse_initial_offsets(lines: list[str]) -> str | None:
         for partitions in offsets.values()
     ):
         return None
-    return json.dumps(offsets, sort_keys=True, separators=(",", ":"))
+    return KafkaOffsets.of(offsets)
 
 
-def starts_batch(start_offsets: str, end_offsets: str) -> bool:
+def starts_batch(start_offsets: KafkaOffsets, end_offsets: KafkaOffsets) -> bool:
     """Pure: whether `start_offsets` can be the start of a batch ending at `end_offsets`: the
     same topics and partitions, none starting after its end. (A first start whose batch was
     never planned, then partitions added before the restart, gives an end with more.)"""
-    start, end = json.loads(start_offsets), json.loads(end_offsets)
+    start, end = start_offsets.as_dict(), end_offsets.as_dict()
     if start.keys() != end.keys():
         return False
     return all(
@@ -106,11 +110,11 @@ def starts_batch(start_offsets: str, end_offsets: str) -> bool:
     )
 
 
-def records_between(start_offsets: str, end_offsets: str) -> int | None:
-    """Pure: how many Kafka records a batch reads from `start_offsets` up to `end_offsets`
-    (Spark's JSON), or None when that is unknown: a partition of the end without a start (one
-    added to the topic since), or an offset that is not a number (`-1`/`-2`, latest/earliest)."""
-    start, end = json.loads(start_offsets), json.loads(end_offsets)
+def records_between(start_offsets: KafkaOffsets, end_offsets: KafkaOffsets) -> int | None:
+    """Pure: how many Kafka records a batch reads from `start_offsets` up to `end_offsets`,
+    or None when that is unknown: a partition of the end without a start (one added to the
+    topic since), or an offset that is not a number (`-1`/`-2`, latest/earliest)."""
+    start, end = start_offsets.as_dict(), end_offsets.as_dict()
     total = 0
     for topic, partitions in end.items():
         for partition, last in partitions.items():
@@ -180,9 +184,9 @@ NEW_TOPIC = (
 )
 
 
-def position_problem(progress: StoreProgress, logical: int, end_offsets: str) -> str | None:
-    """Pure: why logical batch `logical`, which Spark planned to end at `end_offsets`, cannot be
-    applied to a store at `progress`, or None if it can.
+def position_problem(progress: StoreProgress, batch_id: int, end_offsets: KafkaOffsets) -> str | None:
+    """Pure: why the store's batch `batch_id`, which Spark planned to end at `end_offsets`,
+    cannot be applied to a store at `progress`, or None if it can.
 
     A batch the store already knows (done, or begun and maybe half written) may run again only
     as a replay: with the end offsets the store recorded for it. Spark plans a batch anew, with
@@ -191,28 +195,30 @@ def position_problem(progress: StoreProgress, logical: int, end_offsets: str) ->
     the keys the store already tagged with the batch would then be skipped (an undercount) or
     counted from a shorter range. A batch beyond the next one would leave input uncounted."""
     last = progress.last_batch_id
-    if last is not None and logical < last:
-        return f"this checkpoint is at batch {logical}, behind the store's batch {last}: it was rolled back"
+    if last is not None and batch_id < last:
+        return f"this checkpoint is at batch {batch_id}, behind the store's batch {last}: it was rolled back"
     pending = progress.pending_batch_id
     unfinished = progress.unfinished_batch
-    if unfinished is not None and logical > unfinished:
-        return f"this checkpoint is at batch {logical}, but the store's batch {unfinished} was begun and never finished"
-    seen = max(b for b in (last, pending) if b is not None)
-    if logical > seen + 1:
+    if unfinished is not None and batch_id > unfinished:
         return (
-            f"this checkpoint is at batch {logical}, ahead of the store's batch {seen}: the store does not hold "
-            f"batches {seen + 1} to {logical - 1} (was it restored from an older backup?)"
+            f"this checkpoint is at batch {batch_id}, but the store's batch {unfinished} was begun and never finished"
         )
-    if logical == progress.pending_batch_id:
+    seen = max(b for b in (last, pending) if b is not None)
+    if batch_id > seen + 1:
+        return (
+            f"this checkpoint is at batch {batch_id}, ahead of the store's batch {seen}: the store does not hold "
+            f"batches {seen + 1} to {batch_id - 1} (was it restored from an older backup?)"
+        )
+    if batch_id == progress.pending_batch_id:
         recorded = progress.pending_offsets
-    elif logical == last:
+    elif batch_id == last:
         recorded = progress.offsets  # the end of the last batch is where the next one begins
     else:
         return None
-    if recorded is not None and json.loads(recorded) != json.loads(end_offsets):
+    if recorded is not None and KafkaOffsets.parse(recorded) != end_offsets:
         return (
-            f"Spark planned batch {logical} to end at {end_offsets}, but the store's batch {logical} ends at "
-            f"{recorded}: the checkpoint lost its record of that batch (restored from an older copy?) and "
+            f"Spark planned batch {batch_id} to end at {end_offsets.as_json()}, but the store's batch {batch_id} "
+            f"ends at {recorded}: the checkpoint lost its record of that batch (restored from an older copy?) and "
             "planned it again over other input"
         )
     return None
@@ -233,3 +239,17 @@ def mismatch_error(store: str, location: str, problem: str, way_out: str | None 
             "counts)."
         )
     return CheckpointMismatchError(f"store '{store}': {problem}. Nothing was written. {way_out}")
+
+
+@dataclass(frozen=True)
+class QueryCheckpoint:
+    """A streaming query's checkpoint: where it is, and the Spark session that reads it."""
+
+    spark: object
+    location: str
+
+    def end_offsets(self, spark_batch_id: int) -> KafkaOffsets:
+        return batch_end_offsets(self.spark, self.location, spark_batch_id)
+
+    def initial_offsets(self) -> KafkaOffsets | None:
+        return initial_offsets(self.spark, self.location)

@@ -3,8 +3,12 @@
 Spark reads the topic and keeps only offsets in its checkpoint (no Spark state store).
 Each micro-batch is tokenized and aggregated with Spark SQL built-ins into
 (word, delta, latest event time); executors then apply the deltas to the store with the
-replay-safe apply (statestore.stream.apply), and the driver records the batch in the registry.
-Input that cannot be counted goes to the store's dead-letter table.
+replay-safe apply (statestore.stream.apply), and the driver records the batch in the registry
+(statestore.stream.batches). Input that cannot be counted goes to the store's dead-letter table.
+
+The rule it keeps: a query writes the store only while it holds the store's lease and the
+newest epoch, and only from a checkpoint that belongs to the store's history (or, with
+--recover-from-store, after finishing the store's pending batch).
 """
 
 from __future__ import annotations
@@ -21,15 +25,25 @@ from statestore.conn.retry import with_retries
 from statestore.conn.spark import build_session
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
-from statestore.core.errors import ConfigError, KafkaError, StateStoreError
+from statestore.core.errors import (
+    CassandraUnavailableError,
+    CheckpointMismatchError,
+    ConfigError,
+    KafkaError,
+    StateStoreError,
+    StoreFencedError,
+)
 from statestore.core.model import StoreSpec, StoreType
 from statestore.store.book import registry, stream_log
-from statestore.store.book.lease import LeaseHeldError, StoreLease
+from statestore.store.book.lease import LeaseHeldError, LeaseLostError, StoreLease
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.store.tables import options_with_compaction
-from statestore.stream import batches, checkpoint
-from statestore.stream.batches import SHIPPED, BatchApplier, BatchSeams, SourceTopic
+from statestore.stream import checkpoint
+from statestore.stream.batches import BatchApplier, finish_pending_batch
+from statestore.stream.checkpoint import QueryCheckpoint
 from statestore.stream.monitor import StreamMonitor
+from statestore.stream.position import SourceTopic
+from statestore.stream.writer import SHIPPED, BatchSeams, StoreWriter
 
 _log = logging.getLogger("statestore.stream.job")
 
@@ -120,41 +134,27 @@ class RunningStream:
 
 
 def _check_checkpoint(
-    spark,
-    session,
-    job: JobConfig,
-    spec: StoreSpec,
-    epoch: int,
-    seams: BatchSeams,
-    monitor: StreamMonitor,
-    source: SourceTopic,
+    session, job: JobConfig, applier: BatchApplier, monitor: StreamMonitor, source: SourceTopic
 ) -> str:
     """Refuse a topic created again since the store last read it, and a checkpoint that does
     not belong to the store's history (before any read); record the topic's id;
     with --recover-from-store, finish the store's pending batch first. Returns where a new
     checkpoint starts reading: the store's position when recovering, else --starting-offsets."""
+    writer, spark, location = applier.writer, applier.checkpoint.spark, applier.checkpoint.location
+    spec = writer.spec
     progress = registry.progress(session, spec.keyspace, spec.name)
-    topic_id = source.checked_id(progress, spec.name, job.stream.checkpoint)
+    topic_id = source.checked_id(progress, spec.name, location)
     if topic_id is not None and topic_id != progress.topic_id:
-        registry.record_topic_id(session, spec, topic_id, epoch)
-    owner = checkpoint.query_id(spark, job.stream.checkpoint)
-    committed = owner is not None and checkpoint.committed_batches(spark, job.stream.checkpoint)
+        registry.record_topic_id(session, spec, topic_id, writer.epoch)
+    owner = checkpoint.query_id(spark, location)
+    committed = owner is not None and checkpoint.committed_batches(spark, location)
     problem = checkpoint.checkpoint_problem(progress, owner, job.stream.recover_from_store, committed)
     if problem:
         way_out = None if progress.has_batches else checkpoint.START_OVER
-        raise checkpoint.mismatch_error(spec.name, job.stream.checkpoint, problem, way_out)
+        raise checkpoint.mismatch_error(spec.name, location, problem, way_out)
     if owner is None and progress.has_batches:  # only reached with --recover-from-store
         monitor.state(stream_log.RECOVERING, "--recover-from-store: finishing the store's pending batch, if any")
-        batches.finish_pending_batch(
-            spark,
-            job.cassandra,
-            spec,
-            job.kafka,
-            epoch,
-            seams,
-            job.stream.driver_apply_records,
-            job.stream.max_future_ms,
-        )
+        finish_pending_batch(spark, writer, job.kafka)
         return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
     return job.stream.starting_offsets
 
@@ -184,44 +184,40 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
         # Fencing: from here on, the store's earlier writers can record nothing (registry doc).
         epoch = with_retries(job.cassandra, "taking the store's epoch", lambda: registry.take_epoch(session, spec))
         source = SourceTopic(job.stream.topic, TopicIds(job.kafka))
+        writer = StoreWriter(
+            job.cassandra,
+            spec,
+            epoch,
+            seams,
+            driver_records=job.stream.driver_apply_records,
+            max_future_ms=job.stream.max_future_ms,
+            apply_cache=job.stream.apply_cache,
+        )
+        applier = BatchApplier(writer, QueryCheckpoint(spark, job.stream.checkpoint), lease, source, monitor)
         starting = with_retries(
             job.cassandra,
             "checking the checkpoint",
-            lambda: _check_checkpoint(spark, session, job, spec, epoch, seams, monitor, source),
+            lambda: _check_checkpoint(session, job, applier, monitor, source),
         )
-        applier = BatchApplier(
-            spark,
-            job.cassandra,
-            spec,
-            job.stream.checkpoint,
-            lease,
-            epoch,
-            seams,
-            job.stream.apply_cache,
-            monitor,
-            job.stream.driver_apply_records,
-            source,
-            job.stream.max_future_ms,
-        )
-        writer = (
+        stream_writer = (
             _kafka_source(spark, job, starting)
             .writeStream.queryName(f"wordcount-{spec.name}")
             .option("checkpointLocation", job.stream.checkpoint)
             .foreachBatch(applier)
         )
         if job.stream.trigger == "available-now":
-            writer = writer.trigger(availableNow=True)
+            stream_writer = stream_writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=f"{cfg.trigger_seconds(job.stream.trigger)} seconds")
+            stream_writer = stream_writer.trigger(processingTime=f"{cfg.trigger_seconds(job.stream.trigger)} seconds")
         # The id is known only once the query exists; batches wait for it (see BatchApplier).
-        query = writer.start()
+        query = stream_writer.start()
         applier.query_id, monitor.run_id = str(query.id), str(query.runId)
         # Before batches may proceed: the first one's own `running` row comes after this one.
         monitor.state(stream_log.RUNNING, "query started")
         applier.started.set()
     except BaseException as exc:
         lease.release()
-        monitor.state(stream_log.FAILED, _store_error_in(str(exc)) or str(exc))
+        monitor.state(stream_log.FAILED, _store_error_message(exc) or str(exc))
         raise
     return RunningStream(query, applier, lease, monitor)
 
@@ -250,7 +246,7 @@ def run(job: JobConfig) -> int:
     except KeyboardInterrupt:  # stopped by its user: recorded as stopped, not failed
         raise
     except BaseException as exc:
-        failure = _store_error_in(str(exc)) or str(exc) or type(exc).__name__
+        failure = _store_error_message(exc) or str(exc) or type(exc).__name__
         raise
     finally:
         stream.stop(failure)
@@ -268,16 +264,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - the job's last resort: report and exit non-zero
-        message = str(exc)
-        cause = _store_error_in(message)
-        print(f"wordcount_stream: {cause or message}", file=sys.stderr)
+        print(f"wordcount_stream: {_store_error_message(exc) or exc}", file=sys.stderr)
         return 1
 
 
-def _store_error_in(message: str) -> str | None:
-    """Spark wraps an error raised in foreachBatch in its own exception text; pull ours out."""
+# Our errors that say on their own why a stream stopped (any other error is shown whole).
+_STORE_ERRORS = (CheckpointMismatchError, CassandraUnavailableError, LeaseLostError, StoreFencedError)
+
+
+def _store_error_message(exc: BaseException) -> str | None:
+    """The message of our error that stopped the stream, or None when it was none of ours:
+    by type when it was raised in this Python process, else from the text Spark gives."""
+    if isinstance(exc, _STORE_ERRORS):
+        return str(exc)
+    return _store_error_in_text(str(exc))
+
+
+def _store_error_in_text(message: str) -> str | None:
+    """Our error's message in the text of an error Spark raised, or None.
+
+    An error raised in foreachBatch (BatchApplier) crosses the JVM: Spark fails the query and
+    awaitTermination raises Spark's own StreamingQueryException, whose message holds the Python
+    traceback as text. The error's type does not survive that trip, so here, and only here, it
+    is recognised by its class name in the text."""
     for line in message.splitlines():
-        for name in ("CheckpointMismatchError", "CassandraUnavailableError", "LeaseLostError", "StoreFencedError"):
-            if f"{name}:" in line:
-                return line.split(f"{name}:", 1)[1].strip()
+        for error in _STORE_ERRORS:
+            marker = f"{error.__name__}:"
+            if marker in line:
+                return line.split(marker, 1)[1].strip()
     return None

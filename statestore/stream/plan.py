@@ -2,11 +2,9 @@
 
 The rule is statestore.stream.apply's `advance`: batch B skips a key already written by B or a
 later batch, and otherwise writes old + delta with batch_id = B and the later of the two event
-times. Applied one key at a time, with the apply cache's entries decoded into Python objects
-and encoded back, the cache and the plan cost 5.4 µs a key in bench/apply_plan.py; here the
-decisions are numpy array arithmetic over the slice's stored states, and with the keys in the
-cache's order and the collector paused the same work costs 1.9 µs (BENCHMARKS.md, "Spark-side
-CPU"). A key costs only the Python that makes its outputs.
+times. Here the decisions are numpy array arithmetic over the slice's stored states rather
+than Python objects decoded and encoded back per key, so a key costs only the Python that
+makes its outputs (BENCHMARKS.md has the cost per key).
 
 A key's stored state is a record of 25 bytes: the batch that last wrote it, its event time,
 which of the two are set, and its value, a long (the word count's values are Kafka's 8-byte

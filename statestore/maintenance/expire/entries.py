@@ -4,7 +4,7 @@ Spark tasks scan the store by token range, reading each entry's event time and t
 time of its value, pick what `selection.is_expired` says, and delete each pick `USING
 TIMESTAMP` of the write time they read. Cassandra's last-write-wins then settles any race:
 an update that lands between the read and the delete carries a later timestamp (the stream
-writes every batch above the previous ones, statestore.stream.batches.write_ts_for), so it wins
+writes every batch above the previous ones, statestore.stream.position.write_ts_for), so it wins
 over the delete and the entry survives with its new value. Nothing is locked and no
 lightweight transaction is needed.
 

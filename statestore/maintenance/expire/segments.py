@@ -12,8 +12,7 @@ listing and dropping them are the side effects, here.
 
 Dropping hides the windows at once, but their bytes stay on disk: the partition deletes land
 in the newest TimeWindowCompactionStrategy window, and TWCS never compacts them together with
-the older SSTables they shadow (BENCHMARKS.md, "Window tables and compaction": 10x the retained
-data after 30 segments). So after dropping, the job flushes the table and runs `nodetool
+the older SSTables they shadow. So after dropping, the job flushes the table and runs `nodetool
 garbagecollect` on it, which rewrites each SSTable without the rows the deletes shadow (an
 expired segment's SSTables empty out and go); without nodetool the report names the command.
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from statestore.core.errors import NodetoolError
 from statestore.core.settings import parse_port, parse_positive_float, setting
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 _MAIN_CLASS = "org.apache.cassandra.tools.NodeTool"
 # nodetool logs DEBUG lines to stdout without a logback file of its own; this one keeps
 # stdout for the command's answer.

@@ -94,8 +94,8 @@ def scan_range(session, shape: TableShape, token_range: tuple[int, int], page_si
 
 
 def default_ranges(spark) -> int:
-    """Token ranges per store: two per core. Spark tasks cost ~0.1-0.3 s each here, so a few
-    large ranges beat many small ones; raise it for progress finer than a quarter of a store."""
+    """Token ranges per store: two per core. Each Spark task has a fixed start-up cost, so a
+    few large ranges beat many small ones; raise it for progress finer than a quarter of a store."""
     return max(2, 2 * spark.sparkContext.defaultParallelism)
 
 

@@ -1,4 +1,7 @@
-"""Sizes and durations as people write them: '100MiB', '400MB', '7d', '12h' (pure parsing)."""
+"""Sizes as people write them ('100MiB', '400MB', '4096') and as shown to them ('1.5 GiB'). Pure: no I/O.
+
+Durations ('7d', '12h') are read by statestore.core.durations (parse_duration_ms).
+"""
 
 from __future__ import annotations
 
@@ -21,8 +24,6 @@ _SIZE_FACTORS = {
     "tb": 1000**4,
     "tib": 1024**4,
 }
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*", re.IGNORECASE)
-_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 MIB = 1024**2
 
 
@@ -37,19 +38,6 @@ def parse_size(raw: str | int) -> int:
     if not match or match.group(2).lower() not in _SIZE_FACTORS:
         raise ValueError(f"{raw!r} is not a size: use e.g. 100MiB, 400MB, 1GiB or a number of bytes")
     return int(float(match.group(1)) * _SIZE_FACTORS[match.group(2).lower()])
-
-
-def parse_duration_ms(raw: str | int) -> int:
-    """Milliseconds from '7d', '12h', '30m', '90s', '500ms', '2w' (a bare number is seconds)."""
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        return raw * 1000
-    text = str(raw).strip()
-    if text.isdigit():
-        return int(text) * 1000
-    match = _DURATION.fullmatch(text)
-    if not match:
-        raise ValueError(f"{raw!r} is not a duration: use e.g. 7d, 12h, 30m, 90s, 500ms")
-    return int(float(match.group(1)) * _DURATION_MS[match.group(2).lower()])
 
 
 def human_bytes(size: float | None) -> str:

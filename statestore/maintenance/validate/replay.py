@@ -36,7 +36,7 @@ from statestore.store.tables import table_for
 from statestore.store.tables.base import entry_from_row
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, partition_applier, run_applier
-from statestore.stream.batches import now_micros
+from statestore.stream.position import now_micros
 from statestore.stream.transforms import batch_deltas
 
 _log = logging.getLogger("statestore.maintenance.validate.replay")
@@ -189,9 +189,9 @@ def _replay_batch(
     start = (
         _initial_offsets(spark, location)
         if spark_id == 0
-        else checkpoint.batch_end_offsets(spark, location, spark_id - 1)
+        else checkpoint.batch_end_offsets(spark, location, spark_id - 1).as_json()
     )
-    end = checkpoint.batch_end_offsets(spark, location, spark_id)
+    end = checkpoint.batch_end_offsets(spark, location, spark_id).as_json()
     records = (
         spark.read.format("kafka")
         .options(**spark_source_options(kafka))

@@ -22,6 +22,7 @@ change of that mark (statestore.stream.apply_cache).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -69,6 +70,69 @@ class StoreProgress:
         """The batch begun and never recorded (a writer crashed or paused in it), if any."""
         pending, last = self.pending_batch_id, self.last_batch_id
         return pending if pending is not None and (last is None or pending > last) else None
+
+
+@dataclass(frozen=True, repr=False)
+class KafkaOffsets:
+    """Offsets in Kafka, per topic and partition: where a batch starts, or where it ends
+    (exclusive). Parsed once from Spark's JSON, `{"topic": {"partition": offset}}`; as_json()
+    gives it back compact with sorted keys, the text the registry keeps and the Kafka source
+    takes as `startingOffsets`. Two are equal when they name the same offsets, however their
+    JSON was spaced or ordered."""
+
+    # ((topic, ((partition, offset), ...)), ...), sorted as the JSON's keys are (partitions are strings there).
+    by_topic: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+
+    @classmethod
+    def of(cls, offsets: Mapping[str, Mapping[str, int]]) -> KafkaOffsets:
+        """The offsets of a mapping of that shape; ValueError for anything else."""
+        if not isinstance(offsets, Mapping) or not all(isinstance(p, Mapping) for p in offsets.values()):
+            raise ValueError(f"not Kafka offsets (per topic, per partition): {str(offsets)[:200]}")
+        return cls(tuple(sorted((topic, tuple(sorted(parts.items()))) for topic, parts in offsets.items())))
+
+    @classmethod
+    def parse(cls, text: str) -> KafkaOffsets:
+        """The offsets of Spark's JSON text; ValueError when it is not JSON of that shape."""
+        return cls.of(json.loads(text))
+
+    @classmethod
+    def parse_stored(cls, text: str | None) -> KafkaOffsets | None:
+        """The offsets of a registry column (None or empty: none recorded)."""
+        return cls.parse(text) if text else None
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(topic for topic, _ in self.by_topic)
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        return {topic: dict(partitions) for topic, partitions in self.by_topic}
+
+    def as_json(self) -> str:
+        return json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+
+    def __repr__(self) -> str:
+        return f"KafkaOffsets({self.as_json()})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchPosition:
+    """Where one batch stands, built once per batch: what begin_batch records before any of its
+    writes and record_batch once it is applied.
+
+    `batch_id` is the store's id of the batch: Spark's batch id plus the store's `batch_base`
+    (ids only grow, even across a checkpoint recovered from the store). `write_ts` is the write
+    timestamp of all its writes (a replay reuses it). It reads Kafka from `start` up to `end`
+    (None only where a tool seeds a registry by hand), for query `query_id`.
+    """
+
+    batch_id: int
+    write_ts: int
+    start: KafkaOffsets | None
+    end: KafkaOffsets | None
+    query_id: str | None = None
+    batch_base: int = 0
+    spark_batch_id: int | None = None  # None: a pending batch finished from the store's own record
+    stream_time_ms: int | None = None  # the store's stream time before the batch (window stores: closed windows)
 
 
 def create_cql(keyspace: str) -> str:
@@ -257,40 +321,33 @@ def _fenced(session, update, params: tuple, spec: StoreSpec, epoch: int | None, 
         )
 
 
-def begin_batch(
-    session,
-    spec: StoreSpec,
-    batch_id: int,
-    write_ts: int,
-    start_offsets: str,
-    end_offsets: str,
-    query_id: str | None,
-    batch_base: int,
-    epoch: int | None,
-) -> None:
-    """Record batch `batch_id` before any of its writes: its write timestamp (a replay reuses
-    it, every later batch gets a larger one) and the offsets it reads (so a lost checkpoint
-    can still complete it). `offsets`, the store's position, is where the batch starts.
-    Refused (StoreFencedError) unless the store's epoch is still `epoch`."""
+def begin_batch(session, spec: StoreSpec, position: BatchPosition, epoch: int | None) -> None:
+    """Record the batch at `position` before any of its writes: its write timestamp (a replay
+    reuses it, every later batch gets a larger one) and the offsets it reads (so a lost
+    checkpoint can still complete it). `offsets`, the store's position, is where the batch
+    starts. Refused (StoreFencedError) unless the store's epoch is still `epoch`."""
     update = prepare(
         session,
         f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET pending_batch_id = ?, pending_ts = ?, offsets = ?,"
         " pending_offsets = ?, query_id = ?, batch_base = ? WHERE name = ?" + _IF_EPOCH[epoch is None],
     )
-    params = (batch_id, write_ts, start_offsets, end_offsets, query_id, batch_base, spec.name)
-    _fenced(session, update, params, spec, epoch, f"beginning batch {batch_id}")
+    params = (
+        position.batch_id,
+        position.write_ts,
+        _offsets_text(position.start),
+        _offsets_text(position.end),
+        position.query_id,
+        position.batch_base,
+        spec.name,
+    )
+    _fenced(session, update, params, spec, epoch, f"beginning batch {position.batch_id}")
 
 
 def record_batch(
-    session,
-    spec: StoreSpec,
-    batch_id: int,
-    write_ts: int,
-    offsets: str | None,
-    max_event_time_ms: int | None,
-    epoch: int | None = None,
+    session, spec: StoreSpec, position: BatchPosition, max_event_time_ms: int | None, epoch: int | None = None
 ) -> None:
-    """Mark `batch_id` applied, with the Kafka offsets it ended at (the store's position).
+    """Mark the batch at `position` applied, with the Kafka offsets it ended at (the store's
+    position).
 
     A replayed batch writes the same values again. max_event_time only ever grows (a batch
     with no events leaves it as it was). Refused (StoreFencedError) unless the store's epoch is
@@ -304,8 +361,12 @@ def record_batch(
         f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = ?, last_ts = ?, offsets = ?,"
         " max_event_time = ?, last_batch_at = toTimestamp(now()) WHERE name = ?" + _IF_EPOCH[epoch is None],
     )
-    params = (batch_id, write_ts, offsets, max_event_time_ms, spec.name)
-    _fenced(session, update, params, spec, epoch, f"recording batch {batch_id}")
+    params = (position.batch_id, position.write_ts, _offsets_text(position.end), max_event_time_ms, spec.name)
+    _fenced(session, update, params, spec, epoch, f"recording batch {position.batch_id}")
+
+
+def _offsets_text(offsets: KafkaOffsets | None) -> str | None:
+    return None if offsets is None else offsets.as_json()
 
 
 def record_topic_id(session, spec: StoreSpec, topic_id: str, epoch: int) -> None:

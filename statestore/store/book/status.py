@@ -1,8 +1,10 @@
 """How a store's stream is doing, from what outlives its driver: the registry (position), the
-lease (who writes), the stream log (states and batches) and Kafka (end offsets).
+lease (who writes), the stream log (states and batches) and, for the lag, the end offsets of its
+topic, read by the caller's `EndOffsets` (statestore.conn.kafka.end_offsets_source).
 
-One home for `statestore status` and the metrics: the pure parts (lag, rate, the last hour's
-dead letters) are functions of those facts; `stream_status` gathers the facts.
+The rule: one home for what `statestore status`, the metrics and the store page report. The pure
+parts (lag, rate, the last hour's dead letters, which state is the store's) are functions of those
+facts; `stream_status` gathers the facts, and reads no Kafka itself.
 """
 
 from __future__ import annotations
@@ -12,17 +14,19 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from statestore.conn import kafka as kafka_io
 from statestore.core.codecs import millis_of
-from statestore.core.config import KafkaConfig
 from statestore.core.errors import KafkaError
 from statestore.store.book import registry, stream_log
 from statestore.store.book.lease import current_holder
+from statestore.store.book.registry import StoreProgress
 from statestore.store.book.stream_log import BatchRecord, StateChange, Totals
 
 RATE_BATCHES = 20  # words/s over this many recent batches
 STATE_ROWS = 100  # state changes read to find the writer's run among refused runs' rows
 HOUR_MS = 3_600_000
+# A topic's end offset per partition now (None: no such topic); raises KafkaError when Kafka does
+# not answer. The status asks it for the store's source topic only.
+EndOffsets = Callable[[str], dict[int, int] | None]
 
 
 @dataclass(frozen=True)
@@ -141,10 +145,15 @@ def store_state(states: list[StateChange], holder: str | None) -> StateChange | 
 
 
 def stream_status(
-    session, kafka: KafkaConfig | None, keyspace: str, store: str, now_ms: int | None = None, lenient: bool = False
+    session,
+    end_offsets: EndOffsets | None,
+    keyspace: str,
+    store: str,
+    now_ms: int | None = None,
+    lenient: bool = False,
 ):
-    """The status of `store`'s stream now; `kafka` None leaves the lag out. A Kafka that does
-    not answer raises KafkaError, or with `lenient` leaves the lag out and says why."""
+    """The status of `store`'s stream now; `end_offsets` None leaves the lag out. A Kafka that
+    does not answer raises KafkaError, or with `lenient` leaves the lag out and says why."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     spec = registry.lookup(session, keyspace, store)
     progress = registry.progress(session, keyspace, store)
@@ -161,19 +170,7 @@ def stream_status(
         letters = dead_letters_between(batches[0], hour_ago)
     latest = store_state(states, None if holder is None else holder.holder)
     restart = last_restart(states)
-    lag: list[PartitionLag] = []
-    total = kafka_error = None
-    topic = progress.source_topic
-    if kafka is not None and topic:
-        try:
-            ends = kafka_io.end_offsets(kafka, topic)
-        except KafkaError as exc:
-            if not lenient:
-                raise
-            ends, kafka_error = None, str(exc)
-        if ends is not None:
-            lag = lag_of(topic, ends, progress.offsets)
-            total = sum(p.lag for p in lag)
+    lag, total, kafka_error = _lag(progress, end_offsets, lenient)
     last_at = None if progress.last_batch_at is None else millis_of(progress.last_batch_at)
     return StreamStatus(
         store=spec.name,
@@ -199,3 +196,23 @@ def stream_status(
         batch_seconds=tuple(b.seconds for b in batches),
         kafka_error=kafka_error,
     )
+
+
+def _lag(
+    progress: StoreProgress, end_offsets: EndOffsets | None, lenient: bool
+) -> tuple[list[PartitionLag], int | None, str | None]:
+    """(lag per partition, their total, why Kafka did not answer) of the store's source topic;
+    ([], None, None) without `end_offsets` or a topic, and when the topic is gone."""
+    topic = progress.source_topic
+    if end_offsets is None or not topic:
+        return [], None, None
+    try:
+        ends = end_offsets(topic)
+    except KafkaError as exc:
+        if not lenient:
+            raise
+        return [], None, str(exc)
+    if ends is None:
+        return [], None, None
+    lag = lag_of(topic, ends, progress.offsets)
+    return lag, sum(p.lag for p in lag), None

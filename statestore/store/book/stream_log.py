@@ -55,14 +55,14 @@ class Totals:
         return Totals(self.written + written, self.skipped + skipped, self.words + words, tuple(sorted(merged.items())))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchRecord:
     """One applied batch: the apply's figures, its duration and where it left the input."""
 
     batch_id: int
     spark_batch_id: int | None
     run_id: str | None
-    recorded_at_ms: int | None
+    recorded_at_ms: int | None = None  # Cassandra's time of the write: known on rows read back
     keys: int
     written: int
     skipped: int
@@ -238,20 +238,20 @@ def batch_at_or_before(session, keyspace: str, store: str, batch_id: int) -> Bat
 
 def _record_of(r) -> BatchRecord:
     return BatchRecord(
-        r.batch_id,
-        r.spark_batch_id,
-        r.run_id,
-        _millis(r.recorded_at),
-        r.keys or 0,
-        r.written or 0,
-        r.skipped or 0,
-        r.words or 0,
-        r.dead_letters or 0,
-        r.seconds or 0.0,
-        r.end_offsets,
-        _millis(r.max_event_time),
-        _pairs(r.dead_letters_by_reason),
-        Totals(r.written_total or 0, r.skipped_total or 0, r.words_total or 0, _pairs(r.dead_letters_total)),
+        batch_id=r.batch_id,
+        spark_batch_id=r.spark_batch_id,
+        run_id=r.run_id,
+        recorded_at_ms=_millis(r.recorded_at),
+        keys=r.keys or 0,
+        written=r.written or 0,
+        skipped=r.skipped or 0,
+        words=r.words or 0,
+        dead_letters=r.dead_letters or 0,
+        seconds=r.seconds or 0.0,
+        end_offsets=r.end_offsets,
+        max_event_time_ms=_millis(r.max_event_time),
+        dead_letter_reasons=_pairs(r.dead_letters_by_reason),
+        totals=Totals(r.written_total or 0, r.skipped_total or 0, r.words_total or 0, _pairs(r.dead_letters_total)),
     )
 
 

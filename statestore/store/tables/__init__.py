@@ -1,4 +1,5 @@
-"""Store types: one module per type owns that type's CQL."""
+"""Store types' tables: one module per type owns that type's CQL; base, segmented, paging and
+unlogged hold what several share. Opening a table module does no I/O."""
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.concurrent import execute_concurrent
 from cassandra.query import UNSET_VALUE
 
 from statestore.core.errors import UnsupportedOperationError
@@ -49,9 +50,21 @@ class KeyValueTable(ABC):
     def create_cql(self, options: TableOptions | None = None) -> str:
         """CREATE TABLE IF NOT EXISTS for this store (`default_options` when `options` is None)."""
 
-    @abstractmethod
     def read_entries(self, session, keys: list[bytes], concurrency: int) -> dict[bytes, Entry]:
-        """The stored entries among `keys` (missing keys are absent from the result)."""
+        """The stored entries among `keys` (missing keys are absent from the result): the queries
+        of `get_many_queries`, a chunk of keys each (the client's cost is per request), run
+        concurrently."""
+        found: dict[bytes, Entry] = {}
+        for result in execute_concurrent(
+            session,
+            execution_profile=self.profile,
+            statements_and_parameters=self.get_many_queries(session, keys),
+            concurrency=concurrency,
+            results_generator=True,
+        ):
+            for row in result.result_or_exc:
+                found[row.key] = entry_from_row(row)
+        return found
 
     @abstractmethod
     def write_entries(self, session, entries: list[Entry], concurrency: int, write_ts: int | None) -> None:

@@ -50,23 +50,6 @@ class GlobalKeyValueTable(KeyValueTable):
         select.is_idempotent = True
         return select
 
-    def read_entries(self, session, keys, concurrency):
-        # One request per chunk of keys, not per key: the client's cost per request is what
-        # made this store's apply slow (BENCHMARKS.md). On several nodes the coordinator asks
-        # each key's replicas; small chunks bound that fan-out.
-        found: dict[bytes, Entry] = {}
-        work = self.get_many_queries(session, keys)
-        for result in execute_concurrent(
-            session,
-            execution_profile=self.profile,
-            statements_and_parameters=work,
-            concurrency=concurrency,
-            results_generator=True,
-        ):
-            for row in result.result_or_exc:
-                found[row.key] = entry_from_row(row)
-        return found
-
     def _by_first_replica(self, session, entries) -> dict:
         """Entries grouped by the first replica of their key's token: a batch goes to one
         coordinator (token-aware routing follows its first key), which then holds every key of
@@ -91,6 +74,8 @@ class GlobalKeyValueTable(KeyValueTable):
         return self._select_one(session), (key,)
 
     def get_many_queries(self, session, keys):
+        # Chunks of keys: on several nodes the coordinator asks each key's replicas, and a
+        # small chunk bounds that fan-out.
         select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE key IN ?")
         select.is_idempotent = True
         return [(select, (chunk,)) for chunk in chunked(keys, _READ_KEYS)]

@@ -61,20 +61,6 @@ class PartitionedKeyValueTable(KeyValueTable):
             for chunk in chunked(group, _READ_KEYS)
         ]
 
-    def read_entries(self, session, keys, concurrency):
-        work = self.get_many_queries(session, keys)
-        found: dict[bytes, Entry] = {}
-        for result in execute_concurrent(
-            session,
-            execution_profile=self.profile,
-            statements_and_parameters=work,
-            concurrency=concurrency,
-            results_generator=True,
-        ):
-            for row in result.result_or_exc:
-                found[row.key] = entry_from_row(row)
-        return found
-
     def write_entries(self, session, entries, concurrency, write_ts):
         groups = (
             [(partition, e.key, e.value, _time(e), e.batch_id) for e in rows]

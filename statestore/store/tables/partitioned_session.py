@@ -1,15 +1,14 @@
-"""The partitioned session store: PRIMARY KEY ((partition, segment), key, session_end, session_start).
+"""The partitioned session store's table: PRIMARY KEY ((partition, segment), key, session_end, session_start).
 
-A key's partition is Kafka's default partitioner on the key bytes, as in the other partitioned
-stores; the segment is the session's end divided by the store's segment span
-(statestore.core.windows.SessionSpec), so, as in the window store, Cassandra partitions stay
-bounded and an expired segment goes with one partition delete per store partition. Rows sort
-by key, then end, then start: Kafka Streams' `findSessions(key, earliestEnd, latestStart)` is
-one slice from `earliestEnd` on per segment, the start bound checked on the rows read.
+The segment is the session's end over the segment span (statestore.store.tables.segmented has the
+layout the window and session tables share, and its rules). Rows sort by key, then end, then start:
+Kafka Streams' `findSessions(key, earliestEnd, latestStart)` is one slice from `earliestEnd` on per
+segment, the start bound checked on the rows read.
 
 A merge replaces sessions with one: its deletes and its insert are one batch statement, LOGGED
 when they span Cassandra partitions (Cassandra then applies all of it or, after a coordinator
-failure, replays it from the batch log), so a reader never keeps a half-merged key.
+failure, replays it from the batch log), so a reader never keeps a half-merged key. The rule: this
+module owns every CQL statement of a session table but the shared segment ones.
 """
 
 from __future__ import annotations
@@ -25,10 +24,10 @@ from cassandra.query import BatchStatement, BatchType
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, SessionEntry, StoreSpec
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import partition_for
 from statestore.store.tables.base import range_condition, time_ms_of
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.segmented import SegmentedTable
 
 _COLUMNS = "key, session_start, session_end, value, batch_id, time"
 
@@ -49,24 +48,14 @@ class SessionChange:
     writes: tuple[SessionEntry, ...]
 
 
-class PartitionedSessionTable:
-    """A session store's table; it owns every CQL statement that touches it. No I/O here."""
+class PartitionedSessionTable(SegmentedTable):
+    """A session store's table; it owns every CQL statement that touches it but the shared
+    segment ones (SegmentedTable). No I/O here."""
 
     def __init__(self, spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> None:
         if not spec.store_type.sessioned:
             raise ValueError(f"store {spec.name} is not a session store")
-        self.spec = spec
-        self.sessions = spec.windowing
-        self.qualified = f"{spec.keyspace}.{spec.table}"
-        self.profile = profile
-
-    def default_options(self) -> TableOptions:
-        """TWCS with one compaction window per segment span, as for window tables."""
-        minutes = max(1, self.sessions.segment_ms // 60_000)
-        return TableOptions(
-            compaction="TimeWindowCompactionStrategy",
-            compaction_options={"compaction_window_unit": "MINUTES", "compaction_window_size": str(minutes)},
-        )
+        super().__init__(spec, profile)
 
     def create_cql(self, options: TableOptions | None = None) -> str:
         options = options or self.default_options()
@@ -77,12 +66,6 @@ class PartitionedSessionTable:
             " PRIMARY KEY ((partition, segment), key, session_end, session_start))"
             f" WITH {options.cql(f'statestore partitioned-session store {self.spec.name}')}"
         )
-
-    def partition_of(self, key: bytes) -> int:
-        return partition_for(key, self.spec.partitions)
-
-    def _home(self, key: bytes, end_ms: int) -> tuple[int, int]:
-        return self.partition_of(key), self.sessions.segment_of(end_ms)
 
     def apply(self, session, changes: list[SessionChange], concurrency: int, write_ts: int | None) -> None:
         """Each change as one batch statement (idempotent: absolute values, deletes of fixed
@@ -146,7 +129,7 @@ class PartitionedSessionTable:
             (select, (self.partition_of(key), segment, key, earliest_end))
             for key, earliest_end, _ in asks
             for segment in segments
-            if segment >= self.sessions.segment_of(earliest_end)
+            if segment >= self.windowing.segment_of(earliest_end)
         ]
         found: dict[bytes, list[SessionEntry]] = defaultdict(list)
         for result in execute_concurrent(
@@ -173,22 +156,3 @@ class PartitionedSessionTable:
             for partition in range(self.spec.partitions)
         ]
         return merge_in_order(streams, key=_order)
-
-    def segments(self, session) -> list[int]:
-        """The segments that hold rows, in order: a scan of the partition keys only."""
-        rows = session.execute(
-            f"SELECT DISTINCT partition, segment FROM {self.qualified}", execution_profile=self.profile
-        )
-        return sorted({row.segment for row in rows})
-
-    def drop_segment(self, session, segment: int, concurrency: int = 8) -> None:
-        """Delete every session of `segment`: one partition delete per store partition."""
-        statement = prepare(session, f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ?")
-        statement.is_idempotent = True
-        execute_concurrent(
-            session,
-            [(statement, (partition, segment)) for partition in range(self.spec.partitions)],
-            concurrency=concurrency,
-            raise_on_first_error=True,
-            execution_profile=self.profile,
-        )

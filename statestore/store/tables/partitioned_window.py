@@ -1,14 +1,9 @@
-"""The partitioned window store: PRIMARY KEY ((partition, segment), key, window_start).
+"""The partitioned window store's table: PRIMARY KEY ((partition, segment), key, window_start).
 
-A key's partition is Kafka's default partitioner on the key bytes, as in the key-value store;
-the segment is the window's start divided by the store's segment span (statestore.core.windows).
-Time in the partition key keeps Cassandra partitions bounded however long a store runs, and
-makes expiry cheap: every window of an expired segment goes with one partition delete per store
-partition, no row tombstones and no scan. Within a Cassandra partition rows sort by key, then
-window start, so one key's windows over a time span are one slice per segment.
-
-TimeWindowCompactionStrategy is the default: rows of one segment are written in one stretch of
-time, so SSTables of old segments stop changing and whole expired SSTables are dropped.
+The segment is the window's start over the segment span (statestore.store.tables.segmented has
+the layout the window and session tables share, and its rules). Within a Cassandra partition rows
+sort by key, then window start, so one key's windows over a time span are one slice per segment.
+The rule: this module owns every CQL statement of a window table but the shared segment ones.
 """
 
 from __future__ import annotations
@@ -22,10 +17,11 @@ from cassandra.concurrent import execute_concurrent
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import partition_for, partitions_for
+from statestore.core.partitioner import partitions_for
 from statestore.store.tables.base import chunked, range_condition, time_ms_of, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.segmented import SegmentedTable
 from statestore.store.tables.unlogged import write_unlogged
 
 _BATCH_ROWS = 64
@@ -42,24 +38,14 @@ def _order(entry: WindowedEntry) -> tuple[bytes, int]:
     return (entry.key, entry.start_ms)
 
 
-class PartitionedWindowTable:
-    """A window store's table; it owns every CQL statement that touches it. No I/O here."""
+class PartitionedWindowTable(SegmentedTable):
+    """A window store's table; it owns every CQL statement that touches it but the shared
+    segment ones (SegmentedTable). No I/O here."""
 
     def __init__(self, spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> None:
         if spec.windowing is None:
             raise ValueError(f"store {spec.name} is not a window store")
-        self.spec = spec
-        self.windowing = spec.windowing
-        self.qualified = f"{spec.keyspace}.{spec.table}"
-        self.profile = profile
-
-    def default_options(self) -> TableOptions:
-        """TWCS with one compaction window per segment span (whole minutes, at least one)."""
-        minutes = max(1, self.windowing.segment_ms // 60_000)
-        return TableOptions(
-            compaction="TimeWindowCompactionStrategy",
-            compaction_options={"compaction_window_unit": "MINUTES", "compaction_window_size": str(minutes)},
-        )
+        super().__init__(spec, profile)
 
     def create_cql(self, options: TableOptions | None = None) -> str:
         options = options or self.default_options()
@@ -70,12 +56,6 @@ class PartitionedWindowTable:
             " PRIMARY KEY ((partition, segment), key, window_start))"
             f" WITH {options.cql(f'statestore partitioned-window store {self.spec.name}')}"
         )
-
-    def partition_of(self, key: bytes) -> int:
-        return partition_for(key, self.spec.partitions)
-
-    def _home(self, key: bytes, start_ms: int) -> tuple[int, int]:
-        return self.partition_of(key), self.windowing.segment_of(start_ms)
 
     def write(self, session, entries: list[WindowedEntry], concurrency: int, write_ts: int | None) -> None:
         """Upsert absolute values in prepared UNLOGGED batches, each within one Cassandra
@@ -190,14 +170,6 @@ class PartitionedWindowTable:
         ]
         return merge_in_order(streams, key=_order, reverse=reverse)
 
-    def segments(self, session) -> list[int]:
-        """The segments that hold rows (or partition tombstones not yet compacted away), in
-        order: a scan of the partition keys only."""
-        rows = session.execute(
-            f"SELECT DISTINCT partition, segment FROM {self.qualified}", execution_profile=self.profile
-        )
-        return sorted({row.segment for row in rows})
-
     def delete(self, session, key: bytes, start_ms: int) -> None:
         statement = prepare(
             session,
@@ -205,15 +177,3 @@ class PartitionedWindowTable:
         )
         statement.is_idempotent = True
         session.execute(statement, (*self._home(key, start_ms), key, start_ms), execution_profile=self.profile)
-
-    def drop_segment(self, session, segment: int, concurrency: int = 8) -> None:
-        """Delete every window of `segment`: one partition delete per store partition."""
-        statement = prepare(session, f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ?")
-        statement.is_idempotent = True
-        execute_concurrent(
-            session,
-            [(statement, (partition, segment)) for partition in range(self.spec.partitions)],
-            concurrency=concurrency,
-            raise_on_first_error=True,
-            execution_profile=self.profile,
-        )

@@ -28,6 +28,7 @@ from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.maintenance import main as maintenance_main
 from statestore.store import admin
 from statestore.store.book import registry, stream_log
+from statestore.store.book.registry import BatchPosition
 from statestore.store.book.status import stream_status
 from statestore.store.book.stream_log import BatchRecord, Totals
 from statestore.store.builder import StoreBuilder, open_store
@@ -144,26 +145,30 @@ def _log_a_stream(session, keyspace) -> None:
         totals = totals.plus(written, 0, words, reasons)
         event_ms = None if lag_s is None else int(time.time() * 1000 - lag_s * 1000)
         record = BatchRecord(
-            batch_id,
-            batch_id,
-            "run-1",
-            None,
-            written,
-            written,
-            0,
-            words,
-            batch_id,
-            seconds,
-            None,
-            event_ms,
-            reasons,
-            totals,
+            batch_id=batch_id,
+            spark_batch_id=batch_id,
+            run_id="run-1",
+            keys=written,
+            written=written,
+            skipped=0,
+            words=words,
+            dead_letters=batch_id,
+            seconds=seconds,
+            end_offsets=None,
+            max_event_time_ms=event_ms,
+            dead_letter_reasons=reasons,
+            totals=totals,
         )
         stream_log.record_batch(session, keyspace, STORE, record)
         time.sleep(0.05)  # distinct commit times, as real batches have
     # The store's progress, as the run's last batch left it (unfenced, as seeding tools write it).
     spec = registry.lookup(session, keyspace, STORE)
-    registry.record_batch(session, spec, len(BATCHES) - 1, time.time_ns() // 1000, None, event_ms)
+    registry.record_batch(
+        session,
+        spec,
+        BatchPosition(batch_id=len(BATCHES) - 1, write_ts=time.time_ns() // 1000, start=None, end=None),
+        event_ms,
+    )
     for state in ("starting", "waiting_for_lease", "refused"):
         reason = f"store '{STORE}' is being written by {RUN}" if state == "refused" else None
         stream_log.record_state(session, keyspace, STORE, state, reason=reason, writer=REFUSED_RUN)

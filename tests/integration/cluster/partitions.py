@@ -170,7 +170,7 @@ def node_cut(name: str):
     sends from sockets of its own (its existing connections to its peers by their four-tuple;
     new ones by the cgroup (v2) the process is moved to for the cut)."""
     address = local_cluster.member(name).address
-    pid = local_cluster.single.running_pid(name)
+    pid = local_cluster.common.running_pid(name)
     assert pid is not None, f"{name} is not running"
     group = _cgroup(name)
     rules = [

@@ -14,8 +14,9 @@ from statestore.core.model import EVERYTHING, StoreType
 from statestore.core.names import validate_keyspace
 from statestore.core.windows import WindowSpec
 from statestore.store.book import registry
+from statestore.store.book.registry import BatchPosition
 from statestore.store.builder import StoreBuilder
-from statestore.stream.batches import now_micros
+from statestore.stream.position import now_micros
 from tests.integration.maintenance.test_maintenance_audit import load_job
 from tests.integration.maintenance.test_maintenance_expire import contents, seeded_store
 
@@ -48,7 +49,9 @@ def test_expiry_refuses_a_stream_time_cutoff_in_the_future_and_deletes_nothing(
         windows.put("mill", m + 1, m * MINUTE, stream_time_ms=None)
     # The window store's stream time is sane (30 minutes after the epoch): only the key-value
     # store's is ahead, and refusing it must keep the window store's segments too.
-    registry.record_batch(session, windows.spec, 0, now_micros(), None, 30 * MINUTE)
+    registry.record_batch(
+        session, windows.spec, BatchPosition(batch_id=0, write_ts=now_micros(), start=None, end=None), 30 * MINUTE
+    )
     future = int(time.time() * 1000) + 10 * DAY_MS
     _set_stream_time(session, keyspace, kv.name, future)
     before = contents(session, kv)
@@ -70,7 +73,9 @@ def test_expiry_refuses_a_window_store_whose_stream_time_is_in_the_future(
     now = int(time.time() * 1000) // MINUTE * MINUTE
     for m in range(30):
         windows.put("mill", m + 1, now - m * MINUTE, stream_time_ms=None)
-    registry.record_batch(session, windows.spec, 0, now_micros(), None, now)
+    registry.record_batch(
+        session, windows.spec, BatchPosition(batch_id=0, write_ts=now_micros(), start=None, end=None), now
+    )
     _set_stream_time(session, keyspace, store_name, now + 50 * MINUTE)  # one record 50 min ahead
 
     argv = ["--keyspace", keyspace, "--store", store_name, "--report-dir", str(tmp_path)]

@@ -12,9 +12,10 @@ from statestore.core.model import Entry, StoreSpec, StoreType
 from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
 from statestore.store import admin
 from statestore.store.book import registry
+from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.store.provision import provision_store
 from statestore.store.tables import table_for
-from statestore.stream.batches import now_micros
+from statestore.stream.position import now_micros
 from tests.integration.conftest import wait_for
 from tests.integration.maintenance.test_maintenance_audit import load_job
 
@@ -35,7 +36,12 @@ def seed_versions(session, keyspace, name, store_type, keys=60):
             )
             if deleted:
                 break
-    registry.record_batch(session, spec, 1, now_micros(), '{"t":{"0":1}}', T)
+    registry.record_batch(
+        session,
+        spec,
+        BatchPosition(batch_id=1, write_ts=now_micros(), start=None, end=KafkaOffsets.parse('{"t":{"0":1}}')),
+        T,
+    )
     # Tombstones purgeable at once, and no automatic compaction: left alone, Cassandra may compact
     # the pruned versions' tombstones away (gc_grace 0) before the job's second run looks at them.
     admin.alter_store(session, keyspace, name, {"gc_grace_seconds": 0})

@@ -18,10 +18,11 @@ from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
 from statestore.maintenance.shared.scan import shape_of, token_splits
 from statestore.maintenance.shared.selection import Cutoff, TimeBasis
 from statestore.store.book import history, registry
+from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.store.builder import StoreBuilder
 from statestore.store.provision import provision_store
 from statestore.store.tables import table_for
-from statestore.stream.batches import now_micros
+from statestore.stream.position import now_micros
 from tests.integration.maintenance.test_maintenance_audit import load_job
 
 DAY_MS = 86_400_000
@@ -37,7 +38,12 @@ def seeded_store(session, keyspace, name, store_type, old=300, new=300, undated=
     entries += [Entry(f"new{i}".encode(), encode_long(i + 1), 1, STREAM_TIME_MS - 3_600_000) for i in range(new)]
     entries += [Entry(f"undated{i}".encode(), encode_long(1), 1, None) for i in range(undated)]
     table.write_entries(session, entries, 64, write_ts or now_micros())
-    registry.record_batch(session, spec, 1, now_micros(), '{"t":{"0":1}}', STREAM_TIME_MS)
+    registry.record_batch(
+        session,
+        spec,
+        BatchPosition(batch_id=1, write_ts=now_micros(), start=None, end=KafkaOffsets.parse('{"t":{"0":1}}')),
+        STREAM_TIME_MS,
+    )
     return spec
 
 
@@ -174,7 +180,9 @@ def test_window_stores_expire_by_dropping_whole_segments_past_their_retention(
     kv = seeded_store(session, keyspace, f"{store_name}_kv", StoreType.PARTITIONED_KV)
     # The stream's time: 30 minutes. Windows starting at or before minute 20 are expired;
     # segments 0-9 (starts 0:00-19:59) hold nothing else, segment 10 still holds minute 21.
-    registry.record_batch(session, windows.spec, 0, now_micros(), None, 30 * minute)
+    registry.record_batch(
+        session, windows.spec, BatchPosition(batch_id=0, write_ts=now_micros(), start=None, end=None), 30 * minute
+    )
 
     def stored() -> dict:
         rows = windows.raw_windows(EVERYTHING, 0, 2**62, stream_time_ms=None)
@@ -222,7 +230,9 @@ def test_dropped_segments_bytes_are_freed_on_disk(session, keyspace, store_name,
         return int(float(nodetool.tablestats(keyspace, windows.spec.table)["space_used_live"] or 0))
 
     before = live_bytes()
-    registry.record_batch(session, windows.spec, 0, now_micros(), None, 12 * minute)
+    registry.record_batch(
+        session, windows.spec, BatchPosition(batch_id=0, write_ts=now_micros(), start=None, end=None), 12 * minute
+    )
     doomed = windowing.expired_segments(list(range(12)), 12 * minute)
     # Windows starting at or before minute 2 (12 - 10) are expired; segment 2 could still hold
     # later ones (2:00-2:59), so it stays.

@@ -15,7 +15,7 @@ from statestore.core.codecs import decode_long, encode_long
 from statestore.core.model import Entry
 from statestore.store.book import registry
 from statestore.store.tables import table_for
-from statestore.stream.batches import now_micros
+from statestore.stream.position import now_micros
 from tests.integration.conftest import delete_topic, run_stream
 from tests.integration.maintenance.test_maintenance_audit import load_job
 

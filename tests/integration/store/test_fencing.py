@@ -11,25 +11,47 @@ from statestore.conn.cassandra import DDL_PROFILE, create_keyspace
 from statestore.core.errors import StoreFencedError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.store.book import registry
+from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.store.provision import provision_store
 
 
 def test_a_writer_of_an_older_epoch_is_refused_and_progress_never_goes_back(session, keyspace, store_name):
     spec = provision_store(session, StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2))
+    batch5 = BatchPosition(
+        batch_id=5,
+        write_ts=500,
+        start=KafkaOffsets.parse('{"t":{"0":0}}'),
+        end=KafkaOffsets.parse('{"t":{"0":50}}'),
+        query_id="q1",
+    )
+    batch6 = BatchPosition(
+        batch_id=6,
+        write_ts=600,
+        start=KafkaOffsets.parse('{"t":{"0":50}}'),
+        end=KafkaOffsets.parse('{"t":{"0":60}}'),
+        query_id="q1",
+    )
+    batch7 = BatchPosition(
+        batch_id=7,
+        write_ts=700,
+        start=KafkaOffsets.parse('{"t":{"0":60}}'),
+        end=KafkaOffsets.parse('{"t":{"0":70}}'),
+        query_id="q1",
+    )
     old = registry.take_epoch(session, spec)
-    registry.begin_batch(session, spec, 5, 500, '{"t":{"0":0}}', '{"t":{"0":50}}', "q1", 0, old)
+    registry.begin_batch(session, spec, batch5, old)
     new = registry.take_epoch(session, spec)  # a newer writer takes over (the old one is paused)
     assert new == old + 1
-    registry.begin_batch(session, spec, 5, 500, '{"t":{"0":0}}', '{"t":{"0":50}}', "q1", 0, new)
-    registry.record_batch(session, spec, 5, 500, '{"t":{"0":50}}', 1_000, new)
-    registry.begin_batch(session, spec, 6, 600, '{"t":{"0":50}}', '{"t":{"0":60}}', "q1", 0, new)
-    registry.record_batch(session, spec, 6, 600, '{"t":{"0":60}}', 2_000, new)
+    registry.begin_batch(session, spec, batch5, new)
+    registry.record_batch(session, spec, batch5, 1_000, new)
+    registry.begin_batch(session, spec, batch6, new)
+    registry.record_batch(session, spec, batch6, 2_000, new)
 
     # The paused writer wakes up and finishes its batch 5: refused, nothing changes.
     with pytest.raises(StoreFencedError, match=f"epoch {old}.*epoch {new}"):
-        registry.record_batch(session, spec, 5, 500, '{"t":{"0":50}}', 1_000, old)
+        registry.record_batch(session, spec, batch5, 1_000, old)
     with pytest.raises(StoreFencedError):
-        registry.begin_batch(session, spec, 7, 700, '{"t":{"0":60}}', '{"t":{"0":70}}', "q1", 0, old)
+        registry.begin_batch(session, spec, batch7, old)
     progress = registry.progress(session, keyspace, store_name)
     assert (progress.last_batch_id, progress.last_ts, progress.offsets, progress.epoch) == (
         6,
@@ -43,9 +65,10 @@ def test_a_writer_of_an_older_epoch_is_refused_and_progress_never_goes_back(sess
 def test_max_event_time_only_grows(session, keyspace, store_name):
     spec = provision_store(session, StoreSpec(keyspace, store_name, StoreType.GLOBAL_KV, 1))
     epoch = registry.take_epoch(session, spec)
-    registry.record_batch(session, spec, 1, 100, None, 5_000, epoch)
-    registry.record_batch(session, spec, 2, 200, None, 3_000, epoch)  # an older event time
-    registry.record_batch(session, spec, 3, 300, None, None, epoch)  # no events
+    batch1, batch2, batch3 = (BatchPosition(batch_id=b, write_ts=b * 100, start=None, end=None) for b in (1, 2, 3))
+    registry.record_batch(session, spec, batch1, 5_000, epoch)
+    registry.record_batch(session, spec, batch2, 3_000, epoch)  # an older event time
+    registry.record_batch(session, spec, batch3, None, epoch)  # no events
     progress = registry.progress(session, keyspace, store_name)
     assert progress.last_batch_id == 3
     assert progress.max_event_time is not None and int(progress.max_event_time.timestamp() * 1000) == 5_000

@@ -15,8 +15,9 @@ from statestore.core.partitioner import partition_for
 from statestore.core.windows import WindowSpec
 from statestore.store import admin
 from statestore.store.book import registry
+from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.store.provision import provision_store
-from statestore.stream.batches import write_ts_for
+from statestore.stream.position import write_ts_for
 from tests.integration.conftest import dump
 
 PARTITIONS = 3
@@ -34,12 +35,26 @@ def _write(session, spec: StoreSpec, word: str, count: int, batch_id: int, ts: i
 def test_a_reset_fences_the_writer_it_interrupts(session, keyspace, store_name):
     spec = provision_store(session, StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, PARTITIONS))
     old = registry.take_epoch(session, spec)
-    registry.begin_batch(session, spec, 0, 1_000, '{"t":{"0":0}}', '{"t":{"0":5}}', "q1", 0, old)
-    registry.record_batch(session, spec, 0, 1_000, '{"t":{"0":5}}', None, old)
+    batch0 = BatchPosition(
+        batch_id=0,
+        write_ts=1_000,
+        start=KafkaOffsets.parse('{"t":{"0":0}}'),
+        end=KafkaOffsets.parse('{"t":{"0":5}}'),
+        query_id="q1",
+    )
+    registry.begin_batch(session, spec, batch0, old)
+    registry.record_batch(session, spec, batch0, None, old)
     # Batch 1 begins with a timestamp from the writer's clock (a minute ahead of ours), writes
     # half of its entries, and pauses.
     ts = write_ts_for(registry.progress(session, keyspace, store_name), 1) + 60_000_000
-    registry.begin_batch(session, spec, 1, ts, '{"t":{"0":5}}', '{"t":{"0":9}}', "q1", 0, old)
+    batch1 = BatchPosition(
+        batch_id=1,
+        write_ts=ts,
+        start=KafkaOffsets.parse('{"t":{"0":5}}'),
+        end=KafkaOffsets.parse('{"t":{"0":9}}'),
+        query_id="q1",
+    )
+    registry.begin_batch(session, spec, batch1, old)
     _write(session, spec, "early", 1, 1, ts)
 
     admin.truncate_store(session, keyspace, store_name, verb="resetting")
@@ -52,9 +67,16 @@ def test_a_reset_fences_the_writer_it_interrupts(session, keyspace, store_name):
     for word in ("late", "words", "of", "the", "zombie"):
         _write(session, spec, word, 1, 1, ts)
     with pytest.raises(StoreFencedError, match="recording batch 1"):
-        registry.record_batch(session, spec, 1, ts, '{"t":{"0":9}}', None, old)
+        registry.record_batch(session, spec, batch1, None, old)
+    batch2 = BatchPosition(
+        batch_id=2,
+        write_ts=ts + 1,
+        start=KafkaOffsets.parse('{"t":{"0":9}}'),
+        end=KafkaOffsets.parse('{"t":{"0":12}}'),
+        query_id="q1",
+    )
     with pytest.raises(StoreFencedError, match="beginning batch 2"):
-        registry.begin_batch(session, spec, 2, ts + 1, '{"t":{"0":9}}', '{"t":{"0":12}}', "q1", 0, old)
+        registry.begin_batch(session, spec, batch2, old)
     assert dump(session, keyspace, store_name) == {}
     assert not registry.progress(session, keyspace, store_name).has_batches
 
@@ -62,9 +84,12 @@ def test_a_reset_fences_the_writer_it_interrupts(session, keyspace, store_name):
     new = registry.take_epoch(session, spec)
     fresh_ts = write_ts_for(registry.progress(session, keyspace, store_name), 0)
     assert fresh_ts > ts
-    registry.begin_batch(session, spec, 0, fresh_ts, None, '{"t":{"0":3}}', "q2", 0, new)
+    fresh = BatchPosition(
+        batch_id=0, write_ts=fresh_ts, start=None, end=KafkaOffsets.parse('{"t":{"0":3}}'), query_id="q2"
+    )
+    registry.begin_batch(session, spec, fresh, new)
     _write(session, spec, "late", 7, 0, fresh_ts)
-    registry.record_batch(session, spec, 0, fresh_ts, '{"t":{"0":3}}', None, new)
+    registry.record_batch(session, spec, fresh, None, new)
     assert dump(session, keyspace, store_name) == {"late": 7}
 
 
@@ -76,7 +101,10 @@ def test_a_store_that_cannot_shadow_is_not_reset_under_a_batch_in_flight(session
     windowing = WindowSpec(60_000) if store_type.windowed else None
     spec = provision_store(session, StoreSpec(keyspace, store_name, store_type, PARTITIONS, windowing=windowing))
     old = registry.take_epoch(session, spec)
-    registry.begin_batch(session, spec, 0, 1_000, None, '{"t":{"0":5}}', "q1", 0, old)
+    batch0 = BatchPosition(
+        batch_id=0, write_ts=1_000, start=None, end=KafkaOffsets.parse('{"t":{"0":5}}'), query_id="q1"
+    )
+    registry.begin_batch(session, spec, batch0, old)
     key = encode_text("early")
     if store_type is StoreType.GLOBAL_KV:
         session.execute(
@@ -92,7 +120,7 @@ def test_a_store_that_cannot_shadow_is_not_reset_under_a_batch_in_flight(session
     assert refused.pending_batch_id == 0 and refused.epoch > old  # fenced, nothing deleted or cleared
     assert session.execute(f"SELECT COUNT(*) FROM {spec.keyspace}.{spec.table}").one()[0] == before
     with pytest.raises(StoreFencedError, match="recording batch 0"):
-        registry.record_batch(session, spec, 0, 1_000, '{"t":{"0":5}}', None, old)
+        registry.record_batch(session, spec, batch0, None, old)
 
     admin.truncate_store(session, keyspace, store_name, verb="resetting", writer_stopped=True)
     assert not registry.progress(session, keyspace, store_name).has_batches
@@ -102,7 +130,12 @@ def test_a_store_that_cannot_shadow_is_not_reset_under_a_batch_in_flight(session
 def test_the_cli_reset_refuses_a_batch_in_flight_and_takes_writer_stopped(capsys, session, keyspace, store_name):
     spec = provision_store(session, StoreSpec(keyspace, store_name, StoreType.GLOBAL_KV, PARTITIONS))
     old = registry.take_epoch(session, spec)
-    registry.begin_batch(session, spec, 0, 1_000, None, '{"t":{"0":5}}', "q1", 0, old)
+    registry.begin_batch(
+        session,
+        spec,
+        BatchPosition(batch_id=0, write_ts=1_000, start=None, end=KafkaOffsets.parse('{"t":{"0":5}}'), query_id="q1"),
+        old,
+    )
     reset = ["reset", store_name, "--yes", "--keyspace", keyspace]
     assert cli(reset) == 4  # refused: a writer may be live
     assert "refused: its batch 0 was begun and never recorded" in capsys.readouterr().err
@@ -112,7 +145,10 @@ def test_the_cli_reset_refuses_a_batch_in_flight_and_takes_writer_stopped(capsys
 
     # With no batch in flight, a paused writer has nothing left to send: no confirmation needed.
     new = registry.take_epoch(session, spec)
-    registry.begin_batch(session, spec, 0, 2_000, None, '{"t":{"0":5}}', "q2", 0, new)
-    registry.record_batch(session, spec, 0, 2_000, '{"t":{"0":5}}', None, new)
+    batch0 = BatchPosition(
+        batch_id=0, write_ts=2_000, start=None, end=KafkaOffsets.parse('{"t":{"0":5}}'), query_id="q2"
+    )
+    registry.begin_batch(session, spec, batch0, new)
+    registry.record_batch(session, spec, batch0, None, new)
     assert cli(reset) == 0
     assert not registry.progress(session, keyspace, store_name).has_batches

@@ -21,7 +21,21 @@ def test_dead_letters_of_the_last_hour_come_from_the_running_sums(session, keysp
     monitor.ensure_tables()
     for batch_id, dead in enumerate(DEAD):
         reasons = (("invalid-utf8", dead),) if dead else ()
-        monitor.batch(BatchRecord(batch_id, batch_id, "run", None, 10, 10, 0, 40, dead, 0.1, None, None, reasons))
+        record = BatchRecord(
+            batch_id=batch_id,
+            spark_batch_id=batch_id,
+            run_id="run",
+            keys=10,
+            written=10,
+            skipped=0,
+            words=40,
+            dead_letters=dead,
+            seconds=0.1,
+            end_offsets=None,
+            max_event_time_ms=None,
+            dead_letter_reasons=reasons,
+        )
+        monitor.batch(record)
         time.sleep(0.01)  # distinct recording times
     rows = sorted(stream_log.recent_batches(session, keyspace, store.name, 100), key=lambda b: b.batch_id)
     assert [b.batch_id for b in rows] == list(range(len(DEAD)))

@@ -12,8 +12,8 @@ from statestore.core.config import StreamConfig
 from statestore.store.book import registry
 from statestore.store.builder import open_store
 from statestore.store.tables import table_for
-from statestore.stream.batches import DRIVER, EXECUTORS, BatchSeams
 from statestore.stream.job import JobConfig, start
+from statestore.stream.writer import DRIVER, EXECUTORS, BatchSeams
 from tests.corpus import generate
 from tests.integration.conftest import dump, produce_lines, run_stream
 

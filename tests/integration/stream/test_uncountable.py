@@ -10,7 +10,7 @@ import pytest
 
 from statestore.core.model import MAX_KEY_BYTES
 from statestore.store.book import deadletters
-from statestore.stream import batches, transforms
+from statestore.stream import dead_letters, transforms
 from statestore.stream.apply import UNCOUNTABLE
 from statestore.stream.transforms import batch_deltas, dead_letter_rows
 from tests.integration.conftest import dump, produce_lines, run_stream
@@ -68,7 +68,7 @@ def test_a_clean_batch_runs_no_dead_letter_job(
     spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, monkeypatch
 ):
     calls = []
-    monkeypatch.setattr(batches, "write_dead_letters", lambda *args: calls.append(args) or 0)
+    monkeypatch.setattr(dead_letters, "write_dead_letters", lambda *args: calls.append(args) or 0)
     produce_lines(kafka_config, topic, [b"alpha beta", b"beta"])
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert dump(session, keyspace, store_name) == {"alpha": 1, "beta": 2}

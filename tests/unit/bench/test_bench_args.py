@@ -1,4 +1,5 @@
-"""The side-by-side benchmark's command line (bench/streaming_compare.py): presets and phases."""
+"""The side-by-side benchmark's command line (bench/streaming_compare/streaming_compare.py):
+presets and phases."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The benchmarks' generated input (bench/bench_common.py) and the fixed-rate schedule
-(bench/compare/feed.py)."""
+(bench/streaming_compare/compare/feed.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The benchmark's arithmetic (bench/compare/metrics.py): percentiles, ratios, the record
-index, and throughput, latency and restart time as read from progress events."""
+"""The benchmark's arithmetic (bench/streaming_compare/compare/metrics.py): percentiles, ratios,
+the record index, and throughput, latency and restart time as read from progress events."""
 
 from __future__ import annotations
 

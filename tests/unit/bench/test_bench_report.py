@@ -1,5 +1,6 @@
-"""The side-by-side report (bench/compare/report.py, bench/compare/plots.py): ratios, targets
-and the Markdown table, from workers' result dicts shaped as bench/compare/worker.py writes them."""
+"""The side-by-side report (compare/report.py, compare/plots.py in bench/streaming_compare/):
+ratios, targets and the Markdown table, from workers' result dicts shaped as compare/worker.py
+writes them."""
 
 from __future__ import annotations
 
@@ -124,7 +125,11 @@ def test_the_report_has_a_row_per_system_with_its_ratios(results):
     text = render(
         {"cpus (nproc)": "2"},
         {"words": 1_000_000},
-        {"max_offsets_per_trigger": 5_000, "command": "bench/streaming_compare.py --quick", "trigger": "1s"},
+        {
+            "max_offsets_per_trigger": 5_000,
+            "command": "bench/streaming_compare/streaming_compare.py --quick",
+            "trigger": "1s",
+        },
         summary,
         ["throughput.png"],
     )

@@ -4,14 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statestore.core.event_time import (
-    MAX_EVENT_MS,
-    TimedValue,
-    TimestampedLineError,
-    format_duration,
-    parse_duration,
-    parse_timestamped_line,
-)
+from statestore.core.durations import format_duration, parse_duration
+from statestore.core.event_time import MAX_EVENT_MS, TimedValue, TimestampedLineError, parse_timestamped_line
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from statestore.core.durations import parse_duration_ms
 from statestore.core.errors import ConfigError
 from statestore.maintenance.audit.sizing import row_bytes, vint_size
 from statestore.maintenance.audit.tasks import AuditSummary, partition_stats
@@ -11,7 +12,7 @@ from statestore.maintenance.shared import selection
 from statestore.maintenance.shared.nodetool import parse_histograms
 from statestore.maintenance.shared.scan import TableShape
 from statestore.maintenance.shared.selection import Level, PartitionStat, Policy, Thresholds
-from statestore.maintenance.shared.units import MIB, parse_duration_ms, parse_size
+from statestore.maintenance.shared.units import MIB, parse_size
 
 T = Thresholds(warn_bytes=100, fail_bytes=400, warn_entries=10, fail_entries=50)
 

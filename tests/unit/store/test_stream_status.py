@@ -20,7 +20,20 @@ from statestore.store.book.stream_log import BatchRecord, StateChange, Totals
 
 
 def batch(batch_id, at_ms, words, seconds=1.0, dead=0):
-    return BatchRecord(batch_id, batch_id, "run", at_ms, words, words, 0, words, dead, seconds, None, None)
+    return BatchRecord(
+        batch_id=batch_id,
+        spark_batch_id=batch_id,
+        run_id="run",
+        recorded_at_ms=at_ms,
+        keys=words,
+        written=words,
+        skipped=0,
+        words=words,
+        dead_letters=dead,
+        seconds=seconds,
+        end_offsets=None,
+        max_event_time_ms=None,
+    )
 
 
 def test_lag_is_end_minus_position_per_partition_and_whole_for_unread_partitions():

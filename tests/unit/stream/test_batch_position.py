@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from statestore.store.book.registry import StoreProgress
+from statestore.store.book.registry import KafkaOffsets, StoreProgress
 from statestore.stream.checkpoint import checkpoint_problem, position_problem, topic_problem
 
 
@@ -27,10 +27,11 @@ HALF = _progress(4, 5, _offsets(40, 40), _offsets(50, 45))
 
 
 def test_the_next_batch_and_exact_replays_pass():
-    assert position_problem(DONE, 5, _offsets(60, 60)) is None
-    assert position_problem(DONE, 4, _offsets(40, 40)) is None  # the same batch again
-    assert position_problem(HALF, 5, _offsets(50, 45)) is None  # finishing the half-written one
-    assert position_problem(HALF, 4, _offsets(40, 40)) is None  # its checkpoint lost commits/4 only
+    end = KafkaOffsets.parse
+    assert position_problem(DONE, 5, end(_offsets(60, 60))) is None
+    assert position_problem(DONE, 4, end(_offsets(40, 40))) is None  # the same batch again
+    assert position_problem(HALF, 5, end(_offsets(50, 45))) is None  # finishing the half-written one
+    assert position_problem(HALF, 4, end(_offsets(40, 40))) is None  # its checkpoint lost commits/4 only
 
 
 @pytest.mark.parametrize(
@@ -46,12 +47,12 @@ def test_the_next_batch_and_exact_replays_pass():
     ],
 )
 def test_a_batch_planned_over_other_input_or_out_of_turn_is_refused(progress, logical, end, says):
-    assert says in position_problem(progress, logical, end)
+    assert says in position_problem(progress, logical, KafkaOffsets.parse(end))
 
 
 def test_offsets_compare_as_json_not_as_text():
     spaced = json.dumps({"t": {"1": 40, "0": 40}})
-    assert position_problem(DONE, 4, spaced) is None
+    assert position_problem(DONE, 4, KafkaOffsets.parse(spaced)) is None
 
 
 def test_a_store_with_no_batches_refuses_a_checkpoint_that_read_input():

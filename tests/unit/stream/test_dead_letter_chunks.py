@@ -1,10 +1,10 @@
 """The driver writes a batch's dead letters in chunks bounded in rows and in bytes
-(batches.dead_letter_chunks, pure): a batch of large bad records never sits whole in memory."""
+(dead_letters.dead_letter_chunks, pure): a batch of large bad records never sits whole in memory."""
 
 from __future__ import annotations
 
 from statestore.store.book.deadletters import DeadLetter
-from statestore.stream.batches import dead_letter_chunks
+from statestore.stream.dead_letters import dead_letter_chunks
 from statestore.stream.transforms import dead_letter_partitions
 
 

@@ -1,4 +1,4 @@
-"""Small batches are applied by the driver (statestore.stream.batches.on_driver_for): the rule
+"""Small batches are applied by the driver (statestore.stream.batch_apply.on_driver_for): the rule
 from a batch's offsets, the shared walk over Arrow batches both paths use, and, on a local
 Spark, which process runs the apply."""
 
@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from statestore.core.model import MAX_KEY_BYTES
+from statestore.store.book.registry import KafkaOffsets
 from statestore.stream.apply import (
     UNCOUNTABLE,
     ApplyStats,
@@ -21,15 +22,13 @@ from statestore.stream.apply import (
     run_applier,
     with_buckets,
 )
-from statestore.stream.batches import on_driver_for
+from statestore.stream.batch_apply import on_driver_for
 from statestore.stream.checkpoint import records_between
 from statestore.stream.transforms import arrow_deltas, batch_deltas, word_times
 
 
-def _offsets(**partitions: int) -> str:
-    import json
-
-    return json.dumps({"words": {p.removeprefix("p"): o for p, o in partitions.items()}})
+def _offsets(**partitions: int) -> KafkaOffsets:
+    return KafkaOffsets.of({"words": {p.removeprefix("p"): o for p, o in partitions.items()}})
 
 
 def test_records_between_sums_every_partitions_span():

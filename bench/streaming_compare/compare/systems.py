@@ -1,0 +1,227 @@
+"""The five systems of the side-by-side benchmark, each started the same way on a topic.
+
+  partitioned  our job (statestore.stream.job.start) on a partitioned-kv store
+  global       our job on a global-kv store
+  partitioned-reads
+               our job on a partitioned-kv store without the apply cache (--no-apply-cache):
+               every key read before it is written, the design before the cache
+  rocksdb      Spark's own stateful word count, groupBy(word).count() in update mode to a
+               no-op sink, with the RocksDB state store provider
+  hdfs         the same with Spark's default, HDFS-backed (in-memory map) provider
+  stateless    the same Kafka read and tokenization to a no-op sink: no state, no shuffle,
+               the ceiling of what the machine can do
+  partitioned-window
+               our windowed job (--window 1m --grace 1m) on a partitioned-window store
+  rocksdb-window
+               Spark's own windowed word count, groupBy(window(timestamp, 1 minute), word)
+               .count() after a 1-minute watermark, update mode to a no-op sink, RocksDB
+               (the grace and the watermark delay keep every record of the corpus on time:
+               its partitions are read in step, but not to the millisecond)
+  partitioned-lcs
+               our job on a partitioned-kv store it creates with --compaction lcs (the seed
+               library's LeveledCompactionStrategy instead of the default UCS)
+  write-ceiling
+               our job on a partitioned-kv store with blind writes instead of the apply
+               (compare/ceiling.py): each batch's distinct keys written once, nothing read,
+               the Cassandra write ceiling of any design that writes every distinct key once
+               per batch (its counts are wrong by design)
+
+All read the topic from the earliest offset with the same maxOffsetsPerTrigger and use the
+session's shuffle partitions (the job's default, 4; for Spark's stores that is also the
+number of state store partitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+OURS = {
+    "partitioned": "partitioned-kv",
+    "partitioned-nolog": "partitioned-kv",
+    "partitioned-lcs": "partitioned-kv",
+    "global": "global-kv",
+    "partitioned-reads": "partitioned-kv",
+    "write-ceiling": "partitioned-kv",
+    "partitioned-window": "partitioned-window",
+}
+WINDOW_MS = 60_000  # the windowed systems' tumbling window, and their grace (watermark delay)
+# Our job with exact counts (the write ceiling runs our job's driver only).
+REAL_JOB = ("partitioned", "partitioned-nolog", "partitioned-lcs", "global", "partitioned-reads", "partitioned-window")
+UNCACHED = ("partitioned-reads",)
+# The job without its stream log's batch rows: what recording progress costs.
+UNLOGGED = ("partitioned-nolog",)
+# Our job on a store created with the seed's compaction, LCS.
+LEVELED = ("partitioned-lcs",)
+BLIND = "write-ceiling"
+PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER, "rocksdb-window": ROCKSDB_PROVIDER}
+SYSTEMS = (
+    "partitioned",
+    "partitioned-nolog",
+    "partitioned-lcs",
+    "partitioned-reads",
+    "global",
+    "rocksdb",
+    "hdfs",
+    "stateless",
+    "write-ceiling",
+    "partitioned-window",
+    "rocksdb-window",
+)
+STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
+# Not in the default run (`--systems` names them): the windowed word count and Spark's own.
+WINDOWED = ("partitioned-window", "rocksdb-window")
+OPTIONAL = (*WINDOWED, *UNLOGGED, *LEVELED)
+LABELS = {
+    "partitioned": "statestore, partitioned-kv",
+    "partitioned-reads": "statestore, partitioned-kv, no apply cache",
+    "partitioned-nolog": "statestore, partitioned-kv, batches not logged",
+    "partitioned-lcs": "statestore, partitioned-kv, LCS compaction",
+    "global": "statestore, global-kv",
+    "rocksdb": "Spark, RocksDB provider",
+    "hdfs": "Spark, HDFS-backed provider",
+    "stateless": "stateless ceiling",
+    "write-ceiling": "Cassandra write ceiling (blind writes)",
+    "partitioned-window": "statestore, partitioned-window (1 min windows)",
+    "rocksdb-window": "Spark, RocksDB provider, window(1 min) groupBy",
+}
+
+
+def session_conf(system: str, shuffle_partitions: int, driver_memory: str) -> dict[str, str]:
+    """Spark settings of a system's session: the same for all but the state store provider."""
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.driver.memory": driver_memory,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        # The latency runs trigger every second for a minute or more: keep every event.
+        "spark.sql.streaming.numRecentProgressUpdates": "5000",
+    }
+    if system in PROVIDERS:
+        conf["spark.sql.streaming.stateStore.providerClass"] = PROVIDERS[system]
+    return conf
+
+
+@dataclass
+class Running:
+    """A started query of any system; `stop()` ends it (and releases our job's lease)."""
+
+    query: object
+    stop: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a run reads and keeps its progress."""
+
+    topic: str
+    name: str  # our store's name; the query name for Spark's systems
+    checkpoint: str
+    trigger: str  # "available-now" or an interval such as "1s"
+
+
+def start_system(
+    spark,
+    system: str,
+    target: Target,
+    cassandra,
+    kafka,
+    max_offsets: int | None,
+    seams=None,
+    driver_records: int | None = None,
+) -> Running:
+    """Start `system` on the target. `seams` (our systems only): the statestore BatchSeams to
+    run our job with (None: the job as shipped); `driver_records`: our job's
+    --driver-apply-records (None: the job's default)."""
+    if system in OURS:
+        return _start_ours(spark, system, target, cassandra, kafka, max_offsets, seams, driver_records)
+    return _start_native(spark, system, target, kafka, max_offsets)
+
+
+def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, seams, driver_records) -> Running:
+    from statestore.core.config import StreamConfig
+    from statestore.stream.job import JobConfig, start
+    from statestore.stream.writer import SHIPPED
+
+    stream = StreamConfig(
+        topic=target.topic,
+        store=target.name,
+        checkpoint=target.checkpoint,
+        store_type=OURS[system],
+        trigger=target.trigger,
+        max_offsets_per_trigger=max_offsets,
+        apply_cache=system not in UNCACHED,
+        window=WINDOW_MS if system in WINDOWED else None,
+        grace=WINDOW_MS if system in WINDOWED else None,
+        compaction="LeveledCompactionStrategy" if system in LEVELED else None,
+        **({} if driver_records is None else {"driver_apply_records": driver_records}),
+    )
+    seams = seams or SHIPPED
+    if system in UNLOGGED:
+        seams = replace(seams, log_batches=False)
+    running = start(spark, JobConfig(stream, cassandra, kafka), seams)
+    return Running(running.query, running.stop)
+
+
+def native_words(spark, topic: str, kafka, max_offsets: int | None, with_time: bool = False):
+    """The words of the topic as a streaming DataFrame: our job's tokenization and Kafka
+    consumer settings (`with_time`: with each record's Kafka timestamp as `timestamp`)."""
+    from pyspark.sql import functions as F
+
+    from statestore.conn.kafka import spark_source_options
+    from statestore.stream.tokenize import words_column
+
+    reader = (
+        spark.readStream.format("kafka")
+        .options(**spark_source_options(kafka))
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    timed = ["timestamp"] if with_time else []
+    words = reader.load().select(F.explode(words_column(F.col("value").cast("string"))).alias("word"), *timed)
+    return words.filter(F.length("word") > 0)
+
+
+def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
+    words = native_words(spark, target.topic, kafka, max_offsets, system in WINDOWED)
+    if system == "stateless":
+        output, mode = words, "append"
+    elif system in WINDOWED:
+        from pyspark.sql import functions as F
+
+        windows = F.window("timestamp", f"{WINDOW_MS // 1000} seconds")
+        late_by = f"{WINDOW_MS // 1000} seconds"
+        output, mode = words.withWatermark("timestamp", late_by).groupBy(windows, "word").count(), "update"
+    else:
+        output, mode = words.groupBy("word").count(), "update"
+    writer = (
+        output.writeStream.format("noop")
+        .outputMode(mode)
+        .queryName(target.name)
+        .option("checkpointLocation", target.checkpoint)
+    )
+    if target.trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        from statestore.core.config import trigger_seconds
+
+        writer = writer.trigger(processingTime=f"{trigger_seconds(target.trigger)} seconds")
+    query = writer.start()
+
+    def stop() -> None:
+        if query.isActive:
+            query.stop()
+
+    return Running(query, stop)
+
+
+def state_rows(events: list[dict]) -> int | None:
+    """The number of keys in Spark's state after the last batch (its progress event says)."""
+    for event in reversed(events):
+        operators = event.get("stateOperators") or []
+        if operators and event.get("numInputRows", 0) > 0:
+            return sum(op.get("numRowsTotal", 0) for op in operators)
+    return None

@@ -1,0 +1,252 @@
+"""StreamConfig: what a word-count stream job runs (its topic, store, checkpoint, windows or
+sessions, trigger and limits).
+
+A frozen dataclass of settings (statestore.core.settings: defaults < STATESTORE_* environment <
+flags). Its checks refuse combinations that cannot count (a window and a session gap together,
+--hop without --window, a store type that contradicts the windowing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from statestore.core.durations import parse_duration, parse_trigger
+from statestore.core.errors import ConfigError, OptionError
+from statestore.core.model import StoreType
+from statestore.core.names import validate_store_name, validate_topic
+from statestore.core.options import compaction_class
+from statestore.core.settings import (
+    parse_bool,
+    parse_non_negative_int,
+    parse_positive_float,
+    parse_positive_int,
+    setting,
+)
+from statestore.core.windows import SessionSpec, WindowSpec
+
+# How far a record's event time may be ahead of its batch's clock (StreamConfig.max_future_ms).
+DEFAULT_MAX_FUTURE_MS = 300_000
+
+
+def _store_type(raw: str) -> str:
+    return StoreType.parse(raw).value
+
+
+def _duration(what: str, zero: bool = False):
+    return lambda raw: parse_duration(raw, what, zero)
+
+
+def _starting_offsets(raw: str) -> str:
+    if raw not in ("earliest", "latest"):
+        raise ValueError("use earliest or latest")
+    return raw
+
+
+def _checkpoint(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("give a directory or URI")
+    return raw.strip()
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """The word-count stream: where it reads, which store it writes, how it triggers."""
+
+    topic: str = setting(None, "STATESTORE_TOPIC", "--topic", "Kafka topic of text lines (required)", validate_topic)
+    store: str = setting(
+        None, "STATESTORE_STORE", "--store", "store to write the counts to (required)", validate_store_name
+    )
+    checkpoint: str = setting(
+        None,
+        "STATESTORE_CHECKPOINT",
+        "--checkpoint",
+        "Spark checkpoint location (offsets only; required)",
+        _checkpoint,
+    )
+    store_type: str | None = setting(
+        None,
+        "STATESTORE_STORE_TYPE",
+        "--store-type",
+        "partitioned-kv, global-kv, their -versioned kinds or partitioned-window (default: the existing "
+        "store's type, else partitioned-window with --window, else partitioned-kv)",
+        _store_type,
+    )
+    window: int | None = setting(
+        None,
+        "STATESTORE_WINDOW",
+        "--window",
+        "count per time window of this size by Kafka record time, e.g. 1m (tumbling; a window store)",
+        _duration("window"),
+    )
+    hop: int | None = setting(
+        None,
+        "STATESTORE_HOP",
+        "--hop",
+        "with --window: windows start every HOP (hopping windows; default: the window size, tumbling)",
+        _duration("hop"),
+    )
+    session_gap: int | None = setting(
+        None,
+        "STATESTORE_SESSION_GAP",
+        "--session-gap",
+        "count per session of each word: its records no further apart than this, e.g. 5m (a session store)",
+        _duration("session gap"),
+    )
+    grace: int | None = setting(
+        None,
+        "STATESTORE_GRACE",
+        "--grace",
+        "with --window or --session-gap: how long a window still takes late records after its end (sessions: "
+        "how much older than the stream time a record may be) (default 0s)",
+        _duration("grace", zero=True),
+    )
+    retention: int | None = setting(
+        None,
+        "STATESTORE_RETENTION",
+        "--retention",
+        "with --window or --session-gap: how long windows (sessions) are kept by stream time "
+        "(default: the larger of window (gap) + grace and 1d)",
+        _duration("retention"),
+    )
+    partitions: int | None = setting(
+        None,
+        "STATESTORE_PARTITIONS",
+        "--partitions",
+        "store partitions of a new store (default: the topic's partition count)",
+        parse_positive_int,
+    )
+    compaction: str | None = setting(
+        None,
+        "STATESTORE_COMPACTION",
+        "--compaction",
+        "compaction strategy of a store this job creates: ucs, lcs, stcs, twcs or a class name such as "
+        "UnifiedCompactionStrategy (default: the store type's, UCS for key-value stores; an existing "
+        "store keeps its own)",
+        compaction_class,
+    )
+    trigger: str = setting(
+        "available-now",
+        "STATESTORE_TRIGGER",
+        "--trigger",
+        "'available-now' (process what is there, then stop) or an interval such as '10s'",
+        parse_trigger,
+    )
+    starting_offsets: str = setting(
+        "earliest",
+        "STATESTORE_STARTING_OFFSETS",
+        "--starting-offsets",
+        "where a new checkpoint starts reading: earliest or latest (default earliest)",
+        _starting_offsets,
+    )
+    max_offsets_per_trigger: int | None = setting(
+        None,
+        "STATESTORE_MAX_OFFSETS_PER_TRIGGER",
+        "--max-offsets-per-trigger",
+        "cap on Kafka records per micro-batch (default: no cap)",
+        parse_positive_int,
+    )
+    recover_from_store: bool = setting(
+        False,
+        "STATESTORE_RECOVER_FROM_STORE",
+        "--recover-from-store",
+        "with a new (empty) checkpoint, finish the store's last batch and continue from where it "
+        "ended instead of refusing to start",
+        parse_bool,
+        switch=True,
+    )
+    apply_cache: bool = setting(
+        True,
+        "STATESTORE_APPLY_CACHE",
+        "--apply-cache",
+        "keep each batch's writes on the executors so the next batch reads only what they cannot vouch "
+        "for (default on; --no-apply-cache reads every key from Cassandra, as before 2026-11)",
+        parse_bool,
+        switch=True,
+    )
+    driver_apply_records: int = setting(
+        1000,
+        "STATESTORE_DRIVER_APPLY_RECORDS",
+        "--driver-apply-records",
+        "a micro-batch of at most this many Kafka records is applied by the driver, with no Python tasks "
+        "(default 1000; 0: every batch on the executors)",
+        parse_non_negative_int,
+    )
+    max_future_ms: int = setting(
+        DEFAULT_MAX_FUTURE_MS,
+        "STATESTORE_MAX_FUTURE_MS",
+        "--max-future",
+        "how far a record's event time may be ahead of the batch's clock (its write time), e.g. 5m; a record "
+        "further ahead is a dead letter with reason future, counted nowhere, and moves no stream time "
+        "(default 5m)",
+        _duration("max future"),
+    )
+    lease_ttl_s: float = setting(
+        30.0,
+        "STATESTORE_LEASE_TTL",
+        "--lease-ttl",
+        "seconds the store's writer lease outlives its holder (default 30); renewed every third",
+        parse_positive_float,
+    )
+    dead_letter_retention_ms: int = setting(
+        30 * 86_400_000,
+        "STATESTORE_DEAD_LETTER_RETENTION",
+        "--dead-letter-retention",
+        "how long a dead letter is kept (the dead-letter table's TTL, set at every start), e.g. 30d; 0: "
+        "forever (default 30d)",
+        _duration("dead-letter retention", zero=True),
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("topic", "store", "checkpoint"):
+            if getattr(self, name) is None:
+                raise ConfigError(f"{name} is required: pass --{name} or set STATESTORE_{name.upper()}")
+        validate_topic(self.topic)
+        validate_store_name(self.store)
+        if self.compaction is not None:
+            try:
+                object.__setattr__(self, "compaction", compaction_class(self.compaction))
+            except OptionError as exc:
+                raise ConfigError(f"--compaction: {exc}") from None
+            timed = self.window is not None or self.session_gap is not None
+            if self.compaction == "TimeWindowCompactionStrategy" and not timed:
+                raise ConfigError(
+                    "--compaction twcs is for window and session stores (--window or --session-gap): a "
+                    "key-value store overwrites its entries rather than ageing them out; use ucs, lcs or stcs"
+                )
+        if self.window is not None and self.session_gap is not None:
+            raise ConfigError("give either --window or --session-gap: a store counts in windows or in sessions")
+        if self.window is None and self.hop is not None:
+            raise ConfigError("--hop only apply to windows: pass --window too (e.g. --window 1m)")
+        if self.window is None and self.session_gap is None:
+            given = [f"--{name}" for name in ("grace", "retention") if getattr(self, name) is not None]
+            if given:
+                raise ConfigError(
+                    f"{', '.join(given)} only apply to windows: pass --window (e.g. --window 1m) or --session-gap"
+                )
+        kind = None if self.store_type is None else StoreType(self.store_type)
+        kinds = (
+            ("--window", self.window, StoreType.PARTITIONED_WINDOW),
+            ("--session-gap", self.session_gap, StoreType.PARTITIONED_SESSION),
+        )
+        for flag, given, wanted in kinds:
+            if given is not None and kind is not None and kind is not wanted:
+                raise ConfigError(
+                    f"{flag} counts into a {wanted} store, not a {kind} store: "
+                    f"leave out --store-type or pass --store-type {wanted}"
+                )
+        for flag, given, wanted in kinds:
+            if kind is wanted and given is None:
+                raise ConfigError(f"a {kind} store counts in windows: pass {flag} (e.g. {flag} 1m)")
+        try:
+            self.windowing  # noqa: B018 - checks the combination (hop <= window, retention >= window + grace)
+        except OptionError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def windowing(self) -> WindowSpec | SessionSpec | None:
+        """The windows or sessions to count in (None: a key-value count)."""
+        if self.session_gap is not None:
+            return SessionSpec(self.session_gap, self.grace or 0, self.retention)
+        if self.window is None:
+            return None
+        return WindowSpec(self.window, self.hop, self.grace or 0, self.retention)

@@ -1,0 +1,69 @@
+"""What the segmented tables (window and session stores) share: PRIMARY KEY ((partition, segment), ...).
+
+A row's partition is Kafka's default partitioner on the key bytes, as in the key-value stores; its
+segment is a time of the row (a window's start, a session's end) divided by the store's segment span
+(statestore.core.windows). Time in the partition key keeps Cassandra partitions bounded however long
+a store runs, and makes expiry cheap: a segment goes with one partition delete per store partition,
+no row tombstones and no scan. TimeWindowCompactionStrategy is the default: rows of one segment are
+written in one stretch of time, so SSTables of old segments stop changing and expired ones are
+dropped whole.
+
+The rule: this module holds the segment arithmetic and the statements every segmented table has in
+the same form, parametrised by table (which segments exist, drop one); each table module owns the
+rest of its CQL.
+"""
+
+from __future__ import annotations
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.concurrent import execute_concurrent
+
+from statestore.conn.cassandra import prepare
+from statestore.core.model import StoreSpec
+from statestore.core.options import TableOptions
+from statestore.core.partitioner import partition_for
+
+
+class SegmentedTable:
+    """The base of PartitionedWindowTable and PartitionedSessionTable. No I/O here."""
+
+    def __init__(self, spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> None:
+        self.spec = spec
+        self.windowing = spec.windowing
+        self.qualified = f"{spec.keyspace}.{spec.table}"
+        self.profile = profile
+
+    def default_options(self) -> TableOptions:
+        """TWCS with one compaction window per segment span (whole minutes, at least one)."""
+        minutes = max(1, self.windowing.segment_ms // 60_000)
+        return TableOptions(
+            compaction="TimeWindowCompactionStrategy",
+            compaction_options={"compaction_window_unit": "MINUTES", "compaction_window_size": str(minutes)},
+        )
+
+    def partition_of(self, key: bytes) -> int:
+        return partition_for(key, self.spec.partitions)
+
+    def _home(self, key: bytes, time_ms: int) -> tuple[int, int]:
+        """The (partition, segment) of `key`'s row at `time_ms` (the time the segment is of)."""
+        return self.partition_of(key), self.windowing.segment_of(time_ms)
+
+    def segments(self, session) -> list[int]:
+        """The segments that hold rows (or partition tombstones not yet compacted away), in
+        order: a scan of the partition keys only."""
+        rows = session.execute(
+            f"SELECT DISTINCT partition, segment FROM {self.qualified}", execution_profile=self.profile
+        )
+        return sorted({row.segment for row in rows})
+
+    def drop_segment(self, session, segment: int, concurrency: int = 8) -> None:
+        """Delete every row of `segment`: one partition delete per store partition."""
+        statement = prepare(session, f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ?")
+        statement.is_idempotent = True
+        execute_concurrent(
+            session,
+            [(statement, (partition, segment)) for partition in range(self.spec.partitions)],
+            concurrency=concurrency,
+            raise_on_first_error=True,
+            execution_profile=self.profile,
+        )

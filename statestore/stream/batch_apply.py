@@ -1,0 +1,169 @@
+"""One batch's apply, run by the driver: record it as begun, apply its counts, write its dead
+letters, record it as done.
+
+The counts are applied by the executors (statestore.stream.apply, the replay-safe apply), or
+by the driver itself when the batch is small enough to be known from its offsets
+(on_driver_for). The rule it keeps: everything a batch decides is decided from its position
+(registry.BatchPosition), so a replay of the batch decides the same: the same offsets give the
+same records, the same write timestamp the same clock for records from the future, the same
+stream time the same closed windows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from statestore.conn.cassandra import session_for
+from statestore.core.model import StoreSpec
+from statestore.store.book.registry import BatchPosition, KafkaOffsets
+from statestore.stream import checkpoint, recording
+from statestore.stream.apply import (
+    DRIVER_ROWS,
+    ApplyStats,
+    apply_on_driver,
+    collect_at_most,
+    run_applier,
+    timed,
+    with_buckets,
+)
+from statestore.stream.apply_cache import CachePlan
+from statestore.stream.apply_sessions import session_applier
+from statestore.stream.apply_windows import window_applier
+from statestore.stream.faults import pause_driver_if_armed
+from statestore.stream.transforms import arrow_deltas, batch_deltas, batch_version_ms, with_future_limit, word_times
+from statestore.stream.windowed import session_deltas, windowed_deltas
+from statestore.stream.writer import DRIVER, EXECUTORS, BatchResult, StoreWriter
+
+
+def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None = None) -> BatchResult:
+    """Apply one batch's DataFrame of Kafka records, the batch at `position`. `cache`: the
+    batch's apply-cache plan (key-value stores; None reads every key). A record whose time is
+    further ahead of the batch's clock (its write timestamp) than `writer.max_future_ms` is a
+    dead letter `future` and moves no stream time (transforms.with_future_limit)."""
+    return timed(
+        writer.timer,
+        "apply_batch",
+        lambda: _apply_batch(writer, batch_df, position, cache if cacheable(writer.spec) else None),
+    )
+
+
+def cacheable(spec: StoreSpec) -> bool:
+    """The apply cache holds single current entries: not versions, windows or sessions."""
+    return not (spec.store_type.versioned or spec.store_type.timed)
+
+
+def on_driver_for(start: KafkaOffsets, end: KafkaOffsets, driver_records: int) -> bool:
+    """Pure, the rule of where a batch is applied: by the driver when it reads at most
+    `driver_records` Kafka records (known from its offsets, before anything runs), else by the
+    executors. A small batch's apply is quicker than starting its Python tasks, and on the
+    first batch after a restart quicker than starting Python workers at all."""
+    if driver_records <= 0:
+        return False
+    records = checkpoint.records_between(start, end)
+    return records is not None and records <= driver_records
+
+
+def _apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None) -> BatchResult:
+    """Begun before any of the batch's writes, done after all of them (recording's rule)."""
+    session = session_for(writer.config)
+    batch_df = with_future_limit(batch_df, position.write_ts, writer.max_future_ms)
+    recording.begin(writer, session, position)
+    stats, applied_on, letters = _count(writer, session, batch_df, position, cache)
+    pause_driver_if_armed(position.batch_id)
+    recording.done(writer, session, position, stats)
+    result = BatchResult(
+        batch_id=position.batch_id,
+        stats=stats,
+        dead_letters=sum(letters.values()),
+        dead_letter_reasons=tuple(sorted(letters.items())),
+        applied_on=applied_on,
+    )
+    if writer.seams.on_batch is not None:
+        writer.seams.on_batch(result)
+    return result
+
+
+def _count(
+    writer: StoreWriter, session, batch_df, position: BatchPosition, cache: CachePlan | None
+) -> tuple[ApplyStats, str, Counter[str]]:
+    """Apply the batch's counts; returns the apply's figures, where it ran (DRIVER or
+    EXECUTORS) and the batch's dead letters by reason.
+
+    One Spark job per batch: the apply job also counts what the batch cannot count, and only
+    then (rarely) does the batch go to the dead-letter table, read from Kafka again (the same
+    offsets give the same records). Versioned stores read the batch twice anyway (its largest
+    record time first), so they keep it in memory in between."""
+    spec = writer.spec
+    versioned = spec.store_type.versioned
+    if versioned:
+        batch_df.persist()
+    try:
+        applier = _applier(writer, batch_df, position, cache)
+        stats, applied_on = _run(writer, batch_df, position, cache, applier)
+        letters: Counter[str] = Counter()
+        if stats.uncountable:
+            late = {} if spec.windowing is None else {"stream_time_ms": position.stream_time_ms}
+            letters = writer.step(
+                "dead letters",
+                "writing dead letters",
+                lambda: writer.seams.dead_letters(session, batch_df, spec, position.batch_id, **late),
+            )
+    finally:
+        if versioned:
+            batch_df.unpersist()
+    return stats, applied_on, letters
+
+
+def _applier(writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None):
+    """The apply of the batch's deltas for the store's type (partition_applier's signature)."""
+    config, spec, timer = writer.config, writer.spec, writer.seams.task_timer
+    batch_id, write_ts = position.batch_id, position.write_ts
+    if spec.store_type.versioned:
+        # Every word's new version starts at the batch's largest record time, computed
+        # once here so all executors (and any replay) agree on it.
+        version_ms = batch_version_ms(batch_df)
+        return writer.seams.make_applier(config, spec, batch_id, write_ts, version_ms=version_ms, timer=timer)
+    if spec.store_type.sessioned:
+        return session_applier(config, spec, batch_id, write_ts, timer=timer)
+    if spec.windowing is not None:
+        return window_applier(config, spec, batch_id, write_ts, timer=timer)
+    # Drop-in appliers (benchmarks) take the four arguments, plus timer and cache if used.
+    extra = {} if timer is None else {"timer": timer}
+    if cache is not None:
+        extra["cache"] = cache
+    return writer.seams.make_applier(config, spec, batch_id, write_ts, **extra)
+
+
+def _run(
+    writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None, applier
+) -> tuple[ApplyStats, str]:
+    """Run `applier` over the batch's deltas: on the driver when the batch is small
+    (on_driver_for, and _driver_deltas could collect it), else on the executors."""
+    buckets = None if cache is None else cache.buckets
+    stream_time = position.stream_time_ms
+    small = None
+    if on_driver_for(position.start, position.end, writer.driver_records):
+        small = _driver_deltas(batch_df, writer.spec, buckets, stream_time)
+    if small is not None:
+        return apply_on_driver(small, applier), DRIVER
+    deltas = with_buckets(_deltas(batch_df, writer.spec, stream_time), buckets)
+    return run_applier(deltas, applier), EXECUTORS
+
+
+def _deltas(batch_df, spec: StoreSpec, stream_time_ms: int | None):
+    """The batch's deltas as the store's type counts them (a DataFrame plan)."""
+    if spec.store_type.sessioned:
+        return session_deltas(batch_df, spec.windowing, stream_time_ms)
+    if spec.windowing is not None:
+        return windowed_deltas(batch_df, spec.windowing, stream_time_ms)
+    return batch_deltas(batch_df, with_uncountable=True)
+
+
+def _driver_deltas(batch_df, spec: StoreSpec, buckets: int | None, stream_time_ms: int | None):
+    """A small batch's deltas on the driver, as a pyarrow Table, or None when it has too many
+    rows for the driver (apply.DRIVER_ROWS). Key-value stores collect the batch's words and
+    count them in Arrow instead of shuffling every word by key."""
+    if spec.windowing is None:
+        words = collect_at_most(word_times(batch_df, buckets), DRIVER_ROWS)
+        return None if words is None else arrow_deltas(words)
+    return collect_at_most(with_buckets(_deltas(batch_df, spec, stream_time_ms), buckets), DRIVER_ROWS)
