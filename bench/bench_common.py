@@ -1,7 +1,7 @@
 """What the benchmarks share (every bench/<benchmark>/ and bench/micro/ script): the Zipf
 corpus, CPU sampling, the machine's description, the local stack's processes, waiting for and
 cleaning up the stack, and the clocks that time a batch through statestore's seams
-(statestore.stream.batches.BatchSeams).
+(statestore.stream.writer.BatchSeams).
 
 Named bench_common, not common: the entry scripts import it as a top-level module (each puts
 bench/ on Python's module search path beside its own folder; pytest's pythonpath does the

@@ -175,6 +175,7 @@ def cmd_reset(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: the top-level options, then every command in the order `--help` lists them."""
     parser = argparse.ArgumentParser(
         prog="statestore",
         usage="%(prog)s [-h] [--version] [CONNECTION OPTIONS] COMMAND [ARGUMENTS] [OPTIONS]",
@@ -186,6 +187,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"statestore {__version__}")
     cli_args.add_global_connection(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    command = _command_factory(sub)
+    for add in (
+        _add_create_keyspace,
+        _add_create_topic,
+        _add_produce,
+        queries.add_commands,
+        status.add_command,
+        _add_stores,
+        _add_deadletters,
+        _add_reset,
+    ):
+        add(command)
+    for p in sub.choices.values():
+        p.usage = cli_args.short_usage(p)
+    return parser
+
+
+def _command_factory(sub):
+    """The `command(name, func, help, ...)` every command module registers its commands with."""
 
     def command(name, func, help, cassandra=CASSANDRA_READS, kafka=False, fmt=None):
         """A subcommand. `cassandra` and `kafka`: False (not used), True (the connection only) or
@@ -205,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
             cli_args.add_settings(p, cls, connection, *groups)
         return p
 
+    return command
+
+
+def _add_create_keyspace(command) -> None:
     p = command("create-keyspace", cmd_create_keyspace, "create the keyspace if missing", cassandra=CASSANDRA_DDL)
     p.add_argument("name", nargs="?", help="keyspace (default: --keyspace / STATESTORE_KEYSPACE)")
     p.add_argument(
@@ -221,12 +245,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --strategy network: a data center and its replication factor, e.g. dc1:3 (repeatable)",
     )
 
+
+def _add_create_topic(command) -> None:
     p = command(
         "create-topic", cmd_create_topic, "create a Kafka topic if missing", cassandra=False, kafka=KAFKA_TOPICS
     )
     p.add_argument("topic")
     p.add_argument("--partitions", type=int, default=4, help="default 4")
 
+
+def _add_produce(command) -> None:
     p = command(
         "produce", cmd_produce, "send each line of FILE as one Kafka message", cassandra=False, kafka=KAFKA_TOPICS
     )
@@ -241,14 +269,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(message.timestamp.after.max.ms / before.max.ms), so a bad line sends nothing",
     )
 
-    queries.add_commands(command)
-    status.add_command(command)
 
+def _add_stores(command) -> None:
     command("stores", cmd_stores, "the stores registered in the keyspace", fmt="table")
 
+
+def _add_deadletters(command) -> None:
     p = command("deadletters", cmd_deadletters, "input the store's stream could not count", fmt="table")
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("--raw-bytes", type=int, default=32, help="raw bytes shown, as hex (default 32)")
+
+
+def _add_reset(command) -> None:
     p = command(
         "reset",
         cmd_reset,
@@ -263,9 +295,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the store's last writer is stopped for good: reset a global, window or session store even "
         "though its last batch was begun and never recorded (refused otherwise)",
     )
-    for p in sub.choices.values():
-        p.usage = cli_args.short_usage(p)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

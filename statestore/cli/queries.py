@@ -188,7 +188,31 @@ def cmd_serve(args) -> int:
 
 
 def add_commands(command) -> None:
-    """Register the query commands with `command(name, func, help, fmt=...)` of the main parser."""
+    """Register the query commands with `command(name, func, help, fmt=...)` of the main parser,
+    in the order `statestore --help` lists them."""
+    for add in (
+        _add_get,
+        _add_range,
+        _add_prefix,
+        _add_all,
+        _add_count,
+        _add_history,
+        _add_windows,
+        _add_sessions,
+        _add_dump,
+        _add_top,
+        _add_serve,
+    ):
+        add(command)
+
+
+def _add_time_bounds(p, from_help: str, to_help: str) -> None:
+    """The `--from`/`--to` TIME bounds of `history` and `windows` (each command says which are inclusive)."""
+    p.add_argument("--from", dest="from_ms", type=parse_time, metavar="TIME", help=from_help)
+    p.add_argument("--to", dest="to_ms", type=parse_time, metavar="TIME", help=to_help)
+
+
+def _add_get(command) -> None:
     p = command("get", cmd_get, "print the value of one key (the count, for the word count); exit 3 if absent")
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("key", help="the key as text: string as is, long/int decimal, json as JSON, bytes as hex")
@@ -202,6 +226,8 @@ def add_commands(command) -> None:
         p, (VALUE, *FORMATS), VALUE, " (the others: a key, value row; versioned stores add valid_from, valid_to)"
     )
 
+
+def _add_range(command) -> None:
     p = command(
         "range",
         cmd_range,
@@ -217,15 +243,21 @@ def add_commands(command) -> None:
     )
     p.add_argument("--reverse", action="store_true", help="descending key order")
 
+
+def _add_prefix(command) -> None:
     p = command("prefix", cmd_prefix, "entries whose key starts with PREFIX, in key order", fmt="table")
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("prefix")
 
+
+def _add_all(command) -> None:
     p = command("all", cmd_all, "every entry in key order (global stores: sorted on the way)", fmt="table")
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("--reverse", action="store_true", help="descending key order")
     p.add_argument("--limit", type=at_least_1, metavar="N", help="stop after N entries")
 
+
+def _add_count(command) -> None:
     p = command("count", cmd_count, 'the number of entries: Cassandra\'s estimate ("about N"), or exact with --exact')
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("--exact", action="store_true", help="SELECT COUNT(*): reads every entry, slow on big stores")
@@ -237,6 +269,8 @@ def add_commands(command) -> None:
         'estimate as "about N" with how to count exactly)',
     )
 
+
+def _add_history(command) -> None:
     p = command(
         "history",
         cmd_history,
@@ -246,21 +280,14 @@ def add_commands(command) -> None:
     )
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("key")
-    p.add_argument(
-        "--from",
-        dest="from_ms",
-        type=parse_time,
-        metavar="TIME",
-        help="versions still valid at or after TIME (inclusive; default: the first)",
-    )
-    p.add_argument(
-        "--to",
-        dest="to_ms",
-        type=parse_time,
-        metavar="TIME",
-        help=f"versions that began before TIME (exclusive; default: no limit). {TIME_FORMS}",
+    _add_time_bounds(
+        p,
+        "versions still valid at or after TIME (inclusive; default: the first)",
+        f"versions that began before TIME (exclusive; default: no limit). {TIME_FORMS}",
     )
 
+
+def _add_windows(command) -> None:
     p = command(
         "windows",
         cmd_windows,
@@ -270,34 +297,33 @@ def add_commands(command) -> None:
     )
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("key", nargs="?", help="one key's windows (default: every key)")
-    p.add_argument(
-        "--from",
-        dest="from_ms",
-        type=parse_time,
-        metavar="TIME",
-        help="windows starting at or after TIME (inclusive; default: the first)",
-    )
-    p.add_argument(
-        "--to",
-        dest="to_ms",
-        type=parse_time,
-        metavar="TIME",
-        help=f"windows starting at or before TIME (inclusive; default: no limit). {TIME_FORMS}",
+    _add_time_bounds(
+        p,
+        "windows starting at or after TIME (inclusive; default: the first)",
+        f"windows starting at or before TIME (inclusive; default: no limit). {TIME_FORMS}",
     )
 
+
+def _add_sessions(command) -> None:
     p = command(
         "sessions", cmd_sessions, "a session store's sessions, by key then start (retention applied)", fmt="table"
     )
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("key", nargs="?", help="one key's sessions (default: every key)")
 
+
+def _add_dump(command) -> None:
     p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
     p.add_argument("store", type=store_name, help=STORE_HELP)
 
+
+def _add_top(command) -> None:
     p = command("top", cmd_top, "the entries with the highest values", fmt="table")
     p.add_argument("store", type=store_name, help=STORE_HELP)
     p.add_argument("-n", "--limit", type=at_least_1, default=20, metavar="N", help="how many (default 20)")
 
+
+def _add_serve(command) -> None:
     p = command("serve", cmd_serve, "serve the read-only HTTP API (OpenAPI document at /docs)")
     cfg.add_arguments(p, ServeConfig)
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")

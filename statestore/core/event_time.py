@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-# Re-exported for the stream wing, which imports format_duration from here.
-from statestore.core.durations import format_duration as format_duration
 from statestore.core.errors import StateStoreError
 
 # Kafka takes any non-negative long; 9999-12-31 keeps times inside what Spark and Cassandra
@@ -25,6 +23,12 @@ class TimestampedLineError(StateStoreError, ValueError):
 def format_instant(millis: int) -> str:
     """Epoch `millis` as UTC ISO text to the second, e.g. 2026-11-27T02:51:44Z."""
     return datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def instant_to_millisecond(millis: int | None) -> str | None:
+    """Epoch `millis` as UTC ISO text to the millisecond, e.g. 2026-11-27T02:51:44.120+00:00 (the
+    maintenance reports' form); None stays None."""
+    return None if millis is None else datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)

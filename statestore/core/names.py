@@ -13,47 +13,53 @@ from statestore.core.errors import InvalidNameError
 # Cassandra folds unquoted identifiers to lower case and limits table names to 48
 # characters; 32 leaves room for the longest suffix below ("_deadletters").
 STORE_NAME_MAX = 32
-_STORE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_STORE_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{STORE_NAME_MAX - 1}}}")
 _KEYSPACE_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
-# Kafka's own rule: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+# Kafka's own rule: ASCII letters, digits, '.', '_' and '-', at most 249 characters, not '.' or '..'.
+_TOPIC_NAME = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._-]{1,249}")
 
 STORE_TABLE_SUFFIX = "_store"
 DEADLETTER_TABLE_SUFFIX = "_deadletters"
 
 
-def validate_store_name(name: str) -> str:
-    if not isinstance(name, str) or not _STORE_NAME.fullmatch(name) or len(name) > STORE_NAME_MAX:
-        raise InvalidNameError(
-            f"invalid store name {name!r}: use 1-{STORE_NAME_MAX} characters, lower-case ASCII "
-            "letters, digits and '_', starting with a letter (e.g. 'wordcount')"
-        )
+def _checked(name: str, pattern: re.Pattern[str], what: str, rule: str) -> str:
+    """`name` when it is text that `pattern` matches whole; else InvalidNameError naming `what` and its `rule`."""
+    if not isinstance(name, str) or not pattern.fullmatch(name):
+        raise InvalidNameError(f"invalid {what} {name!r}: {rule}")
     return name
+
+
+def validate_store_name(name: str) -> str:
+    return _checked(
+        name,
+        _STORE_NAME,
+        "store name",
+        f"use 1-{STORE_NAME_MAX} characters, lower-case ASCII letters, digits and '_', starting with a letter "
+        "(e.g. 'wordcount')",
+    )
 
 
 def validate_keyspace(name: str) -> str:
-    if not isinstance(name, str) or not _KEYSPACE_NAME.fullmatch(name):
-        raise InvalidNameError(
-            f"invalid keyspace {name!r}: use 1-48 characters, lower-case ASCII letters, digits "
-            "and '_', starting with a letter"
-        )
-    return name
+    return _checked(
+        name,
+        _KEYSPACE_NAME,
+        "keyspace",
+        "use 1-48 characters, lower-case ASCII letters, digits and '_', starting with a letter",
+    )
 
 
 def validate_topic(name: str) -> str:
-    if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
-        raise InvalidNameError(f"invalid Kafka topic {name!r}: use 1-249 ASCII letters, digits, '.', '_' or '-'")
-    return name
+    return _checked(name, _TOPIC_NAME, "Kafka topic", "use 1-249 ASCII letters, digits, '.', '_' or '-'")
 
 
 def validate_table_name(name: str) -> str:
     """A table name a table-name function produced: a safe, unquoted CQL identifier."""
-    if not isinstance(name, str) or not _KEYSPACE_NAME.fullmatch(name):
-        raise InvalidNameError(
-            f"invalid table name {name!r}: a table-name function must return 1-48 lower-case ASCII "
-            "letters, digits and '_', starting with a letter"
-        )
-    return name
+    return _checked(
+        name,
+        _KEYSPACE_NAME,
+        "table name",
+        "a table-name function must return 1-48 lower-case ASCII letters, digits and '_', starting with a letter",
+    )
 
 
 def store_table(store: str) -> str:

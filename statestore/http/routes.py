@@ -35,6 +35,7 @@ router = APIRouter(tags=["stores"], responses=_ERRORS)
 
 StoreName = Annotated[str, Path(description="the store's name (see GET /stores)")]
 KeyText = Annotated[str, Path(description="the key as text, read with the store's key codec (see GET /stores/{store})")]
+PageToken = Annotated[str | None, Query(description="next_page_token of the previous page")]
 
 
 async def catalog(request: Request) -> StoreCatalog:
@@ -143,7 +144,7 @@ def list_entries(
     prefix: Annotated[str | None, Query(description="keys starting with this (not with from/to)")] = None,
     reverse: Annotated[bool, Query(description="descending key order")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries per page")] = 100,
-    page_token: Annotated[str | None, Query(description="next_page_token of the previous page")] = None,
+    page_token: PageToken = None,
 ) -> models.EntriesPage:
     handle = catalog.store(store)
     key_range = _key_range(handle, from_, to, prefix)
@@ -157,16 +158,18 @@ def list_entries(
 
 
 def _key_range(handle, from_: str | None, to: str | None, prefix: str | None) -> KeyRange:
-    encode = handle.key_codec.encode
     if prefix is not None:
         if from_ is not None or to is not None:
             raise StateStoreError("give either prefix or from/to, not both")
-        return KeyRange.prefix(encode(parse_key(prefix, handle.key_codec)))
+        return KeyRange.prefix(_raw_key(handle, prefix))
     if from_ is None and to is None:
         return EVERYTHING
-    lower = None if from_ is None else encode(parse_key(from_, handle.key_codec))
-    upper = None if to is None else encode(parse_key(to, handle.key_codec))
-    return KeyRange(lower, upper)
+    return KeyRange(_raw_key(handle, from_), _raw_key(handle, to))
+
+
+def _raw_key(handle, text: str | None) -> bytes | None:
+    """`text` read with the store's key syntax, as the bytes the store keeps (None stays None)."""
+    return None if text is None else handle.key_codec.encode(parse_key(text, handle.key_codec))
 
 
 @router.get("/stores/{store}/windows", summary="A window store's windows: one key's or every key's, page by page")
@@ -177,11 +180,10 @@ def list_windows(
     from_: Annotated[int, Query(alias="from", ge=0, le=MAX_MS, description="earliest window start, epoch ms")] = 0,
     to: Annotated[int, Query(ge=0, le=MAX_MS, description="latest window start, epoch ms, inclusive")] = MAX_MS,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="windows per page")] = 100,
-    page_token: Annotated[str | None, Query(description="next_page_token of the previous page")] = None,
+    page_token: PageToken = None,
 ) -> models.WindowsPage:
     windows = catalog.window_store(store)
-    raw_key = None if key is None else windows.key_codec.encode(parse_key(key, windows.key_codec))
-    query = WindowQuery(store, raw_key, from_, to)
+    query = WindowQuery(store, _raw_key(windows, key), from_, to)
     rows, next_token = read_window_page(
         lambda key_range: windows.raw_windows(key_range, from_, to),
         lambda row: (row.key, (row.start_ms,)),
@@ -204,11 +206,10 @@ def list_sessions(
     catalog: Catalog,
     key: Annotated[str | None, Query(description="only this key's sessions (the store's key syntax)")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="sessions per page")] = 100,
-    page_token: Annotated[str | None, Query(description="next_page_token of the previous page")] = None,
+    page_token: PageToken = None,
 ) -> models.SessionsPage:
     sessions = catalog.session_store(store)
-    raw_key = None if key is None else sessions.key_codec.encode(parse_key(key, sessions.key_codec))
-    query = WindowQuery(store, raw_key, 0, MAX_MS)
+    query = WindowQuery(store, _raw_key(sessions, key), 0, MAX_MS)
     rows, next_token = read_window_page(
         sessions.raw_sessions,
         lambda row: (row.key, (row.end_ms, row.start_ms)),

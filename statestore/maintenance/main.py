@@ -46,6 +46,12 @@ def _arg(parse: Callable):
     return checked
 
 
+def _write_reports(write: Callable, report, report_dir: Path, outcome: str) -> None:
+    """Write a job's reports with its family's `write` and log `outcome` (what the job came to) and where they are."""
+    paths = write(report, report_dir)
+    _log.info("%s; reports: %s", outcome, ", ".join(map(str, paths)))
+
+
 def _base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--report-dir", type=Path, required=True, help="folder the reports are written to")
@@ -98,8 +104,7 @@ def run_audit(args, spark, session, config: CassandraConfig, nodetool: Nodetool 
         flush=args.flush,
     )
     report = audit(spark, session, config, options, args.store, nodetool)
-    paths = audit_report.write(report, args.report_dir)
-    _log.info("audit of keyspace %s: %s; reports: %s", report.keyspace, report.status, ", ".join(map(str, paths)))
+    _write_reports(audit_report.write, report, args.report_dir, f"audit of keyspace {report.keyspace}: {report.status}")
     for store in report.stores:
         for advice in store.recommendations:
             _log.warning("store %s: %s", store.store, advice)
@@ -144,8 +149,7 @@ def run_expire(args, spark, session, config: CassandraConfig, nodetool: Nodetool
             admin.alter_store(session, config.keyspace, store, {"default_time_to_live": args.table_ttl // 1000})
     options = ExpireOptions(args.basis, args.retention, args.dry_run, args.token_ranges)
     report = expire(spark, session, config, args.store, options, nodetool)
-    paths = expire_report.write(report, args.report_dir)
-    _log.info("expiry done; reports: %s", ", ".join(map(str, paths)))
+    _write_reports(expire_report.write, report, args.report_dir, "expiry done")
     return EXIT_OK
 
 
@@ -179,8 +183,7 @@ def run_validate(args, spark, session, config: CassandraConfig, nodetool: Nodeto
         quality=not args.no_quality,
     )
     report = validate(spark, session, config, args.kafka, args.store, options, args.report_dir)
-    paths = validate_report.write(report, args.report_dir)
-    _log.info("validation of store %s: %s; reports: %s", args.store, report.status, ", ".join(map(str, paths)))
+    _write_reports(validate_report.write, report, args.report_dir, f"validation of store {args.store}: {report.status}")
     if report.status != "pass":
         raise MaintenanceCheckError(report.failure_message())
     return EXIT_OK
@@ -233,8 +236,7 @@ def run_compact(args, spark, session, config: CassandraConfig, nodetool: Nodetoo
         token_ranges=args.token_ranges,
     )
     report = compact(spark, session, config, args.store, options, nodetool)
-    paths = compact_report.write(report, args.report_dir)
-    _log.info("compaction done; reports: %s", ", ".join(map(str, paths)))
+    _write_reports(compact_report.write, report, args.report_dir, "compaction done")
     return EXIT_OK
 
 

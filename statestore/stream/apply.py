@@ -419,9 +419,8 @@ def _without_uncountable(batch) -> tuple[int, object]:
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while an apply runs, and as it was after. An apply
-    makes a few short-lived objects per key (rows, deltas, entries, statements), which started a
-    collection every 700 allocations: with it off the cache and the plan cost about a fifth less
-    per key in bench/apply_plan.py (BENCHMARKS.md, "Spark-side CPU").
+    makes a few short-lived objects per key (rows, deltas, entries, statements), which would start
+    a collection every 700 allocations (measured by bench/micro/apply_plan.py).
     What the apply drops is freed by reference counting as before; the few cycles it leaves
     (the Cassandra driver's request futures) wait for the collector's next pass."""
     enabled = gc.isenabled()

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from statestore.core.event_time import format_duration
+from statestore.core.durations import format_duration
 from statestore.core.model import MAX_KEY_BYTES
 from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.book import deadletters

@@ -1,5 +1,5 @@
 """How each run of the replay-overhead benchmark sets up the job: the statestore BatchSeams
-(statestore.stream.batches) it passes to statestore.stream.job.start. The job's own steps are
+(statestore.stream.writer) it passes to statestore.stream.job.start. The job's own steps are
 never patched; the seams choose the apply (the real one or the counter baseline), the
 dead-letter step (as shipped or the count-first experiment), and what is timed.
 """
@@ -34,7 +34,7 @@ def count_first(write_dead_letters):
     """An experiment (--dead-letters count-first), for a while the job's own behaviour, since
     superseded (the apply job counts what it cannot count, and a clean batch runs no
     dead-letter job at all; with this wrapper it runs one count): skip the streaming
-    of dead letters when one counting job finds none. statestore.stream.batches.write_dead_letters
+    of dead letters when one counting job finds none. statestore.stream.dead_letters.write_dead_letters
     streams them with toLocalIterator(), which runs one Spark job per partition of
     dead_letter_rows (a union of two branches over every Kafka partition) for every batch,
     even though the set is almost always empty."""

@@ -1,6 +1,6 @@
 """Changes to our job tried out in the benchmark before anyone makes them in statestore/
 (`streaming_compare.py --experiment NAME`, our systems only). Each is a function returning
-overrides of statestore's BatchSeams (statestore.stream.batches) that the worker passes to
+overrides of statestore's BatchSeams (statestore.stream.writer) that the worker passes to
 statestore.stream.job.start for every run of its session; none is the job as shipped.
 
   dead-letters-off          no dead-letter step at all (a measurement, not a correct job:
@@ -23,7 +23,7 @@ def _off() -> dict:
 
 
 # dead-letters-count-first, tried here first, was the job's behaviour until the apply job
-# itself counted what it cannot count (statestore.stream.batches.apply_batch).
+# itself counted what it cannot count (statestore.stream.batch_apply.apply_batch).
 EXPERIMENTS = {"dead-letters-off": _off}
 
 

@@ -1,5 +1,5 @@
 """Where our job's time goes: one more throughput run of the corpus, instrumented through
-statestore's seams (statestore.stream.batches.BatchSeams), not by patching its modules.
+statestore's seams (statestore.stream.writer.BatchSeams), not by patching its modules.
 
   - the driver's steps per batch (lease check, registry progress, checkpoint offsets, dead
     letters, registry writes, the apply job), heard by BatchSeams.driver_timer;

@@ -24,7 +24,7 @@ from statestore.maintenance.shared.crosscheck import CassandraFigures, figures_o
 from statestore.maintenance.shared.nodetool import Nodetool
 from statestore.maintenance.shared.scan import default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.shared.selection import Level, PartitionStat, Policy, Thresholds
-from statestore.store import admin
+from statestore.maintenance.shared.stores import stores_to_run
 from statestore.store.book import history, registry
 
 _log = logging.getLogger("statestore.maintenance.audit.partitions")
@@ -133,10 +133,7 @@ def audit(
 ) -> AuditReport:
     """Audit `stores` (default: every store of the keyspace) in one Spark job."""
     registry.ensure_table(session, config.keyspace)
-    if stores:
-        specs = [registry.lookup(session, config.keyspace, name) for name in stores]
-    else:
-        specs = [listing.spec for listing in admin.list_stores(session, config.keyspace)]
+    specs = stores_to_run(session, config.keyspace, stores)
     targets = [(spec, shape_of(session, spec)) for spec in specs]
     if options.flush and nodetool is not None:
         flush(nodetool, specs)

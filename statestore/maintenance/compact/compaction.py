@@ -20,12 +20,13 @@ from datetime import UTC, datetime
 from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError, NodetoolError
+from statestore.core.event_time import instant_to_millisecond
 from statestore.core.model import StoreSpec
 from statestore.maintenance.compact.prune import PruneSummary, prune_task
 from statestore.maintenance.shared.crosscheck import CassandraFigures, figures_of
 from statestore.maintenance.shared.scan import default_ranges, run_over_ranges, shape_of, token_splits
 from statestore.maintenance.shared.selection import TimeBasis, expiry_cutoff, tombstone_action
-from statestore.store import admin
+from statestore.maintenance.shared.stores import stores_to_run
 from statestore.store.book import history, registry
 
 _log = logging.getLogger("statestore.maintenance.compact.compaction")
@@ -80,10 +81,6 @@ class CompactionReport:
     stores: list[StoreCompaction]
 
 
-def _iso(ms: int | None) -> str | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-
-
 def _gc_grace(session, spec: StoreSpec) -> int | None:
     row = session.execute(
         "SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
@@ -123,10 +120,7 @@ def compact(
 ) -> CompactionReport:
     """Compact `stores` (default: every store of the keyspace)."""
     history.ensure_table(session, config.keyspace)
-    if stores:
-        specs = [registry.lookup(session, config.keyspace, name) for name in stores]
-    else:
-        specs = [listing.spec for listing in admin.list_stores(session, config.keyspace)]
+    specs = stores_to_run(session, config.keyspace, stores)
     began, now_ms = time.monotonic(), int(time.time() * 1000)
     cutoffs = [_cutoff(session, spec, options, now_ms) for spec in specs]
     before = figures_of(session, specs, nodetool, percentiles=False, flush=True)
@@ -162,7 +156,7 @@ def compact(
             store=spec.name,
             store_type=spec.store_type.value,
             gc_grace_seconds=gc_grace,
-            cutoff=_iso(cutoffs[i]),
+            cutoff=instant_to_millisecond(cutoffs[i]),
             cutoff_ms=cutoffs[i],
             pruned=pruned.get(i),
             before=before[i],

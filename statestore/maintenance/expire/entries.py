@@ -28,6 +28,7 @@ from statestore.conn.cassandra import prepare, session_for, table_ttl_s
 from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError, UnsupportedOperationError
+from statestore.core.event_time import instant_to_millisecond
 from statestore.core.model import StoreSpec
 from statestore.maintenance.expire.segments import expire_window_store, refuse_future_cutoff
 from statestore.maintenance.shared.scan import TableShape, default_ranges, run_over_ranges, shape_of, token_splits
@@ -192,10 +193,6 @@ class ExpiryReport:
     stores: list[StoreExpiry]
 
 
-def _iso(ms: int | None) -> str | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-
-
 def _check_expirable(spec: StoreSpec, options: ExpireOptions) -> None:
     if spec.store_type.versioned:
         raise UnsupportedOperationError(
@@ -231,9 +228,9 @@ def _window_result(session, spec: StoreSpec, options: ExpireOptions, nodetool) -
         store_type=spec.store_type.value,
         basis=TimeBasis.STREAM.value,
         retention_ms=done.retention_ms,
-        cutoff=_iso(done.cutoff_ms),
+        cutoff=instant_to_millisecond(done.cutoff_ms),
         cutoff_ms=done.cutoff_ms,
-        stream_time=_iso(done.stream_ms),
+        stream_time=instant_to_millisecond(done.stream_ms),
         scanned=done.found,
         removed=done.removed,
         kept=done.found - len(done.expired),
@@ -245,6 +242,18 @@ def _window_result(session, spec: StoreSpec, options: ExpireOptions, nodetool) -
         unit="segments",
         reclaim=done.reclaim,
     )
+
+
+@dataclass(frozen=True)
+class _KeyValueRun:
+    """A key-value store's part of one expiry: its cutoff and the stream time it was taken
+    from, and `run_at`, the history row that records the run (cutoff first, counts at the end)."""
+
+    spec: StoreSpec
+    shape: TableShape
+    cutoff: Cutoff
+    stream_ms: int | None
+    run_at: datetime
 
 
 def expire(
@@ -260,69 +269,12 @@ def expire(
         _check_expirable(spec, options)
         _check_cutoff_not_ahead(session, spec, options, now_ms)
     window_results = [_window_result(session, spec, options, nodetool) for spec in looked_up if spec.store_type.timed]
-    specs = [spec for spec in looked_up if not spec.store_type.timed]
-    targets, runs, stream_times = [], [], []
-    for spec in specs:
-        progress = registry.progress(session, spec.keyspace, spec.name)
-        stream_ms = None if progress.max_event_time is None else millis_of(progress.max_event_time)
-        cutoff = expiry_cutoff(options.basis, options.retention_ms, stream_ms, now_ms)
-        if cutoff.basis == TimeBasis.STREAM:
-            refuse_future_cutoff(spec, cutoff.at_ms, stream_ms, now_ms)
-        run_at = history.now()
-        status = "dry-run" if options.dry_run else "running"
-        history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms)
-        targets.append((shape_of(session, spec), cutoff))
-        runs.append(run_at)
-        stream_times.append(stream_ms)
+    runs = [_begin_run(session, spec, options, now_ms) for spec in looked_up if not spec.store_type.timed]
     ranges = token_splits(options.token_ranges or default_ranges(spark))
-    work = [(index, token_range) for index in range(len(targets)) for token_range in ranges]
-    summaries = [ExpirySummary() for _ in targets]
     began = time.monotonic()
-    # A stream's apply cache must not trust what it wrote across these deletes (registry doc).
-    marked = [] if options.dry_run else specs
-    for spec in marked:
-        registry.mark_outside_writes(session, spec, ongoing=True, now_us=time.time_ns() // 1000)
-    try:
-        if work:
-            for index, part in run_over_ranges(spark, work, expire_task(config, targets, options), "expiring"):
-                summaries[index] = summaries[index].merge(part)
-    except BaseException:
-        for spec, run_at, (_, cutoff) in zip(specs, runs, targets, strict=True):
-            if not options.dry_run:
-                history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, "failed", cutoff.at_ms)
-        raise
-    finally:
-        # Deletes of a failed run are over too; only a killed job leaves the mark "in progress"
-        # (the stream then runs without its cache until the next expiry ends).
-        for spec in marked:
-            registry.mark_outside_writes(session, spec, ongoing=False, now_us=time.time_ns() // 1000)
+    summaries = _delete_expired(spark, session, config, runs, ranges, options)
     seconds = time.monotonic() - began
-    results = []
-    for spec, run_at, (_, cutoff), stream_ms, summary in zip(
-        specs, runs, targets, stream_times, summaries, strict=True
-    ):
-        result = StoreExpiry(
-            store=spec.name,
-            store_type=spec.store_type.value,
-            basis=cutoff.basis.value,
-            retention_ms=options.retention_ms,
-            cutoff=_iso(cutoff.at_ms),
-            cutoff_ms=cutoff.at_ms,
-            stream_time=_iso(stream_ms),
-            scanned=summary.scanned,
-            removed=0 if options.dry_run else summary.expired,
-            kept=summary.scanned - summary.expired,
-            undated=summary.undated,
-            dry_run=options.dry_run,
-            table_ttl_s=table_ttl_s(session, spec.keyspace, spec.table),
-            removed_sample=summary.sample,
-            task_seconds=round(summary.seconds, 2),
-        )
-        status = "dry-run" if options.dry_run else "done"
-        counts = {"scanned": result.scanned, "removed": result.removed, "would_remove": summary.expired}
-        history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms, counts)
-        _log.info("store %s: %s", spec.name, counts)
-        results.append(result)
+    results = [_finish_run(session, run, summary, options) for run, summary in zip(runs, summaries, strict=True)]
     scanned = sum(r.scanned for r in results)
     results += window_results
     return ExpiryReport(
@@ -331,4 +283,91 @@ def expire(
         seconds=round(seconds, 2),
         rows_per_s=round(scanned / seconds, 1) if seconds > 0 else 0.0,
         stores=results,
+    )
+
+
+def _begin_run(session, spec: StoreSpec, options: ExpireOptions, now_ms: int) -> _KeyValueRun:
+    """Take a key-value store's cutoff (refused when ahead of now in stream time) and record
+    the run with it in the store's history, before any delete: validation reads it."""
+    progress = registry.progress(session, spec.keyspace, spec.name)
+    stream_ms = None if progress.max_event_time is None else millis_of(progress.max_event_time)
+    cutoff = expiry_cutoff(options.basis, options.retention_ms, stream_ms, now_ms)
+    if cutoff.basis == TimeBasis.STREAM:
+        refuse_future_cutoff(spec, cutoff.at_ms, stream_ms, now_ms)
+    run_at = history.now()
+    status = "dry-run" if options.dry_run else "running"
+    history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms)
+    return _KeyValueRun(spec, shape_of(session, spec), cutoff, stream_ms, run_at)
+
+
+def _delete_expired(
+    spark,
+    session,
+    config: CassandraConfig,
+    runs: list[_KeyValueRun],
+    ranges: list[tuple[int, int]],
+    options: ExpireOptions,
+) -> list[ExpirySummary]:
+    """Scan every store of `runs` over `ranges` in one Spark job and delete what is expired
+    (nothing on a dry run); each store's summary, in the order of `runs`. A failure records
+    every run as failed."""
+    targets = [(run.shape, run.cutoff) for run in runs]
+    work = [(index, token_range) for index in range(len(targets)) for token_range in ranges]
+    summaries = [ExpirySummary() for _ in targets]
+    # A stream's apply cache must not trust what it wrote across these deletes (registry doc).
+    marked = [] if options.dry_run else [run.spec for run in runs]
+    _mark_outside_writes(session, marked, ongoing=True)
+    try:
+        if work:
+            for index, part in run_over_ranges(spark, work, expire_task(config, targets, options), "expiring"):
+                summaries[index] = summaries[index].merge(part)
+    except BaseException:
+        if not options.dry_run:
+            for run in runs:
+                _record(session, run, "failed")
+        raise
+    finally:
+        # Deletes of a failed run are over too; only a killed job leaves the mark "in progress"
+        # (the stream then runs without its cache until the next expiry ends).
+        _mark_outside_writes(session, marked, ongoing=False)
+    return summaries
+
+
+def _mark_outside_writes(session, specs: list[StoreSpec], ongoing: bool) -> None:
+    """Set or clear, on each of `specs`, the registry's mark that something other than its stream is writing it."""
+    for spec in specs:
+        registry.mark_outside_writes(session, spec, ongoing=ongoing, now_us=time.time_ns() // 1000)
+
+
+def _finish_run(session, run: _KeyValueRun, summary: ExpirySummary, options: ExpireOptions) -> StoreExpiry:
+    """A key-value store's report, its counts recorded in the run's history row (done, or dry-run)."""
+    spec, cutoff = run.spec, run.cutoff
+    result = StoreExpiry(
+        store=spec.name,
+        store_type=spec.store_type.value,
+        basis=cutoff.basis.value,
+        retention_ms=options.retention_ms,
+        cutoff=instant_to_millisecond(cutoff.at_ms),
+        cutoff_ms=cutoff.at_ms,
+        stream_time=instant_to_millisecond(run.stream_ms),
+        scanned=summary.scanned,
+        removed=0 if options.dry_run else summary.expired,
+        kept=summary.scanned - summary.expired,
+        undated=summary.undated,
+        dry_run=options.dry_run,
+        table_ttl_s=table_ttl_s(session, spec.keyspace, spec.table),
+        removed_sample=summary.sample,
+        task_seconds=round(summary.seconds, 2),
+    )
+    status = "dry-run" if options.dry_run else "done"
+    counts = {"scanned": result.scanned, "removed": result.removed, "would_remove": summary.expired}
+    _record(session, run, status, counts)
+    _log.info("store %s: %s", spec.name, counts)
+    return result
+
+
+def _record(session, run: _KeyValueRun, status: str, counts: dict | None = None) -> None:
+    """Update the run's history row: its status, and its counts once it is done."""
+    history.record(
+        session, run.spec.keyspace, run.spec.name, history.EXPIRE, run.run_at, status, run.cutoff.at_ms, counts
     )

@@ -252,9 +252,8 @@ def validate(
         result = recompute(spark, seen, recount, progress, expired_before_ms, options, report_dir)
         replayed = None
         if options.replay_batches and options.checkpoint and not timed:
-            replayed = replay.replay_check(
-                spark, session, config, kafka, spec, shape, progress, options, report_dir, expired_before_ms
-            )
+            replayed_store = replay.ReplayedStore(spec, shape, progress, expired_before_ms)
+            replayed = replay.replay_check(spark, session, config, kafka, replayed_store, options)
         checked = None
         if options.quality:
             checked = quality.run_suite(spark, seen, spec, progress, result, report_dir, recount.coordinates)

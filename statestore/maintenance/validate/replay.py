@@ -36,6 +36,7 @@ from statestore.store.tables import table_for
 from statestore.store.tables.base import entry_from_row
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, partition_applier, run_applier
+from statestore.stream.checkpoint import QueryCheckpoint
 from statestore.stream.position import now_micros
 from statestore.stream.transforms import batch_deltas
 
@@ -54,6 +55,18 @@ class ReplayResult:
     changed: int = 0
     seconds: float = 0.0
     recreated: int = 0  # expired keys the replay wrote back from input older than the expiry cutoff
+
+
+@dataclass(frozen=True)
+class ReplayedStore:
+    """The store whose last batches a replay check re-applies (to a shadow copy): its registration,
+    its table's shape, the position its stream recorded, and expiry's recorded cutoff (None: never
+    expired), before which a key the replay writes back is an expired key returning, not a change."""
+
+    spec: StoreSpec
+    shape: TableShape
+    progress: StoreProgress
+    expired_before_ms: int | None = None
 
 
 def replay_plan(last_logical: int | None, batch_base: int, logged: set[int], wanted: int) -> list[int]:
@@ -117,17 +130,12 @@ def make_shadow(spark, session, config: CassandraConfig, shape: TableShape, shad
 
 
 def replay_check(
-    spark,
-    session,
-    config: CassandraConfig,
-    kafka: KafkaConfig,
-    spec: StoreSpec,
-    shape: TableShape,
-    progress: StoreProgress,
-    options,
-    report_dir,
-    expired_before_ms: int | None = None,
+    spark, session, config: CassandraConfig, kafka: KafkaConfig, store: ReplayedStore, options
 ) -> ReplayResult:
+    """Replay the last `options.replay_batches` batches of `store` from its stream's checkpoint
+    (`options.checkpoint`, which must be the one that last wrote it) onto a shadow copy, and pass
+    when nothing changes but expired keys written back; `options.listed` changed keys are named."""
+    spec, progress = store.spec, store.progress
     location = options.checkpoint
     began = time.monotonic()
     owner = checkpoint.query_id(spark, location)
@@ -144,7 +152,7 @@ def replay_check(
     ranges = options.token_ranges or default_ranges(spark)
     shadow = StoreSpec(spec.keyspace, spec.name, spec.store_type, spec.partitions, f"{spec.name}_shadow")
     try:
-        make_shadow(spark, session, config, shape, shadow, ranges)
+        make_shadow(spark, session, config, store.shape, shadow, ranges)
         shadow_shape = shape_of(session, shadow)
         before = store_frame(spark, config, shadow_shape, ranges).persist()
         before.count()
@@ -152,7 +160,7 @@ def replay_check(
         for spark_id in plan:
             stats += _replay_batch(spark, config, kafka, shadow, location, spark_id, spark_id + progress.batch_base)
         after = store_frame(spark, config, shadow_shape, ranges)
-        changed = _changed_keys(before, after, expired_before_ms).persist()
+        changed = _changed_keys(before, after, store.expired_before_ms).persist()
         recreated = changed.filter("recreated").count()
         unexpected = changed.filter("NOT recreated")
         count = unexpected.count()
@@ -186,18 +194,15 @@ def _replay_batch(
     spark, config, kafka: KafkaConfig, shadow: StoreSpec, location: str, spark_id: int, logical: int
 ) -> ApplyStats:
 
-    start = (
-        _initial_offsets(spark, location)
-        if spark_id == 0
-        else checkpoint.batch_end_offsets(spark, location, spark_id - 1).as_json()
-    )
-    end = checkpoint.batch_end_offsets(spark, location, spark_id).as_json()
+    saved = QueryCheckpoint(spark, location)
+    start = _initial_offsets(spark, location) if spark_id == 0 else saved.end_offsets(spark_id - 1).as_json()
+    end = saved.end_offsets(spark_id)
     records = (
         spark.read.format("kafka")
         .options(**spark_source_options(kafka))
-        .option("subscribe", ",".join(sorted(json.loads(end))))
+        .option("subscribe", ",".join(end.topics))
         .option("startingOffsets", start)
-        .option("endingOffsets", end)
+        .option("endingOffsets", end.as_json())
         .load()
     )
     applier = partition_applier(config, shadow, logical, now_micros())

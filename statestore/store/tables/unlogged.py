@@ -2,18 +2,16 @@
 
 A batch assembled in the driver (`BatchStatement.add` once per row) costs every row a bound
 statement of its own in the driver's Python, and Cassandra a prepared-statement lookup and a
-bind per row. A batch *prepared* as one statement of n INSERTs binds one flat list of values:
-on the local stack, 200,000 rows in batches of 64 took 14.7 µs per row instead of 64.8
-(bench/write_path.py, BENCHMARKS.md). Batches are powers of two long (tables.base.write_batches
+bind per row. A batch *prepared* as one statement of n INSERTs binds one flat list of values
+(measured by bench/micro/write_path.py). Batches are powers of two long (tables.base.write_batches
 cuts them so, carrying the rest into the next batch; a group of any other length is cut here),
 so a table has at most seven such statements per timestamp mode, prepared once per session.
 
-The values are serialised here, not by `PreparedStatement.bind`: the driver's bind builds a
-column descriptor and asks the column-encryption policy for every value, 3.5 µs per row of five
-values against 0.7 µs here (bench/apply_costs.py; BENCHMARKS.md, "Python's own costs in the
-apply"). `bind_serialized` gives exactly the bytes bind gives (unit-tested against it) and
-leaves to the driver any value it has no fast way for, and every statement under a
-column-encryption policy.
+The values are serialised here, not by `PreparedStatement.bind`, whose per-value column
+descriptor and column-encryption lookup cost more than the value itself
+(bench/micro/apply_costs.py). `bind_serialized` gives exactly the bytes bind gives (unit-tested
+against it) and leaves to the driver any value it has no fast way for, and every statement under
+a column-encryption policy.
 
 Only for rows that need no atomicity across a batch's cut: a key-value entry or a window is one
 row. The versioned and session tables, whose changes span rows that must land together, build
@@ -122,7 +120,7 @@ def bind_serialized(statement, values: list) -> BoundStatement:
 
 
 # Each prepared batch statement's serialisers, one per bind marker, found once per statement
-# (finding them again per batch cost 0.2 µs of each row's 0.9) and gone with the statement.
+# (not again per batch, on every row's path) and gone with the statement.
 _SERIALIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

@@ -62,7 +62,7 @@ def test_a_worker_killed_mid_batch_reruns_its_tasks_on_the_other(
 
         wait_until(mid_batch, 300, "a batch in flight", every_s=0.2)
         worker = cluster.member("spark-worker-1")
-        pid = cluster.single.running_pid(worker.name)
+        pid = cluster.common.running_pid(worker.name)
         # The machine is lost: the worker, its executor and the executor's Python workers.
         for member in _session_members(pid):
             os.kill(member, signal.SIGKILL)

@@ -5,14 +5,17 @@ table, and a clean batch must run no dead-letter job."""
 from __future__ import annotations
 
 import datetime as dt
+from functools import partial
 
 import pytest
 
 from statestore.core.model import MAX_KEY_BYTES
 from statestore.store.book import deadletters
-from statestore.stream import dead_letters, transforms
+from statestore.stream import dead_letters, job, transforms
 from statestore.stream.apply import UNCOUNTABLE
 from statestore.stream.transforms import batch_deltas, dead_letter_rows
+from statestore.stream.writer import BatchSeams
+from tests.integration import conftest
 from tests.integration.conftest import dump, produce_lines, run_stream
 
 LONG_WORD = "x" * (MAX_KEY_BYTES + 1)
@@ -25,6 +28,24 @@ KINDS = {  # one message of each kind, among ordinary ones
     "a word over the key limit": (f"one {LONG_WORD} two {LONG_WORD}".encode(), 2),
     "a word over the key limit once lower-cased": (f"one {GROWS_WHEN_LOWERED}".encode(), 1),
 }
+
+
+@pytest.fixture
+def dead_letter_jobs(monkeypatch) -> list[int]:
+    """The batch ids of the dead-letter jobs that streams started by run_stream run, in order.
+
+    The job calls its dead-letter step through its seams (BatchSeams.dead_letters), which hold
+    the function itself: patching statestore.stream.dead_letters.write_dead_letters never
+    reaches it. So run_stream's `start` gets seams whose step records the batch, then writes
+    the dead letters as shipped."""
+    jobs: list[int] = []
+
+    def recorded(session, batch_df, spec, batch_id, **late):
+        jobs.append(batch_id)
+        return dead_letters.write_dead_letters(session, batch_df, spec, batch_id, **late)
+
+    monkeypatch.setattr(conftest, "start", partial(job.start, seams=BatchSeams(dead_letters=recorded)))
+    return jobs
 
 
 def _records(spark, values):
@@ -51,10 +72,11 @@ def test_a_clean_batch_has_no_uncountable_row(spark):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_batch_whose_only_dead_letter_is_of_one_kind_writes_it(
-    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, kind
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, kind, dead_letter_jobs
 ):
     produce_lines(kafka_config, topic, [b"alpha beta", KINDS[kind][0], b"beta"])
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    assert len(dead_letter_jobs) == 1  # the batch holding the dead letter ran the job: the fixture sees it
     letters = list(deadletters.read_all(session, keyspace, store_name))
     assert len(letters) == 1 and letters[0].raw == KINDS[kind][0]
     neighbours = {  # the message's other words are still counted
@@ -65,14 +87,13 @@ def test_a_batch_whose_only_dead_letter_is_of_one_kind_writes_it(
 
 
 def test_a_clean_batch_runs_no_dead_letter_job(
-    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, monkeypatch
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, dead_letter_jobs
 ):
-    calls = []
-    monkeypatch.setattr(dead_letters, "write_dead_letters", lambda *args: calls.append(args) or 0)
+    """The test above shows dead_letter_jobs hears the job's dead-letter step; here it must stay silent."""
     produce_lines(kafka_config, topic, [b"alpha beta", b"beta"])
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert dump(session, keyspace, store_name) == {"alpha": 1, "beta": 2}
-    assert calls == []
+    assert dead_letter_jobs == []
 
 
 def test_the_driver_fetches_a_batchs_dead_letters_in_partitions_bounded_in_bytes(spark):
