@@ -80,7 +80,9 @@ run: install dist ## count INPUT into STORE through Kafka and Spark, print the t
 # Every test on the real stack; stops the stack afterwards if this target started it.
 # Two lanes: the cluster tier (its own 3-node cluster, on addresses and ports apart from the
 # single-node stack) runs beside every other test, since both mostly wait on servers; the
-# cluster lane's output follows the main lane's. TEST_LANES=1 runs them one after the other.
+# cluster lane's output follows the main lane's. Each lane's temporary files live in its own
+# folder outside the checkout (the packaging tests tell an installed copy from the checkout by
+# its path), kept when a test failed. TEST_LANES=1 runs them one after the other.
 TEST_LANES ?= 2
 CLUSTER_TESTS = tests/integration/cluster
 test: install browser netfilter ## every test, on the real stack (started and stopped if not running)
@@ -88,13 +90,14 @@ test: install browser netfilter ## every test, on the real stack (started and st
 	if [ "$(TEST_LANES)" = 1 ]; then \
 	  $(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	else \
-	  mkdir -p .stack/logs; \
-	  $(BIN)/pytest $(CLUSTER_TESTS) $(PYTEST_ARGS) --basetemp=.stack/pytest-cluster \
+	  mkdir -p .stack/logs; temp=$$(mktemp -d -t statestore-tests.XXXXXX); \
+	  $(BIN)/pytest $(CLUSTER_TESTS) $(PYTEST_ARGS) --basetemp=$$temp/cluster \
 	    > .stack/logs/test-cluster.log 2>&1 & lane=$$!; \
-	  $(BIN)/pytest --ignore=$(CLUSTER_TESTS) $(PYTEST_ARGS) --basetemp=.stack/pytest-main; rc=$$?; \
+	  $(BIN)/pytest --ignore=$(CLUSTER_TESTS) $(PYTEST_ARGS) --basetemp=$$temp/main; rc=$$?; \
 	  wait $$lane; cluster_rc=$$?; \
 	  echo "== the cluster lane ($(CLUSTER_TESTS), exit $$cluster_rc):"; cat .stack/logs/test-cluster.log; \
 	  if [ $$rc = 0 ]; then rc=$$cluster_rc; fi; \
+	  if [ $$rc = 0 ]; then rm -rf $$temp; fi; \
 	fi; \
 	if [ $$started = 1 ]; then scripts/stack down; fi; exit $$rc
 
