@@ -29,6 +29,7 @@ _TIMEOUT_S = 15
 # The local broker accepts messages up to 8 MiB (stack/kafka-server.properties).
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 _quiet = logging.getLogger("statestore.kafka")
+_log = logging.getLogger(__name__)
 _quiet.addHandler(logging.NullHandler())
 
 
@@ -264,22 +265,49 @@ def partition_count(config: KafkaConfig, topic: str) -> int | None:
 
 class TopicIds:
     """Asks Kafka for topics' ids (a topic gets a new one each time it is created), through one
-    admin client kept for every question (a driver asks once per batch)."""
+    admin client kept for every question (a driver asks once per batch).
 
-    def __init__(self, config: KafkaConfig) -> None:
+    A broker lost under a running stream (the controller among them) leaves Kafka without an
+    answer until the others elect a new one; Spark's own source waits that out, so the question
+    is asked again on a transient error (timed out, retriable) for up to `patience_s` before the
+    stream stops with KafkaError. A refused login or TLS handshake fails at once."""
+
+    def __init__(self, config: KafkaConfig, patience_s: float = 4 * _TIMEOUT_S, admin=None) -> None:
         self.config = config
-        self._admin, self._problems = _admin(config)
+        self.patience_s = patience_s
+        if admin is None:
+            self._admin, self._problems = _admin(config)
+        else:
+            self._admin, self._problems = admin, _Problems(config)
 
     def of(self, topic: str) -> str | None:
         """The topic's id, or None if the topic does not exist."""
         validate_topic(topic)
-        try:
-            found = self._admin.describe_topics(TopicCollection([topic]), request_timeout=_TIMEOUT_S)[topic].result()
-        except KafkaException as exc:
-            if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaErrorCode.UNKNOWN_TOPIC_OR_PART:
-                return None
-            raise self._problems.error(self._admin, exc) from None
-        return str(found.topic_id)
+        deadline = time.monotonic() + self.patience_s
+        while True:
+            try:
+                described = self._admin.describe_topics(TopicCollection([topic]), request_timeout=_TIMEOUT_S)
+                return str(described[topic].result().topic_id)
+            except KafkaException as exc:
+                code = getattr(exc.args[0], "code", lambda: None)() if exc.args else None
+                if code == KafkaErrorCode.UNKNOWN_TOPIC_OR_PART:
+                    return None
+                error = self._problems.error(self._admin, exc)
+                if self._problems.refusal() is not None or not _transient(exc) or time.monotonic() >= deadline:
+                    raise error from None
+                _log.warning("asking Kafka for topic %s's id: %s; asking again", topic, exc)
+                time.sleep(1.0)
+
+
+def _transient(exc: KafkaException) -> bool:
+    """Whether librdkafka says the failed call may succeed if made again (a timeout, no leader or
+    controller yet)."""
+    error = exc.args[0] if exc.args else None
+    if error is None or not hasattr(error, "code"):
+        return False
+    return error.code() in (KafkaErrorCode._TIMED_OUT, KafkaErrorCode.REQUEST_TIMED_OUT) or bool(
+        getattr(error, "retriable", lambda: False)()
+    )
 
 
 def end_offsets(config: KafkaConfig, topic: str) -> dict[int, int] | None:

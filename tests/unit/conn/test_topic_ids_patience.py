@@ -1,0 +1,80 @@
+"""The per-batch topic-id question waits out a Kafka without a controller (a broker lost under the
+stream) for a bounded time, and fails at once on an error that asking again cannot mend."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError as KafkaErrorCode
+from confluent_kafka import KafkaException
+
+from statestore.conn.kafka import TopicIds
+from statestore.core.config import KafkaConfig
+from statestore.core.errors import KafkaError
+
+
+class _Described:
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def result(self):
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+class _TopicId:
+    topic_id = "AbCdEf"
+
+
+class StandInAdmin:
+    """Answers describe_topics with the outcomes given, one per call."""
+
+    def __init__(self, *outcomes):
+        self.outcomes = list(outcomes)
+        self.calls = 0
+
+    def describe_topics(self, topics, request_timeout):
+        self.calls += 1
+        return {"words": _Described(self.outcomes.pop(0))}
+
+    def poll(self, timeout):
+        return 0
+
+
+def _failure(code: int, retriable: bool = False) -> KafkaException:
+    return KafkaException(KafkaErrorCode(code, "Timed out waiting for controller", retriable=retriable))
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch):
+    monkeypatch.setattr("statestore.conn.kafka.time.sleep", lambda s: None)
+
+
+def test_a_timed_out_question_is_asked_again_until_kafka_answers():
+    admin = StandInAdmin(_failure(KafkaErrorCode._TIMED_OUT), _failure(KafkaErrorCode._TIMED_OUT), _TopicId())
+    assert TopicIds(KafkaConfig(), patience_s=60, admin=admin).of("words") == "AbCdEf"
+    assert admin.calls == 3
+
+
+def test_a_retriable_error_is_asked_again():
+    admin = StandInAdmin(_failure(KafkaErrorCode.LEADER_NOT_AVAILABLE, retriable=True), _TopicId())
+    assert TopicIds(KafkaConfig(), patience_s=60, admin=admin).of("words") == "AbCdEf"
+
+
+def test_past_its_patience_the_stream_stops_with_a_clear_error():
+    admin = StandInAdmin(*[_failure(KafkaErrorCode._TIMED_OUT)] * 3)
+    with pytest.raises(KafkaError, match="cannot reach Kafka"):
+        TopicIds(KafkaConfig(), patience_s=0, admin=admin).of("words")
+    assert admin.calls == 1
+
+
+def test_an_error_asking_again_cannot_mend_fails_at_once():
+    admin = StandInAdmin(_failure(KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED), _TopicId())
+    with pytest.raises(KafkaError):
+        TopicIds(KafkaConfig(), patience_s=60, admin=admin).of("words")
+    assert admin.calls == 1
+
+
+def test_a_missing_topic_is_none_not_an_error():
+    admin = StandInAdmin(KafkaException(KafkaErrorCode(KafkaErrorCode.UNKNOWN_TOPIC_OR_PART)))
+    assert TopicIds(KafkaConfig(), patience_s=60, admin=admin).of("words") is None
