@@ -289,25 +289,22 @@ class TopicIds:
                 described = self._admin.describe_topics(TopicCollection([topic]), request_timeout=_TIMEOUT_S)
                 return str(described[topic].result().topic_id)
             except KafkaException as exc:
-                code = getattr(exc.args[0], "code", lambda: None)() if exc.args else None
-                if code == KafkaErrorCode.UNKNOWN_TOPIC_OR_PART:
+                reported = exc.args[0] if exc.args and hasattr(exc.args[0], "code") else None
+                if reported is not None and reported.code() == KafkaErrorCode.UNKNOWN_TOPIC_OR_PART:
                     return None
                 error = self._problems.error(self._admin, exc)
-                if self._problems.refusal() is not None or not _transient(exc) or time.monotonic() >= deadline:
+                if self._problems.refusal() is not None or not _transient(reported) or time.monotonic() >= deadline:
                     raise error from None
                 _log.warning("asking Kafka for topic %s's id: %s; asking again", topic, exc)
                 time.sleep(1.0)
 
 
-def _transient(exc: KafkaException) -> bool:
-    """Whether librdkafka says the failed call may succeed if made again (a timeout, no leader or
-    controller yet)."""
-    error = exc.args[0] if exc.args else None
-    if error is None or not hasattr(error, "code"):
+def _transient(reported: KafkaErrorCode | None) -> bool:
+    """Whether librdkafka's error says the failed call may succeed if made again (a timeout, no
+    leader or controller yet); an exception without one is not transient."""
+    if reported is None:
         return False
-    return error.code() in (KafkaErrorCode._TIMED_OUT, KafkaErrorCode.REQUEST_TIMED_OUT) or bool(
-        getattr(error, "retriable", lambda: False)()
-    )
+    return reported.code() in (KafkaErrorCode._TIMED_OUT, KafkaErrorCode.REQUEST_TIMED_OUT) or reported.retriable()
 
 
 def end_offsets(config: KafkaConfig, topic: str) -> dict[int, int] | None:

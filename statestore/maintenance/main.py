@@ -95,7 +95,6 @@ def audit_parser() -> argparse.ArgumentParser:
 
 
 def run_audit(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
-
     options = AuditOptions(
         thresholds=Thresholds(args.warn_size, args.fail_size, args.warn_entries, args.fail_entries),
         policy=args.policy,
@@ -143,7 +142,6 @@ def expire_parser() -> argparse.ArgumentParser:
 
 
 def run_expire(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
-
     if args.table_ttl is not None:
         for store in args.store:
             admin.alter_store(session, config.keyspace, store, {"default_time_to_live": args.table_ttl // 1000})
@@ -173,7 +171,6 @@ def validate_parser() -> argparse.ArgumentParser:
 
 
 def run_validate(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
-
     options = ValidateOptions(
         starting_offsets=args.starting_offsets,
         checkpoint=args.checkpoint,
@@ -226,7 +223,6 @@ def compact_parser() -> argparse.ArgumentParser:
 
 
 def run_compact(args, spark, session, config: CassandraConfig, nodetool: Nodetool | None) -> int:
-
     options = CompactOptions(
         history_retention_ms=args.history_retention,
         basis=args.basis,
