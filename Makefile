@@ -27,7 +27,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-cluster run test test-unit bench-replay bench-query bench-maintenance bench-compaction maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
 help: ## this list of targets (what a bare `make` prints)
 	@echo 'usage: make TARGET [VARIABLE=value ...] (variables: the top of the Makefile)'
@@ -128,6 +128,11 @@ bench-replay: stack-up ## the replay-safety overhead against a blind increment
 bench-cluster: stack-up cluster-up ## one corpus on the single-node stack, then on the local cluster
 	$(BENCH_ENV) $(BIN)/python bench/cluster_throughput/cluster_throughput.py
 
+# Rescaling without a restore (BENCHMARKS.md): partitions added under a running stream, and a
+# store continued by a job with twice the executors, against Spark's RocksDB store (about 25 min).
+bench-rescale: stack-up cluster-up ## partitions added mid-stream; twice the executors, ours and RocksDB
+	$(BENCH_ENV) $(BIN)/python bench/rescale/rescale.py
+
 # HTTP point-get latency (with and without the read cache), the concurrency sweep (1-128 clients)
 # and a 1M-entry full scan (BENCHMARKS.md; not timed on today's code).
 bench-query: stack-up ## HTTP point-get latency, the concurrency sweep and a 1M-entry scan
@@ -141,6 +146,11 @@ bench-maintenance: stack-up ## audit and expiry rows/s at 1M and 10M entries
 # Window tables under TWCS (their default) and UCS, STCS, LCS (BENCHMARKS.md).
 bench-compaction: stack-up ## window tables under TWCS, UCS, STCS and LCS
 	$(BENCH_ENV) $(BIN)/python bench/window_compaction/window_compaction.py
+
+# A store of 1M entries scanned as a Spark DataFrame (the livestate data source) and by
+# `statestore dump`, in rows/s (BENCHMARKS.md).
+bench-dataframe: stack-up ## a 1M-entry store scanned as a DataFrame and by statestore dump, rows/s
+	$(BENCH_ENV) $(BIN)/python bench/dataframe_scan/dataframe_scan.py
 
 # The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (docs/maintenance.md).
 # Key-value stores expire at RETENTION of stream time (30d when empty); window and session

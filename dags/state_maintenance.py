@@ -16,7 +16,8 @@ points you can run by hand or with `make maintenance`):
 
 1. **expire_state**: deletes key-value entries older than **retention**, by stream time
    (**basis** `stream`: the largest event time the stream applied) or by write time
-   (`processing`). Off until you set a retention. A racing update always wins over the delete.
+   (`processing`). Off until you set a retention, except for a store that carries its own
+   (`statestore set-retention`), which expires by it. A racing update always wins over the delete.
    **table_ttl** also sets the tables' `default_time_to_live`.
 2. **compact_state**: drops versions that ended more than **history_retention** ago (versioned
    stores; off until set), removes logically deleted entries, reports tombstone pressure and

@@ -23,9 +23,19 @@ return value (XCom) and is logged.
   entries per store partition (an exact count that reads the whole table), progress, writer.
 - `alter` (options): changes table options, e.g. `{"ttl": 86400}` or
   `{"compaction": "SizeTieredCompactionStrategy"}`.
-- `truncate`: deletes entries, dead letters and progress; refused while a stream writes the store,
-  and (global, window and session stores) while a batch is begun and never recorded unless
-  **writer_stopped** says its writer is stopped for good.
+- `truncate`: deletes entries, dead letters and progress; refused while a stream writes the store.
+  A global, window or session store whose last batch was begun and never recorded moves to a
+  new table (`<store>_store_rN`) so a paused writer's late entries land nowhere, unless
+  **writer_stopped** says its writer is stopped for good (then truncated in place).
+- `set_retention` (retention): sets a key-value or versioned store's retention (`7d`, `12h`, ...;
+  `none` removes it): entries dated that long before the stream time are absent to every reader
+  and counted from zero by the stream; the expire job reclaims them. `create` takes it too.
+- `relayout` (subpartitions): copies a partitioned-kv store into a new table with that many
+  sub-partitions per partition, verifies the copy (counts and a checksum), switches the store to
+  it and keeps the old table as the way back; refused while a stream writes the store (stop it
+  first). `create` takes **subpartitions** too (default 1: the seed's table).
+- `drop_old_table` (table, confirm): drops the table a re-layout left behind, once the new one
+  is trusted; **confirm** must repeat the store's name.
 - `drop` (confirm): drops the store's tables; **confirm** must repeat the store's name;
   refused while a stream writes the store.
 
@@ -34,7 +44,7 @@ Options: `ttl` (seconds, 0 = none), `compaction`, `compaction_options`, `gc_grac
 the task at once, without retries; an unreachable Cassandra or a busy store is retried.
 """
 
-ACTIONS = ["list", "create", "describe", "alter", "truncate", "drop"]
+ACTIONS = ["list", "create", "describe", "alter", "set_retention", "truncate", "relayout", "drop_old_table", "drop"]
 CODECS = ["string", "long", "int", "bytes", "json"]
 
 with DAG(
@@ -68,19 +78,42 @@ with DAG(
             title="Table options (create, alter)",
             description='e.g. {"ttl": 86400, "compaction": "LeveledCompactionStrategy"}',
         ),
+        "subpartitions": Param(
+            1,
+            type="integer",
+            minimum=1,
+            maximum=1024,
+            title="Sub-partitions per partition (create, relayout)",
+            description="partitioned-kv and -versioned: each partition spread over this many Cassandra partitions "
+            "by a hash of the key (1: the seed's table); relayout: partitioned-kv only",
+        ),
+        "table": Param(
+            None,
+            type=["null", "string"],
+            pattern=r"^[a-z][a-z0-9_]{0,47}$",
+            title="Old table (drop_old_table)",
+            description="the table a re-layout left behind, as its result named it",
+        ),
         "key_codec": Param("string", type="string", enum=CODECS, title="Key codec (create)"),
         "value_codec": Param("long", type="string", enum=CODECS, title="Value codec (create)"),
+        "retention": Param(
+            None,
+            type=["null", "string"],
+            pattern=r"^(none|[0-9]+(ms|s|m|h|d))$",
+            title="Retention (create, set_retention)",
+            description="e.g. 7d or 12h: entries dated that long before the stream time are absent; none removes it",
+        ),
         "writer_stopped": Param(
             False,
             type="boolean",
             title="Writer stopped for good (truncate)",
             description="the store's last writer cannot wake up: truncate a global, window or session store "
-            "whose last batch was never recorded",
+            "whose last batch was never recorded in place, instead of moving it to a new table",
         ),
         "confirm": Param(
             "",
             type="string",
-            title="Confirmation (drop)",
+            title="Confirmation (drop, drop_old_table)",
             description="type the store's name to drop it",
         ),
     },
@@ -116,11 +149,21 @@ with DAG(
                     params["options"],
                     params["key_codec"],
                     params["value_codec"],
+                    retention=params.get("retention"),
+                    subpartitions=params.get("subpartitions", 1),
                 )
+            elif action == "set_retention":
+                if params.get("retention") is None:
+                    raise ConfigError("action 'set_retention' needs a retention: a duration such as 7d, or none")
+                hook.set_retention(store, params["retention"])
             elif action == "alter":
                 hook.alter_store(store, params["options"])
             elif action == "truncate":
                 hook.truncate_store(store, writer_stopped=params["writer_stopped"])
+            elif action == "relayout":
+                return hook.relayout_store(store, params["subpartitions"]).as_dict()
+            elif action == "drop_old_table":
+                return {"dropped": hook.drop_old_table(store, params.get("table") or "", params["confirm"])}
             elif action == "drop":
                 spec = hook.drop_store(store, params["confirm"])
                 return {"dropped": spec.name, "table": spec.table}

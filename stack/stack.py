@@ -49,8 +49,10 @@ from pathlib import Path
 
 # This module is the single node and the command line (its docstring is the help); `--nodes 3`
 # hands over to the cluster (cluster.py), and both start their nodes from stack_common.py.
-# Imports run one way, stack.py -> cluster.py -> stack_common.py: nothing imports stack.py back.
+# Imports run one way, stack.py -> cluster.py -> stack_common.py (and stack.py -> two_dc.py ->
+# stack_common.py): nothing imports stack.py back.
 import cluster
+import two_dc
 from stack_common import (
     CA_PEM,
     CASSANDRA_START_TIMEOUT_S,
@@ -372,6 +374,7 @@ def describe(row: dict) -> str:
 
 def reset() -> None:
     down()
+    two_dc.down()  # the cluster tier's two-data-center nodes, if a test left them running
     cluster_dir = STATE / "cluster"
     for path in (DATA, LOGS, cluster_dir):
         shutil.rmtree(path, ignore_errors=True)

@@ -35,9 +35,11 @@ from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError
 from statestore.core.model import KeyRange
 from statestore.core.names import validate_keyspace
-from statestore.store import admin
+from statestore.core.retention import check_retention, parse_retention
+from statestore.store import admin, relayout
 from statestore.store.book import lease
 from statestore.store.builder import open_store
+from statestore.store.retention import set_retention
 from statestore_airflow import dag_support
 
 CONN_TYPE = "statestore"  # the provider's connection type (statestore_airflow.provider)
@@ -136,10 +138,39 @@ class CassandraStateStoreHook(BaseHook):
         options: Mapping[str, Any] | None = None,
         key_codec: str = "string",
         value_codec: str = "long",
+        *,
+        retention: str | int | None = None,
+        subpartitions: int = 1,
     ):
+        """See statestore.store.admin.create_store; `retention` as in set_retention (None: none set);
+        `subpartitions` > 1 (partitioned-kv, partitioned-versioned) spreads each partition over that many."""
         return admin.create_store(
-            self.get_conn(), self.keyspace, name, store_type, partitions, options, key_codec, value_codec
+            self.get_conn(),
+            self.keyspace,
+            name,
+            store_type,
+            partitions,
+            options,
+            key_codec,
+            value_codec,
+            retention_ms=retention_ms_of(retention),
+            subpartitions=subpartitions,
         )
+
+    def relayout_store(self, name: str, subpartitions: int) -> relayout.RelayoutResult:
+        """Copy the store into a new table of `subpartitions` sub-partitions, verify, switch to
+        it and keep the old table (statestore.store.relayout.relayout_store); refused while a
+        stream writes the store."""
+        return relayout.relayout_store(self.get_conn(), self.keyspace, name, subpartitions)
+
+    def drop_old_table(self, name: str, table: str, confirm: str | None) -> str:
+        """Drop the table a re-layout left behind (statestore.store.relayout.drop_old_table)."""
+        return relayout.drop_old_table(self.get_conn(), self.keyspace, name, table, confirm)
+
+    def set_retention(self, name: str, retention: str | int | None):
+        """Set a key-value or versioned store's retention: a duration ('7d', '12h'), milliseconds,
+        or 'none' / None to remove it (statestore.store.retention.set_retention)."""
+        return set_retention(self.get_conn(), self.keyspace, name, retention_ms_of(retention))
 
     def describe_store(self, name: str, count_partitions: bool = True) -> admin.StoreDescription:
         return admin.describe_store(self.get_conn(), self.keyspace, name, count_partitions=count_partitions)
@@ -148,7 +179,8 @@ class CassandraStateStoreHook(BaseHook):
         return admin.alter_store(self.get_conn(), self.keyspace, name, changes)
 
     def truncate_store(self, name: str, writer_stopped: bool = False):
-        """See statestore.store.admin.truncate_store (`writer_stopped`: its refusal's way out)."""
+        """See statestore.store.admin.truncate_store (`writer_stopped`: truncate in place rather
+        than move a store with a batch in flight to a new table)."""
         return admin.truncate_store(self.get_conn(), self.keyspace, name, writer_stopped=writer_stopped)
 
     def drop_store(self, name: str, confirm: str | None):
@@ -184,3 +216,14 @@ class CassandraStateStoreHook(BaseHook):
 
     def top_entries(self, store: str, limit: int = 10) -> list[tuple[Any, int]]:
         return admin.top_entries(self.get_conn(), self.keyspace, store, limit)
+
+
+def retention_ms_of(retention: str | int | None) -> int | None:
+    """A retention as the hook and the admin DAG take it: a duration text ('7d', 'none'),
+    milliseconds, or None (none); ConfigError for anything else."""
+    try:
+        if isinstance(retention, str):
+            return parse_retention(retention)
+        return check_retention(retention)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from statestore import __version__
 from statestore.cli import args as cli_args
-from statestore.cli import exits, queries, status
+from statestore.cli import exits, layout, manage, queries, status
 from statestore.cli.args import (
     CASSANDRA_BOOKKEEPING,
     CASSANDRA_CONNECTION,
@@ -163,14 +163,18 @@ def cmd_reset(args) -> int:
             "recorded position; add --yes to confirm"
         )
     config = cfg.from_args(CassandraConfig, args)
-    admin.truncate_store(
-        session_for(config),
+    session = session_for(config)
+    before = registry.lookup(session, config.keyspace, validate_store_name(args.store)).table
+    spec = admin.truncate_store(
+        session,
         config.keyspace,
-        validate_store_name(args.store),
+        args.store,
         verb="resetting",
         writer_stopped=args.writer_stopped,
     )
     print(f"store {args.store} reset: empty, no recorded position; start it with a new --checkpoint")
+    if spec.table != before:
+        print(f"its table is now {spec.keyspace}.{spec.table} ({before} was dropped: a batch was in flight)")
     return 0
 
 
@@ -195,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
         queries.add_commands,
         status.add_command,
         _add_stores,
+        manage.add_commands,
+        layout.add_commands,
         _add_deadletters,
         _add_reset,
     ):
@@ -292,8 +298,8 @@ def _add_reset(command) -> None:
     p.add_argument(
         "--writer-stopped",
         action="store_true",
-        help="the store's last writer is stopped for good: reset a global, window or session store even "
-        "though its last batch was begun and never recorded (refused otherwise)",
+        help="the store's last writer is stopped for good: reset a global, window or session store whose "
+        "last batch was begun and never recorded in place (by default it moves to a new table, <store>_store_rN)",
     )
 
 

@@ -9,6 +9,7 @@ error: statestore.cli.exits).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterable
@@ -36,6 +37,7 @@ from statestore.http import serve
 from statestore.http.serving import ServeConfig
 from statestore.present.text import parse_key, require_versioned, to_text, versioned
 from statestore.store import admin
+from statestore.store.book import registry
 from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.table_stats import cluster_figures
 
@@ -165,7 +167,12 @@ def cmd_sessions(args) -> int:
 
 
 def cmd_dump(args) -> int:
-    store = open_from_args(args)
+    config = cfg.from_args(CassandraConfig, args)
+    spec = registry.lookup(session_for(config), config.keyspace, args.store)
+    if spec.store_type.timed:  # every retained window or session, as `windows` / `sessions` print them
+        every = argparse.Namespace(**vars(args), key=None, from_ms=None, to_ms=None)
+        return cmd_sessions(every) if spec.store_type.sessioned else cmd_windows(every)
+    store = open_store(session_for(config), config.keyspace, args.store)
     # A bar only on a terminal; its total is the store's estimate (the count may run past it).
     total = store.approximate_num_entries() if sys.stderr.isatty() else 0
     _print_pairs(tracked(store.all(), total, f"dumping {store.name}", "entries"), args.format)
@@ -313,7 +320,13 @@ def _add_sessions(command) -> None:
 
 
 def _add_dump(command) -> None:
-    p = command("dump", cmd_dump, "every entry, decoded, sorted by key", fmt="csv")
+    p = command(
+        "dump",
+        cmd_dump,
+        "every entry, decoded, sorted by key (window and session stores: every window or session, as "
+        "`windows` / `sessions` print them)",
+        fmt="csv",
+    )
     p.add_argument("store", type=store_name, help=STORE_HELP)
 
 

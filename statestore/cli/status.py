@@ -13,6 +13,7 @@ from statestore.conn.kafka import end_offsets_source
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.event_time import format_instant
+from statestore.core.retention import format_retention
 from statestore.store.admin import StoreDescription, describe_store
 from statestore.store.book import history
 from statestore.store.book.status import StreamStatus, stream_status
@@ -79,9 +80,13 @@ def render_description(d: StoreDescription) -> str:
     rows = [
         ("store", f"{spec.name} ({spec.store_type.value}, keyspace {spec.keyspace})"),
         ("table", f"{spec.keyspace}.{spec.table}" + ("" if d.schema_cql else " (missing: not created or dropped)")),
-        ("partitions", str(spec.partitions)),
+        (
+            "partitions",
+            str(spec.partitions) + (f" x {spec.subpartitions} sub-partitions" if spec.subpartitions > 1 else ""),
+        ),
         ("codecs", f"key {spec.key_codec}, value {spec.value_codec}"),
         ("windowing", "-" if spec.windowing is None else spec.windowing.summary()),
+        ("retention", format_retention(spec.retention_ms)),
     ]
     if d.table_options is not None:
         o = d.table_options

@@ -8,17 +8,18 @@ says what failed and that restarting the job later keeps the counts exact.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+from cassandra import InvalidRequest, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 
 from statestore.conn.cassandra import cas_outcome_unknown, configured_serial, hosts_down
 from statestore.core.config import CassandraConfig
-from statestore.core.errors import CassandraUnavailableError
+from statestore.core.errors import CassandraUnavailableError, StoreFencedError
 
 T = TypeVar("T")
 TRANSIENT = (NoHostAvailable, OperationTimedOut, Unavailable, ReadTimeout, WriteTimeout, ConnectionException)
@@ -28,6 +29,15 @@ def is_transient(exc: BaseException) -> bool:
     """Worth retrying: Cassandra unreachable, short of replicas, slow, or a lightweight
     transaction whose outcome it could not tell (every retried action is safe to repeat)."""
     return isinstance(exc, TRANSIENT) or cas_outcome_unknown(exc)
+
+
+_TABLE_GONE = re.compile(r"unconfigured table|table \S+ does not exist", re.IGNORECASE)
+
+
+def table_gone(exc: BaseException) -> bool:
+    """Cassandra refused a statement because its table no longer exists: for a writer, the mark
+    of a store moved to a new table generation under it (statestore.store.admin's reset)."""
+    return isinstance(exc, InvalidRequest) and _TABLE_GONE.search(str(exc)) is not None
 
 
 _FIRST_DELAY_S = 0.5
@@ -48,6 +58,12 @@ def with_retries(
         try:
             return action()
         except Exception as exc:  # only what is_transient names is retried; anything else propagates
+            if table_gone(exc):
+                raise StoreFencedError(
+                    f"{what} failed: its table is gone ({exc}). A reset or a re-layout moved the store to a "
+                    "new table (or it was dropped) while this writer ran: this writer is fenced and wrote "
+                    "nothing there. Start the job again to go on in the store's current table."
+                ) from exc
             if not is_transient(exc):
                 raise
             shortfall = _replicas_of(exc) or shortfall

@@ -91,9 +91,12 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
             defaults["spark.python.daemon.module"] = DAEMON_MODULE
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Started by spark-submit: its JVM already runs with the submitted --jars and
-        # --conf; fill in only what the submitter left unset.
-        from pyspark import SparkConf
+        # --conf; fill in only what the submitter left unset. SparkConf reads them from that
+        # JVM only once this process is connected to it: before, it is empty, and the defaults
+        # above overrode every --conf (`--conf spark.sql.shuffle.partitions=8` ran with 4).
+        from pyspark import SparkConf, SparkContext
 
+        SparkContext._ensure_initialized()
         submitted = SparkConf()
         defaults = {k: v for k, v in defaults.items() if not submitted.contains(k)}
     else:

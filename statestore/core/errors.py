@@ -88,4 +88,5 @@ class FutureStreamTimeError(StateStoreError):
 class WriterMayBeLiveError(StateStoreError):
     """A store cannot be reset safely: a batch of it was begun and never recorded, so its
     writer may be paused mid-batch and would send the rest of that batch into the emptied
-    store, where (for this layout) nothing can shadow it."""
+    store, where (for this layout) nothing can shadow it, and the store cannot move to a new
+    table generation either (its name would be over 48 characters)."""

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from statestore.core.errors import OptionError, ValueTooLargeError
 from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
+from statestore.core.retention import check_retention
 from statestore.core.windows import SessionSpec, WindowSpec
 
 # Cassandra refuses keys over 64 KiB - 1 byte (partition and clustering keys alike).
@@ -75,6 +76,12 @@ class StoreSpec:
     key_codec: str = "string"
     value_codec: str = "long"
     windowing: WindowSpec | SessionSpec | None = None
+    # Cassandra partitions per store partition (partitioned-kv and -versioned): 1 keeps PRIMARY
+    # KEY ((partition), key...); N > 1 spreads each store partition over N by a hash of the key.
+    subpartitions: int = 1
+    # Key-value stores: entries dated more than this before the stream time are absent to every
+    # reader and to the stream (statestore.core.retention); None: kept until deleted. Not layout.
+    retention_ms: int | None = None
 
     def __post_init__(self) -> None:
         validate_keyspace(self.keyspace)
@@ -88,6 +95,25 @@ class StoreSpec:
             raise OptionError(f"a {self.store_type.value} store has no windows: use a window store type")
         if isinstance(self.partitions, bool) or not isinstance(self.partitions, int) or self.partitions < 1:
             raise ValueError(f"a store has at least 1 partition, got {self.partitions!r}")
+        if isinstance(self.subpartitions, bool) or not isinstance(self.subpartitions, int) or self.subpartitions < 1:
+            raise OptionError(f"a store has at least 1 sub-partition per partition, got {self.subpartitions!r}")
+        if self.subpartitions > 1 and self.store_type not in (
+            StoreType.PARTITIONED_KV,
+            StoreType.PARTITIONED_VERSIONED,
+        ):
+            raise OptionError(
+                f"sub-partitions are for partitioned-kv and partitioned-versioned stores; a {self.store_type.value} "
+                "store has none (leave --subpartitions at 1)"
+            )
+        if self.retention_ms is not None and self.store_type.timed:
+            raise OptionError(
+                f"a {self.store_type.value} store expires by its windowing's own retention (--retention of the "
+                "job): it takes no store retention"
+            )
+        try:
+            check_retention(self.retention_ms)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
         if self.table_name is None:
             object.__setattr__(self, "table_name", store_table(self.name))
         validate_table_name(self.table_name)
@@ -100,7 +126,7 @@ class StoreSpec:
     def layout(self) -> tuple:
         """What fixes where data lives: two specs with one layout read the same table alike."""
         windows = None if self.windowing is None else self.windowing.layout
-        return (self.store_type, self.partitions, self.table_name, windows)
+        return (self.store_type, self.partitions, self.table_name, windows, self.subpartitions)
 
 
 class Entry(NamedTuple):

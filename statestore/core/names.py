@@ -67,6 +67,28 @@ def store_table(store: str) -> str:
     return validate_store_name(store) + STORE_TABLE_SUFFIX
 
 
+# A store moved to a new table (a reset that cannot shadow a paused writer's late entries,
+# statestore.store.admin.truncate_store; a re-layout, statestore.store.relayout) gets its first
+# table's name plus this suffix and a generation number.
+GENERATION_SUFFIX = "_r"
+_GENERATION = re.compile(rf"(?P<base>.+?)(?:{GENERATION_SUFFIX}(?P<generation>[1-9][0-9]*))?")
+
+
+def table_generation(table: str) -> tuple[str, int]:
+    """The table a store started with and its generation: ('s_store', 2) for 's_store_r2',
+    ('s_store', 0) for 's_store'."""
+    match = _GENERATION.fullmatch(table)
+    return match["base"], int(match["generation"] or 0)
+
+
+def next_generation_table(table: str) -> str | None:
+    """The generation after `table`'s, or None when that name would not be a valid table name
+    (over 48 characters)."""
+    base, generation = table_generation(table)
+    following = f"{base}{GENERATION_SUFFIX}{generation + 1}"
+    return following if _KEYSPACE_NAME.fullmatch(following) else None
+
+
 def deadletter_table(store: str) -> str:
     """The table holding the input a store's stream could not count."""
     return validate_store_name(store) + DEADLETTER_TABLE_SUFFIX

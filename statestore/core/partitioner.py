@@ -77,6 +77,40 @@ def partitions_for(keys: Sequence[bytes], num_partitions: int) -> list[int]:
     return partitions
 
 
+def subpartition_for(key: bytes, num_partitions: int, subpartitions: int) -> int:
+    """The sub-partition of `key` within its partition: (hash // partitions) % subpartitions.
+
+    Not hash % subpartitions: with a factor in common with the partition count that would tie
+    the two together (4 partitions, 16 sub-partitions: each partition's keys would land in only
+    4 of its 16). Dividing first drops the bits the partition used, so keys spread over all
+    sub-partitions of every partition."""
+    if subpartitions < 1:
+        raise ValueError(f"subpartitions must be at least 1, got {subpartitions}")
+    return ((murmur2(key) & 0x7FFFFFFF) // num_partitions) % subpartitions
+
+
+def locations_for(keys: Sequence[bytes], num_partitions: int, subpartitions: int) -> list[tuple[int, int]]:
+    """(partition, sub-partition) of every key, in order (partition_for and subpartition_for)."""
+    if num_partitions < 1 or subpartitions < 1:
+        raise ValueError(f"partitions and subpartitions must be at least 1, got {num_partitions}, {subpartitions}")
+    hashes = _positive_hashes(keys)
+    return [(h % num_partitions, (h // num_partitions) % subpartitions) for h in hashes]
+
+
+def _positive_hashes(keys: Sequence[bytes]) -> list[int]:
+    """murmur2(key) & 0x7fffffff of every key, vectorised where numpy makes that cheaper."""
+    if len(keys) < _VECTOR_FEWEST:
+        return [murmur2(key) & 0x7FFFFFFF for key in keys]
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    short = np.flatnonzero(lengths <= _VECTOR_LONGEST)
+    hashes = [murmur2(key) & 0x7FFFFFFF if len(key) > _VECTOR_LONGEST else 0 for key in keys]
+    if len(short):
+        vector = _murmur2_vector([bytes(keys[i]) for i in short.tolist()], lengths[short]) & 0x7FFFFFFF
+        for i, h in zip(short.tolist(), vector.tolist(), strict=True):
+            hashes[i] = h
+    return hashes
+
+
 def _partitions_vector(keys: list[bytes], lengths: np.ndarray, num_partitions: int) -> list[int]:
     return ((_murmur2_vector(keys, lengths) & 0x7FFFFFFF) % num_partitions).tolist()
 

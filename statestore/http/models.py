@@ -34,6 +34,7 @@ class StoreSummary(BaseModel):
     type: StoreTypeName
     table: str = Field(description="the Cassandra table holding the entries")
     partitions: int = Field(description="store partitions (Kafka's partitioner on the key bytes); 1 for global types")
+    subpartitions: int = Field(1, description="Cassandra partitions per store partition (partitioned types; 1: none)")
     key_codec: str
     value_codec: str
 
@@ -70,6 +71,9 @@ class StoreDescription(StoreSummary):
     approximate_entries: int = Field(description="Cassandra's size estimate (flushed data only; 0 before the first)")
     size_nodes_answered: int = Field(description="how many nodes' estimates approximate_entries combines")
     size_nodes_total: int = Field(description="how many nodes the cluster has (fewer answered: an underestimate)")
+    retention_ms: int | None = Field(
+        default=None, description="entries dated this long before the stream time are absent; null: no retention"
+    )
     progress: Progress
     supports: Capabilities
 

@@ -132,12 +132,13 @@ def token_ordered(store) -> bool:
 
 
 def raw_entries(store, cursor: Cursor, count: int):
-    """Up to `count` raw entries (with .key and .value bytes) after the cursor."""
+    """Up to `count` raw entries (with .key and .value bytes) after the cursor, those past the
+    store's retention left out (statestore.core.retention)."""
     table, session = store.table, store.session
     if not token_ordered(store):
         rest = cursor.key_range if cursor.after is None else cursor.key_range.after(cursor.after, cursor.reverse)
         rows = table.scan(session, rest, cursor.reverse, min(count, _PARTITION_PAGE_ROWS))
-        return list(islice(rows, count))
+        return list(islice(store.unexpired(rows), count))
     if cursor.key_range != EVERYTHING:
         table.scan(session, cursor.key_range)  # raises the store type's own "not supported, use ..." error
     if cursor.reverse:
@@ -146,7 +147,8 @@ def raw_entries(store, cursor: Cursor, count: int):
             "(hash) order, which has no reverse. Leave reverse out, or read the whole store sorted with "
             "`statestore all --reverse`"
         )
-    return list(islice(table.scan_unordered(session, cursor.after, min(count, _TOKEN_PAGE_ROWS)), count))
+    rows = table.scan_unordered(session, cursor.after, min(count, _TOKEN_PAGE_ROWS))
+    return list(islice(store.unexpired(rows), count))
 
 
 def read_page(store, cursor: Cursor, limit: int) -> tuple[list, str | None]:

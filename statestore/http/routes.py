@@ -52,6 +52,7 @@ def _summary(spec) -> models.StoreSummary:
         type=spec.store_type.value,
         table=spec.table,
         partitions=spec.partitions,
+        subpartitions=spec.subpartitions,
         key_codec=spec.key_codec,
         value_codec=spec.value_codec,
     )
@@ -79,6 +80,7 @@ def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescriptio
         approximate_entries=handle.approximate_num_entries(),
         size_nodes_answered=figures.nodes_answered,
         size_nodes_total=figures.nodes_total,
+        retention_ms=spec.retention_ms,
         progress=models.Progress(
             last_batch_id=progress.last_batch_id,
             last_batch_at=progress.last_batch_at,

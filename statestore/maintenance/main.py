@@ -119,8 +119,9 @@ def expire_parser() -> argparse.ArgumentParser:
         "--retention",
         type=_arg(parse_duration_ms),
         default=None,
-        help="keep entries younger than this: 7d, 12h, 90m (required for key-value stores; window stores "
-        "expire by their own retention in stream time, dropping whole segments)",
+        help="keep entries younger than this: 7d, 12h, 90m (key-value stores without a retention of their own; "
+        "one with a retention expires by it; window stores expire by their own retention in stream time, "
+        "dropping whole segments)",
     )
     parser.add_argument(
         "--basis",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -27,14 +27,16 @@ from statestore.core.errors import (
     WriterMayBeLiveError,
 )
 from statestore.core.model import StoreSpec, StoreType
-from statestore.core.names import deadletter_table, validate_keyspace, validate_store_name
+from statestore.core.names import deadletter_table, next_generation_table, validate_keyspace, validate_store_name
 from statestore.core.options import TableOptions
 from statestore.store.book import registry
 from statestore.store.book.lease import Holder, LeaseHeldError, StoreLease, current_holder, describe_self
 from statestore.store.book.registry import StoreProgress
 from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.provision import provision_store, table_exists
+from statestore.store.retention import set_retention
 from statestore.store.table_stats import SizeEstimate, cluster_figures
+from statestore.store.tables import create_cql_for
 
 _log = logging.getLogger(__name__)
 _COMPACTION_PACKAGE = "org.apache.cassandra.db.compaction."
@@ -91,6 +93,8 @@ class StoreDescription:
             "type": self.spec.store_type.value,
             "table": self.spec.table,
             "partitions": self.spec.partitions,
+            "subpartitions": self.spec.subpartitions,
+            "retention_ms": self.spec.retention_ms,
             "key_codec": self.spec.key_codec,
             "value_codec": self.spec.value_codec,
             "schema_cql": self.schema_cql,
@@ -132,10 +136,16 @@ def create_store(
     options: TableOptions | Mapping[str, Any] | None = None,
     key_codec: str = "string",
     value_codec: str = "long",
+    *,
+    subpartitions: int = 1,
+    retention_ms: int | None = None,
 ) -> StoreSpec:
     """Register the store and create its table with `options`. Idempotent for the same layout
     and codecs (an existing table keeps its options: change them with `alter_store`); another
-    layout or codec is refused (StoreMismatchError). Global types always have 1 partition."""
+    layout or codec is refused (StoreMismatchError). Global types always have 1 partition;
+    `subpartitions` > 1 (partitioned-kv and partitioned-versioned) spreads each partition over that many Cassandra
+    partitions (docs/stores.md, sub-partitions). `retention_ms`, when given, becomes the store's
+    retention (statestore.store.retention.set_retention; None leaves the store's as it is)."""
     store_type = StoreType.parse(store_type) if isinstance(store_type, str) else store_type
     if not store_type.partitioned:
         partitions = 1
@@ -147,11 +157,15 @@ def create_store(
         partitions,
         key_codec=codecs.check_codec(key_codec).name,
         value_codec=codecs.check_codec(value_codec).name,
+        subpartitions=subpartitions,
     )
+    replace(spec, retention_ms=retention_ms)  # the retention is checked (OptionError) before anything is created
     existed = _has_registry(session, keyspace) and registry.find(session, keyspace, name) is not None
     registered = provision_store(session, spec, options=table_options, dead_letters=False)
     if existed:
         _log.info("store %s.%s exists already; its table options are unchanged", keyspace, name)
+    if retention_ms is not None and retention_ms != registered.retention_ms:
+        registered = set_retention(session, keyspace, name, retention_ms)
     return registered
 
 
@@ -227,11 +241,17 @@ def truncate_store(
     so the next stream's batches write above it. The store is then provably empty of every
     earlier writer's entries (for as long as the tombstones live: gc_grace_seconds). Global,
     window and session stores have partition keys a reset cannot list (the key, or a time
-    segment): their progress is fenced the same way, and the reset is refused
-    (WriterMayBeLiveError, before anything is deleted) while a batch is begun and not recorded,
-    unless the caller says the writer is stopped for good (`writer_stopped`, e.g. its process
-    is gone). With no batch pending, a paused writer has nothing left to send: its next step is
-    a begin_batch, which the new epoch refuses.
+    segment): their progress is fenced the same way, and while a batch is begun and not
+    recorded the store moves to a new generation of its table instead of being truncated in
+    place (`<store>_store_r1`, `_r2`, ...: created with the old table's options, registered,
+    then the old table dropped), so the paused writer's late entries fail on a table that no
+    longer exists and none of them reaches the store. Readers find the table in the registry;
+    a stream that opens the store by name is given the new one. The caller may instead say the
+    writer is stopped for good (`writer_stopped`, e.g. its process is gone): truncated in place.
+    When no next name fits in 48 characters the reset is refused (WriterMayBeLiveError,
+    nothing deleted). With no batch
+    pending, a paused writer has nothing left to send: its next step is a begin_batch, which
+    the new epoch refuses, so the table is truncated in place.
     """
     spec = registry.lookup(session, keyspace, name)
     _refuse_while_written(session, spec, verb)
@@ -246,10 +266,11 @@ def truncate_store(
         progress = registry.progress(session, keyspace, name)
         floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
         shadowed = spec.store_type.partitioned and not spec.store_type.timed
-        if progress.unfinished_batch is not None and not shadowed and not writer_stopped:
-            raise WriterMayBeLiveError(_pending_refusal(spec, progress.unfinished_batch, verb))
         lease.check()
-        session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
+        if progress.unfinished_batch is not None and not shadowed and not writer_stopped:
+            spec = _move_to_new_table(session, spec, epoch, _pending_refusal(spec, progress.unfinished_batch, verb))
+        else:
+            session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
         letters = deadletter_table(name)
         if table_exists(session, keyspace, letters):  # only stores fed by the stream have one
             session.execute(f"TRUNCATE {spec.keyspace}.{letters}", execution_profile=DDL_PROFILE)
@@ -269,20 +290,51 @@ def _pending_refusal(spec: StoreSpec, batch_id: int, verb: str) -> str:
         f"{verb} store '{spec.name}' ({spec.store_type.value}) refused: its batch {batch_id} was begun and "
         "never recorded, so its writer may be paused mid-batch (a lapsed lease does not prove it stopped) "
         f"and would write the rest of batch {batch_id} into the emptied store, where a {spec.store_type.value} "
-        "store cannot shadow it. Nothing was deleted; the store is now fenced against that writer. Either "
-        "make sure the writer is stopped for good (its process gone) and pass --writer-stopped "
-        "(hook: writer_stopped=True; admin DAG: param writer_stopped), or restart its stream so it "
-        "records the batch, then stop it and reset"
+        f"store cannot shadow it, and its table {spec.table} cannot move to a new generation (the next free "
+        "name is over 48 characters). Nothing was deleted; "
+        "the store is now fenced against that writer. Either make sure the writer is stopped for good (its "
+        "process gone) and pass --writer-stopped (hook: writer_stopped=True; admin DAG: param "
+        "writer_stopped), or restart its stream so it records the batch, then stop it and reset"
     )
+
+
+def _move_to_new_table(session, spec: StoreSpec, epoch: int, refusal: str) -> StoreSpec:
+    """Move the store to the next free generation of its table (names.next_generation_table;
+    a re-layout's kept table or an interrupted reset's empty one is skipped, never adopted),
+    with the old table's options, and drop the old one (see truncate_store). The registry
+    points at the new table before the old one goes, so a reset interrupted in between leaves
+    a store whose table exists. WriterMayBeLiveError (`refusal`) when no name fits."""
+    table = next_generation_table(spec.table)
+    while table is not None and table_exists(session, spec.keyspace, table):
+        table = next_generation_table(table)
+    if table is None:
+        raise WriterMayBeLiveError(refusal)
+    options = _options_of(_require_table(session, spec).options)
+    session.execute(create_cql_for(replace(spec, table_name=table), options), execution_profile=DDL_PROFILE)
+    moved = registry.move_table(session, spec, table, epoch)
+    session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
+    _log.info(
+        "store %s.%s moved from table %s to %s (a batch was in flight)", spec.keyspace, spec.name, spec.table, table
+    )
+    return moved
 
 
 def _shadow_partitions(session, spec: StoreSpec, timestamp: int) -> None:
-    """Delete every store partition USING TIMESTAMP `timestamp` (see truncate_store)."""
-    delete = prepare(session, f"DELETE FROM {spec.keyspace}.{spec.table} USING TIMESTAMP ? WHERE partition = ?")
+    """Delete every Cassandra partition of the store (each sub-partition of each store
+    partition) USING TIMESTAMP `timestamp` (see truncate_store)."""
+    where, keys = _cassandra_partitions(spec)
+    delete = prepare(session, f"DELETE FROM {spec.keyspace}.{spec.table} USING TIMESTAMP ? WHERE {where}")
     delete.is_idempotent = True
-    execute_concurrent(
-        session, [(delete, (timestamp, p)) for p in range(spec.partitions)], concurrency=8, raise_on_first_error=True
-    )
+    execute_concurrent(session, [(delete, (timestamp, *k)) for k in keys], concurrency=8, raise_on_first_error=True)
+
+
+def _cassandra_partitions(spec: StoreSpec) -> tuple[str, list[tuple[int, ...]]]:
+    """The partition-key condition of a partitioned-kv or partitioned-versioned table, and the
+    key of each of its Cassandra partitions, store partition first."""
+    if spec.subpartitions == 1:
+        return "partition = ?", [(p,) for p in range(spec.partitions)]
+    keys = [(p, s) for p in range(spec.partitions) for s in range(spec.subpartitions)]
+    return "partition = ? AND subpartition = ?", keys
 
 
 def drop_store(session, keyspace: str, name: str, confirm: str | None) -> StoreSpec:
@@ -416,14 +468,14 @@ def _options_of(raw: Mapping[str, Any]) -> TableOptions:
 
 
 def _count_per_partition(session, spec: StoreSpec) -> tuple[int, ...]:
-    # `partition` is the partition-key column of both partitioned layouts (partitioned-kv and
-    # partitioned-versioned), so one statement serves both.
-    select = prepare(session, f"SELECT COUNT(*) FROM {spec.keyspace}.{spec.table} WHERE partition = ?")
+    # `partition` leads the partition key of both partitioned layouts (partitioned-kv and
+    # partitioned-versioned), so one statement serves both; a store partition's sub-partitions
+    # are summed.
+    where, keys = _cassandra_partitions(spec)
+    select = prepare(session, f"SELECT COUNT(*) FROM {spec.keyspace}.{spec.table} WHERE {where}")
     select.is_idempotent = True
-    results = execute_concurrent(
-        session,
-        [(select, (p,)) for p in range(spec.partitions)],
-        concurrency=8,
-        raise_on_first_error=True,
-    )
-    return tuple(result.result_or_exc.one()[0] for result in results)
+    results = execute_concurrent(session, [(select, k) for k in keys], concurrency=8, raise_on_first_error=True)
+    counts = [0] * spec.partitions
+    for key, result in zip(keys, results, strict=True):
+        counts[key[0]] += result.result_or_exc.one()[0]
+    return tuple(counts)

@@ -107,7 +107,11 @@ class StoreBuilder:
     # -- terminal methods: one per store type ----------------------------------------------
 
     def spec(
-        self, store_type: StoreType, partitions: int = 1, windowing: WindowSpec | SessionSpec | None = None
+        self,
+        store_type: StoreType,
+        partitions: int = 1,
+        windowing: WindowSpec | SessionSpec | None = None,
+        subpartitions: int = 1,
     ) -> StoreSpec:
         o = self.options
         return StoreSpec(
@@ -119,18 +123,23 @@ class StoreBuilder:
             o.key_codec.name,
             o.value_codec.name,
             windowing,
+            subpartitions,
         )
 
-    def partitioned_key_value_store(self, partitions: int) -> KeyValueStore:
-        """PRIMARY KEY ((partition), key): ordered scans, range and prefix queries."""
-        return self._open(KeyValueStore, self.spec(StoreType.PARTITIONED_KV, partitions))
+    def partitioned_key_value_store(self, partitions: int, subpartitions: int = 1) -> KeyValueStore:
+        """PRIMARY KEY ((partition), key): ordered scans, range and prefix queries. With
+        `subpartitions` N > 1, PRIMARY KEY ((partition, subpartition), key): each partition
+        spread over N Cassandra partitions by a hash of the key (default 1: the seed's table)."""
+        return self._open(KeyValueStore, self.spec(StoreType.PARTITIONED_KV, partitions, None, subpartitions))
 
     def global_key_value_store(self) -> KeyValueStore:
         """PRIMARY KEY (key): no partition grows with the store; no range or prefix scans."""
         return self._open(KeyValueStore, self.spec(StoreType.GLOBAL_KV, 1))
 
-    def partitioned_versioned_store(self, partitions: int) -> VersionedStore:
-        return self._open(VersionedStore, self.spec(StoreType.PARTITIONED_VERSIONED, partitions))
+    def partitioned_versioned_store(self, partitions: int, subpartitions: int = 1) -> VersionedStore:
+        """PRIMARY KEY ((partition), key, valid_to); with `subpartitions` N > 1,
+        ((partition, subpartition), key, valid_to) (default 1: the seed's table)."""
+        return self._open(VersionedStore, self.spec(StoreType.PARTITIONED_VERSIONED, partitions, None, subpartitions))
 
     def global_versioned_store(self) -> VersionedStore:
         return self._open(VersionedStore, self.spec(StoreType.GLOBAL_VERSIONED, 1))

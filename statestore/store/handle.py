@@ -10,7 +10,8 @@ own table module (`_open_table`, which refuses a spec of another kind) and says 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from itertools import islice
 from typing import Any, ClassVar, Self
 
@@ -21,10 +22,12 @@ from statestore.core.codecs import Codec, decode_stored, millis_of
 from statestore.core.errors import UnsupportedOperationError
 from statestore.core.model import EVERYTHING, Entry, KeyRange, StoreSpec, check_key, check_value
 from statestore.core.options import TableOptions
+from statestore.core.retention import expired, unexpired
 from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.book import registry
 from statestore.store.cache import CacheOptions, ReadCache
 from statestore.store.provision import provision_store
+from statestore.store.retention import ReadHorizon
 from statestore.store.table_stats import SizeEstimate, rows_estimate, size_estimate
 from statestore.store.tables import table_for
 
@@ -74,7 +77,7 @@ class StoreHandle:
     def create(self) -> Self:
         """The schema step: register the store and create its table (unless table creation
         is off, then the table must exist). Safe when many workers run it at once."""
-        provision_store(
+        registered = provision_store(
             self.session,
             self.spec,
             options=self.table_options,
@@ -82,7 +85,16 @@ class StoreHandle:
             dead_letters=False,
             ddl_profile=self.ddl_profile,
         )
+        self._adopt(registered)
         return self
+
+    def _adopt(self, registered: StoreSpec) -> None:
+        """Take the registered store's retention (set by set_retention, not by the builder)."""
+        if registered.retention_ms != self.spec.retention_ms:
+            self.spec = replace(self.spec, retention_ms=registered.retention_ms)
+        if registered.table != self.spec.table:  # a reset moved the store to a new table generation
+            self.spec = replace(self.spec, table_name=registered.table)
+            self.table = self._open_table(self.spec, self.table.profile)
 
     # -- the stream time ---------------------------------------------------------------------
 
@@ -129,6 +141,13 @@ class KeyValueHandle(StoreHandle):
         self.count_all = count_all
         # Versioned stores cache current values only (get without as_of); writes evict their key.
         self.cache = ReadCache(cache) if cache is not None else None
+        # Where reads cut by the store's retention (statestore.store.retention); with a read
+        # cache, the stream time is trusted as long as the cached values are.
+        self.horizon = ReadHorizon(self.session, self.spec, self.table.profile, 0.0 if cache is None else cache.ttl_s)
+
+    def _adopt(self, registered: StoreSpec) -> None:
+        super()._adopt(registered)
+        self.horizon.spec = self.spec
 
     def _open_table(self, spec: StoreSpec, profile: object):
         if spec.store_type.versioned != self.VERSIONED:
@@ -142,16 +161,31 @@ class KeyValueHandle(StoreHandle):
 
     # -- the read cache --------------------------------------------------------------------------
 
-    def _cached(self, raw: bytes) -> tuple[bool, Any]:
-        """(True, what a read returned) when the read cache holds `raw` (absent keys included),
-        else (False, None)."""
-        return (False, None) if self.cache is None else self.cache.lookup(raw)
+    def _cached(self, raw: bytes) -> tuple[Any, int | None] | None:
+        """(what a read returned, its entry's event time) when the read cache holds `raw`
+        (absent keys included), else None; `_judged` applies the retention to it."""
+        if self.cache is None:
+            return None
+        hit, kept = self.cache.lookup(raw)
+        return kept if hit else None
 
-    def _keep(self, raw: bytes, answer: Any) -> Any:
-        """Remember a read's `answer` in the read cache (if there is one); returns it."""
+    @staticmethod
+    def _judged(kept: tuple[Any, int | None], cutoff: int | None) -> Any:
+        """A cached answer as a read returns it now: absent once its entry is past `cutoff`."""
+        answer, time_ms = kept
+        return None if expired(time_ms, cutoff) else answer
+
+    def _keep(self, raw: bytes, answer: Any, time_ms: int | None, cutoff: int | None) -> Any:
+        """Remember a read's `answer` and its entry's event time in the read cache (if there is
+        one); returns the answer, or None when the entry is past `cutoff` (retention)."""
         if self.cache is not None:
-            self.cache.store(raw, answer)
-        return answer
+            self.cache.store(raw, (answer, time_ms))
+        return None if expired(time_ms, cutoff) else answer
+
+    def unexpired(self, entries: Iterable[Entry]) -> Iterator[Entry]:
+        """Raw `entries` of this store without those past its retention (the cutoff is taken
+        once, now): what every scan of the store shows."""
+        return unexpired(entries, self.horizon.cutoff())
 
     # -- scans (of current values, on a versioned store) ----------------------------------------
 
@@ -160,7 +194,7 @@ class KeyValueHandle(StoreHandle):
     ) -> Iterator[tuple[Any, Any]]:
         """Decoded (key, value) pairs within a raw-key range, in key byte order (a versioned
         store: current values, deleted keys left out). Paged: never held in memory."""
-        return map(self.decode_entry, self.table.scan(self.session, key_range, reverse, page_size))
+        return map(self.decode_entry, self.unexpired(self.table.scan(self.session, key_range, reverse, page_size)))
 
     def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
         """Entries from `from_key` to `to_key`, both inclusive, ascending. As in Kafka Streams,
@@ -195,6 +229,11 @@ class KeyValueHandle(StoreHandle):
         Cassandra). Otherwise from Cassandra's size estimate (flushed data only, refreshed every
         few minutes; 0 when there is none yet), as each kind scales it (`_entries_in`)."""
         if self.count_all:
+            if self.spec.retention_ms is not None:  # entries past the retention are not counted
+                _log.warning(
+                    "store %s: counting every entry within its retention, which reads the whole table", self.name
+                )
+                return sum(1 for _ in self.unexpired(self.table.scan_unordered(self.session)))
             _log.warning("store %s: counting every entry with SELECT COUNT(*), which reads the whole table", self.name)
             return self.table.count(self.session)
         estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)

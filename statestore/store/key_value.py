@@ -14,6 +14,7 @@ from typing import Any
 
 from statestore.conn.aio import first_row, rows_of
 from statestore.core.model import Entry
+from statestore.core.retention import expired
 from statestore.store.handle import KeyValueHandle
 from statestore.store.table_stats import SizeEstimate
 from statestore.store.tables.base import entry_from_row
@@ -34,48 +35,61 @@ class KeyValueStore(KeyValueHandle):
         awaited on an event loop, never has to."""
         self.table.get_query(self.session, b"")
         self.table.get_many_queries(self.session, [b""])
+        self.horizon.prepare()
 
     def get(self, key: Any) -> Any | None:
+        """The value of `key`; None when absent or past the store's retention."""
         raw = self._key(key)
-        hit, value = self._cached(raw)
-        if hit:
-            return value
-        return self._remember(raw, self.table.get(self.session, raw))
+        cutoff = self.horizon.pending()  # the stream time is read beside the entry
+        kept = self._cached(raw)
+        if kept is not None:
+            return self._judged(kept, cutoff())
+        entry = self.table.get(self.session, raw)
+        return self._remember(raw, entry, cutoff())
 
     async def get_async(self, key: Any) -> Any | None:
         """`get` for an asyncio caller: the same single query, awaited without a thread."""
 
         raw = self._key(key)
-        hit, value = self._cached(raw)
-        if hit:
-            return value
-        row = await first_row(self.session, self.table.get_query(self.session, raw), self.table.profile)
-        return self._remember(raw, None if row is None else entry_from_row(row))
+        kept = self._cached(raw)
+        if kept is not None:
+            return self._judged(kept, await self.horizon.cutoff_async())
+        cutoff, row = await asyncio.gather(
+            self.horizon.cutoff_async(),
+            first_row(self.session, self.table.get_query(self.session, raw), self.table.profile),
+        )
+        return self._remember(raw, None if row is None else entry_from_row(row), cutoff)
 
     async def get_many_async(self, keys: list[Any]) -> list[Any | None]:
         """`get` of each of `keys` for an asyncio caller, in one query per store partition
         (a few per hundred keys) instead of one per key: the HTTP API reads the point gets that
         arrive together this way (statestore.http.coalesce)."""
         raws = [self._key(key) for key in keys]
-        answers: dict[bytes, Any] = {}
+        cached: dict[bytes, tuple] = {}
         missing = []
         for raw in dict.fromkeys(raws):
-            hit, value = self._cached(raw)
-            if hit:
-                answers[raw] = value
+            kept = self._cached(raw)
+            if kept is not None:
+                cached[raw] = kept
             else:
                 missing.append(raw)
-        if missing:
-            queries = self.table.get_many_queries(self.session, missing)
-            pages = await asyncio.gather(*(rows_of(self.session, q, self.table.profile) for q in queries))
-            found = {row.key: entry_from_row(row) for rows in pages for row in rows}
-            for raw in missing:
-                answers[raw] = self._remember(raw, found.get(raw))
+        queries = self.table.get_many_queries(self.session, missing) if missing else []
+        # The stream time is read beside the entries.
+        cutoff, *pages = await asyncio.gather(
+            self.horizon.cutoff_async(), *(rows_of(self.session, q, self.table.profile) for q in queries)
+        )
+        answers = {raw: self._judged(kept, cutoff) for raw, kept in cached.items()}
+        found = {row.key: entry_from_row(row) for rows in pages for row in rows}
+        for raw in missing:
+            answers[raw] = self._remember(raw, found.get(raw), cutoff)
         return [answers[raw] for raw in raws]
 
-    def _remember(self, raw: bytes, entry: Entry | None) -> Any | None:
-        """The decoded value of a read `entry` (None: absent), kept in the read cache if there is one."""
-        return self._keep(raw, None if entry is None else self._decode_value(entry.value))
+    def _remember(self, raw: bytes, entry: Entry | None, cutoff: int | None) -> Any | None:
+        """The decoded value of a read `entry` (None: absent, or past `cutoff`), kept in the read
+        cache if there is one."""
+        if entry is None:
+            return self._keep(raw, None, None, cutoff)
+        return self._keep(raw, self._decode_value(entry.value), entry.time_ms, cutoff)
 
     def put(self, key: Any, value: Any) -> None:
         """Write `value` under `key`; a None value deletes the key (as in Kafka Streams)."""
@@ -113,14 +127,17 @@ class KeyValueStore(KeyValueHandle):
         return None if existing is None else self._decode_value(existing.value)
 
     def delete(self, key: Any) -> Any | None:
-        """Delete `key`; returns the value it had (None if absent)."""
+        """Delete `key`; returns the value it had (None if absent, or past the store's retention,
+        as a get would have said)."""
         raw = self._key(key)
         old = self.table.get(self.session, raw)
         if old is not None:
             self.table.delete(self.session, raw)
         if self.cache is not None:
             self.cache.evict(raw)
-        return None if old is None else self._decode_value(old.value)
+        if old is None or expired(old.time_ms, self.horizon.cutoff()):
+            return None
+        return self._decode_value(old.value)
 
     # -- size ------------------------------------------------------------------------------------
 

@@ -8,11 +8,14 @@ key-value types: ordered ranges and prefixes on partitioned-versioned, whole-sto
 on global-versioned (the scans are statestore.store.handle.KeyValueHandle's).
 
 There is no history retention (Kafka's grace period): every put is accepted, however old
-its timestamp. Old versions are dropped by maintenance (table.delete_versions).
+its timestamp. Old versions are dropped by maintenance (table.delete_versions). A store's
+retention (statestore.core.retention) hides a current value dated before its cutoff from
+get and the scans; history and as_of reads show every version, as a history does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +75,7 @@ class VersionedStore(KeyValueHandle):
         """Prepare the current-version get's statement now (a blocking round trip), so that
         `get_async`, awaited on an event loop, never has to."""
         self.table.latest_query(self.session, b"")
+        self.horizon.prepare()
 
     def get(self, key: Any, as_of: int | None = None) -> VersionedRecord | None:
         """The current record of `key`, or with `as_of` (epoch ms) the record valid then;
@@ -79,26 +83,31 @@ class VersionedStore(KeyValueHandle):
         raw = self._key(key)
         if as_of is not None:
             return self._live(self.table.get_as_of(self.session, raw, check_timestamp(as_of, "as_of")))
-        hit, record = self._cached(raw)
-        if hit:
-            return record
-        return self._remember(raw, self.table.get_latest(self.session, raw))
+        cutoff = self.horizon.pending()  # the stream time is read beside the version
+        kept = self._cached(raw)
+        if kept is not None:
+            return self._judged(kept, cutoff())
+        version = self.table.get_latest(self.session, raw)
+        return self._remember(raw, version, cutoff())
 
     async def get_async(self, key: Any) -> VersionedRecord | None:
         """`get(key)` (the current record) for an asyncio caller: the same single query, awaited
         without a thread."""
 
         raw = self._key(key)
-        hit, record = self._cached(raw)
-        if hit:
-            return record
-        row = await first_row(self.session, self.table.latest_query(self.session, raw), self.table.profile)
-        return self._remember(raw, None if row is None else version_from_row(row))
+        kept = self._cached(raw)
+        if kept is not None:
+            return self._judged(kept, await self.horizon.cutoff_async())
+        cutoff, row = await asyncio.gather(
+            self.horizon.cutoff_async(),
+            first_row(self.session, self.table.latest_query(self.session, raw), self.table.profile),
+        )
+        return self._remember(raw, None if row is None else version_from_row(row), cutoff)
 
-    def _remember(self, raw: bytes, version: Version | None) -> VersionedRecord | None:
-        """The live record of a read current `version` (None: absent or deleted), kept in the
-        read cache if there is one."""
-        return self._keep(raw, self._live(version))
+    def _remember(self, raw: bytes, version: Version | None, cutoff: int | None) -> VersionedRecord | None:
+        """The live record of a read current `version` (None: absent, deleted, or past `cutoff`:
+        the store's retention), kept in the read cache if there is one."""
+        return self._keep(raw, self._live(version), None if version is None else version.time_ms, cutoff)
 
     def put(self, key: Any, value: Any, timestamp: int) -> int | None:
         """Add the version of `key` valid from `timestamp` (epoch ms); a None value deletes.

@@ -123,13 +123,17 @@ def advance(stored: Entry | WindowedEntry | None, delta: Delta, batch_id: int) -
 
 
 def plan_versions(
-    current: dict[bytes, Version], deltas: Iterable[Delta], batch_id: int, version_ms: int | None
+    current: dict[bytes, Version],
+    deltas: Iterable[Delta],
+    batch_id: int,
+    version_ms: int | None,
+    cutoff_ms: int | None = None,
 ) -> tuple[list[list[RowWrite]], int]:
     """Pure: the changes batch `batch_id` makes to a versioned store (one list of rows per
     key, see plan_latest), and how many keys it already wrote. A key whose current version
-    is a tombstone counts from 0 again."""
+    is a tombstone, or dated before `cutoff_ms` (the store's retention), counts from 0 again."""
     live = {key: version.entry() for key, version in current.items() if not version.tombstone}
-    writes, skipped = plan_writes(live, deltas, batch_id)
+    writes, skipped = plan_writes(live, deltas, batch_id, cutoff_ms)
     changes = [plan_latest(current.get(w.key), w.key, w.value, version_ms, w.batch_id, w.time_ms) for w in writes]
     return changes, skipped
 
@@ -144,31 +148,35 @@ def apply_deltas(
     version_ms: int | None = None,
     timer: Timer | None = None,
     cache: BucketCache | None = None,
+    cutoff_ms: int | None = None,
 ) -> ApplyStats:
     """Read the current entries of the batch's keys, then write the new absolute values.
     Versioned stores: as versions valid from `version_ms` (None: rewrite current versions).
     Key-value stores with `cache` (the keys' bucket file) read only what it cannot vouch for,
-    and keep what they read and wrote in it. `timer` hears the phases read, plan, write and
-    cache."""
+    and keep what they read and wrote in it. An entry dated before `cutoff_ms` (the store's
+    retention), read or cached, is taken as absent. `timer` hears the phases read, plan,
+    write and cache."""
     if not deltas:
         return ApplyStats()
     table = table_for(spec)
     keys = [d.key for d in deltas]
     if cache is not None and not spec.store_type.versioned:
-        return _apply_cached(session, table, batch_id, deltas, keys, concurrency, write_ts, timer, cache)
+        return _apply_cached(session, table, batch_id, deltas, keys, concurrency, write_ts, timer, cache, cutoff_ms)
     if spec.store_type.versioned:
         current = timed(timer, "read", lambda: table.read_latest(session, keys, concurrency))
-        writes, skipped = timed(timer, "plan", lambda: plan_versions(current, deltas, batch_id, version_ms))
+        writes, skipped = timed(timer, "plan", lambda: plan_versions(current, deltas, batch_id, version_ms, cutoff_ms))
         write = table.write_rows
     else:
         current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency))
-        writes, skipped = timed(timer, "plan", lambda: plan_writes(current, deltas, batch_id))
+        writes, skipped = timed(timer, "plan", lambda: plan_writes(current, deltas, batch_id, cutoff_ms))
         write = table.write_entries
     write_all(batch_id, lambda rows: write(session, rows, concurrency, write_ts), writes, timer)
     return ApplyStats.of_slice(deltas, len(writes), skipped, read=len(keys))
 
 
-def _apply_cached(session, table, batch_id, deltas, keys, concurrency, write_ts, timer, cache) -> ApplyStats:
+def _apply_cached(
+    session, table, batch_id, deltas, keys, concurrency, write_ts, timer, cache, cutoff_ms=None
+) -> ApplyStats:
     """apply_deltas for a key-value store with its bucket's cache: read only the keys the
     cache cannot vouch for, plan on the records (statestore.stream.plan), write, and keep every
     key's record as the store now holds it."""
@@ -178,7 +186,8 @@ def _apply_cached(session, table, batch_id, deltas, keys, concurrency, write_ts,
         for i in to_read:
             entry = read.get(keys[i])
             stored[i] = None if entry is None else stored_record(entry)
-    plan: SlicePlan = timed(timer, "plan", lambda: plan_slice(stored, deltas, batch_id))
+    # The plan judges cached records by the retention too: the cache never brings back an expired entry.
+    plan: SlicePlan = timed(timer, "plan", lambda: plan_slice(stored, deltas, batch_id, cutoff_ms))
     write_all(batch_id, lambda rows: table.write_entries(session, rows, concurrency, write_ts), plan.writes, timer)
     timed(timer, "cache", lambda: cache.remember(plan.records))
     written = len(plan.writes)
@@ -215,13 +224,16 @@ def partition_applier(
     version_ms: int | None = None,
     timer: Timer | None = None,
     cache: CachePlan | None = None,
+    cutoff_ms: int | None = None,
 ):
     """A function over one task's rows of (word, delta, last_ms[, bucket]) (run by run_applier):
     it applies them on the executor and yields one ApplyStats per task. Transient Cassandra
     errors are retried within the retry budget: repeating a slice is safe (see the module doc).
     `version_ms`: where versioned stores' new versions start (computed once per batch on the
     driver). `cache`: the batch's apply-cache plan (rows then carry their bucket; see
-    statestore.stream.apply_cache). `timer` (an AccumulatorTimer: it runs on the executors)
+    statestore.stream.apply_cache). `cutoff_ms`: entries dated before it are absent (the
+    store's retention at the batch's stream time, statestore.core.retention; None: no
+    retention). `timer` (an AccumulatorTimer: it runs on the executors)
     hears read, plan, write and cache per slice, `task` per task and `slices` (1 per slice)."""
 
     def apply_slice(deltas: list[Delta], bucket: BucketCache | None) -> ApplyStats:
@@ -240,6 +252,7 @@ def partition_applier(
                 version_ms,
                 timer,
                 bucket,
+                cutoff_ms,
             ),
         )
 

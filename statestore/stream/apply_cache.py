@@ -37,10 +37,10 @@ set or differs from the previous batch's. Other programs writing a store the str
 only writer besides the expire job (docs/streaming-job.md and docs/consistency.md).
 
 A table TTL. Cassandra drops an expired row without any write the cache could see, so no
-batch uses the cache while the store's table has a default TTL, nor for as long as that TTL
-after the stream last saw it (CacheLedger.admits). Rows written under a TTL that was removed
-before the stream started are not known to it: after removing a TTL, run the stream with
---no-apply-cache for as long as the old TTL (docs/consistency.md).
+batch uses the cache while the store's table has a default TTL, nor until the rows written
+under it can no longer expire (CacheLedger.admits). Every run that sees the TTL, cache on or
+off, records that time in the store's registry (`ttl_expiring_until`, ttl_expiry_to_record), so
+a later run distrusts the cache until then even when the TTL was removed before it started.
 
 Versioned stores keep reading: their values are versions, not single entries.
 """
@@ -127,15 +127,36 @@ class CacheLedger:
     def forget(self) -> None:
         self.batch, self.tokens = None, {}
 
-    def admits(self, table_ttl_s: int | None, now_s: float) -> bool:
-        """Whether a batch starting at `now_s` (monotonic seconds) may use the cache, given the
-        table's default TTL now. Never while the table has one: Cassandra drops a row when it
-        expires, and a file holding it would bring its count back. Nor for as long as that TTL
-        after it was last seen, since the rows written under it can still expire."""
+    def admits(self, table_ttl_s: int | None, now_s: float, recorded_until_s: float | None = None) -> bool:
+        """Whether a batch starting at `now_s` (wall-clock seconds) may use the cache, given the
+        table's default TTL now and the time until which the store's registry says rows written
+        under a TTL may expire (`recorded_until_s`, from any earlier run: ttl_expiry_to_record).
+        Never while the table has a TTL: Cassandra drops a row when it expires, and a file holding
+        it would bring its count back. Nor until the rows written under it can no longer expire."""
+        if recorded_until_s is not None:
+            self.expiring_until = max(self.expiring_until, recorded_until_s)
         if table_ttl_s:
             self.expiring_until = max(self.expiring_until, now_s + table_ttl_s)
             return False
         return now_s >= self.expiring_until
+
+
+# How far past now + TTL the registry's expiry mark is set (ttl_expiry_to_record): it covers the
+# writes of the batch that sets it, which come after its `now`, and is renewed once per this span.
+TTL_MARK_AHEAD_S = 3_600.0
+
+
+def ttl_expiry_to_record(table_ttl_s: int | None, now_s: float, recorded_until_s: float | None) -> float | None:
+    """Pure: the time (wall-clock seconds) to record in the store's registry as the end of the
+    span in which its rows written under the table's TTL may expire, or None to leave the
+    recorded one. Recorded ahead (TTL_MARK_AHEAD_S past now + TTL, at most twice that) and
+    renewed once now + TTL comes within TTL_MARK_AHEAD_S of it: one registry write an hour
+    while the table has a TTL, and the rows written until then expire before the mark."""
+    if not table_ttl_s:
+        return None
+    if recorded_until_s is not None and recorded_until_s >= now_s + table_ttl_s + TTL_MARK_AHEAD_S:
+        return None
+    return now_s + table_ttl_s + 2 * TTL_MARK_AHEAD_S
 
 
 # How often (in batches) tasks remove the files of buckets that moved to another executor.

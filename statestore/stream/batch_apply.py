@@ -15,6 +15,7 @@ from collections import Counter
 
 from statestore.conn.cassandra import session_for
 from statestore.core.model import StoreSpec
+from statestore.core.retention import cutoff_ms
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.stream import checkpoint, recording
 from statestore.stream.apply import (
@@ -118,17 +119,23 @@ def _applier(writer: StoreWriter, batch_df, position: BatchPosition, cache: Cach
     """The apply of the batch's deltas for the store's type (partition_applier's signature)."""
     config, spec, timer = writer.config, writer.spec, writer.seams.task_timer
     batch_id, write_ts = position.batch_id, position.write_ts
+    # The store's retention at the batch's stream time: what readers hide, the apply takes as
+    # absent (a drop-in applier without retention is given no cutoff).
+    cutoff = cutoff_ms(position.retention_ms, position.stream_time_ms)
+    retention = {} if cutoff is None else {"cutoff_ms": cutoff}
     if spec.store_type.versioned:
         # Every word's new version starts at the batch's largest record time, computed
         # once here so all executors (and any replay) agree on it.
         version_ms = batch_version_ms(batch_df)
-        return writer.seams.make_applier(config, spec, batch_id, write_ts, version_ms=version_ms, timer=timer)
+        return writer.seams.make_applier(
+            config, spec, batch_id, write_ts, version_ms=version_ms, timer=timer, **retention
+        )
     if spec.store_type.sessioned:
         return session_applier(config, spec, batch_id, write_ts, timer=timer)
     if spec.windowing is not None:
         return window_applier(config, spec, batch_id, write_ts, timer=timer)
     # Drop-in appliers (benchmarks) take the four arguments, plus timer and cache if used.
-    extra = {} if timer is None else {"timer": timer}
+    extra = dict(retention) if timer is None else {"timer": timer, **retention}
     if cache is not None:
         extra["cache"] = cache
     return writer.seams.make_applier(config, spec, batch_id, write_ts, **extra)

@@ -24,7 +24,7 @@ from statestore.store.book.registry import BatchPosition, KafkaOffsets, StorePro
 from statestore.store.tables import table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import timed
-from statestore.stream.apply_cache import CacheLedger, CachePlan
+from statestore.stream.apply_cache import CacheLedger, CachePlan, ttl_expiry_to_record
 from statestore.stream.batch_apply import apply_batch, cacheable
 from statestore.stream.checkpoint import QueryCheckpoint
 from statestore.stream.monitor import StreamMonitor
@@ -124,6 +124,7 @@ class BatchApplier:
             batch_base=base,
             spark_batch_id=spark_batch_id,
             stream_time_ms=stream_time_ms(progress),
+            retention_ms=progress.retention_ms,
         )
 
     def _log_batch(self, position: BatchPosition, result: BatchResult, began: float) -> None:
@@ -148,14 +149,25 @@ class BatchApplier:
     def cache_plan(self, session, progress: StoreProgress, batch_id: int, batch_df) -> CachePlan | None:
         """The apply cache's plan of this batch (None: the cache is off or cannot serve the store)."""
         spec = self.writer.spec
-        if self.ledger is None or not cacheable(spec):
+        if not cacheable(spec):
             return None
+        # Read and recorded with the cache off too: a later run with it on must know of the rows
+        # this one writes under a table TTL, even if the TTL is gone by then.
         ttl = with_retries(
             self.writer.config,
             f"reading the TTL of store {spec.name}",
             lambda: table_ttl_s(session, spec.keyspace, spec.table),
         )
-        if not self.ledger.admits(ttl, time.monotonic()):
+        now = time.time()
+        recorded = None if progress.ttl_expiring_until is None else progress.ttl_expiring_until / 1000
+        mark = ttl_expiry_to_record(ttl, now, recorded)
+        if mark is not None:
+            with_retries(
+                self.writer.config,
+                f"recording until when rows of store {spec.name} may expire",
+                lambda: registry.record_ttl_expiry(session, spec, int(mark * 1000)),
+            )
+        if self.ledger is None or not self.ledger.admits(ttl, now, recorded):
             return None
         buckets = int(batch_df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
         # Files may start complete only at the store's very first batch, when it holds nothing.

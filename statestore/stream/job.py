@@ -68,12 +68,16 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
         store_type = StoreType.PARTITIONED_SESSION
     if existing is not None:
         store_type = store_type or existing.store_type
+        same_type = store_type is existing.store_type
         spec = StoreSpec(
             existing.keyspace,
             existing.name,
             store_type,
             job.stream.partitions or existing.partitions,
+            # The registered table and sub-partitions (a re-laid-out store's table is not the default name).
+            existing.table if same_type else None,
             windowing=(windowing or existing.windowing) if store_type.timed else None,
+            subpartitions=existing.subpartitions if same_type else 1,
         )
     else:
         partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)

@@ -25,6 +25,7 @@ import numpy as np
 from statestore.core.codecs import LONG_MAX, LONG_MIN, decode_long
 from statestore.core.errors import CodecError
 from statestore.core.model import Entry
+from statestore.core.retention import expired_among
 
 
 class Delta(NamedTuple):
@@ -88,13 +89,19 @@ class SlicePlan(NamedTuple):
     max_time_ms: int | None
 
 
-def plan_slice(stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id: int) -> SlicePlan:
+def plan_slice(
+    stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id: int, cutoff_ms: int | None = None
+) -> SlicePlan:
     """Pure: `advance` for every delta over its key's stored record (`stored[i]` for
     `deltas[i]`; None: the key is absent), computed as arrays. The records are the apply
     cache's (made by this function) or `stored_record`'s (read from the store), so each is
     RECORD_BYTES long: a slice whose lengths do not add up is refused. One difference from
     `advance`: a stored value that is no long is refused even where the key would be
-    skipped (the stream writes only longs, so such a store holds foreign data)."""
+    skipped (the stream writes only longs, so such a store holds foreign data).
+
+    Retention: a record dated before `cutoff_ms` (statestore.core.retention's rule) that the
+    batch does not skip is taken as absent, so its key counts from zero with the batch's time
+    only. The skip comes first: a replay of B never writes a key B already wrote."""
     count = len(deltas)
     if count == 0:
         return SlicePlan([], [], 0, 0, None)
@@ -109,14 +116,16 @@ def plan_slice(stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id
 
     flags = old["flags"]
     skip = ((flags & HAS_BATCH) != 0) & (old["batch"] >= batch_id)
-    base = old["value"].astype(np.int64)
+    old_has_time = (flags & HAS_TIME) != 0
+    old_times = old["time"].astype(np.int64)
+    gone = ~skip & expired_among(old_has_time, old_times, cutoff_ms)
+    base = np.where(gone, 0, old["value"].astype(np.int64))
+    old_has_time &= ~gone
     values = base + amounts
     overflow = ~skip & (((base ^ values) & (amounts ^ values)) < 0)
     if overflow.any():
         at = int(np.flatnonzero(overflow)[0])
         raise CodecError(f"{int(base[at]) + int(amounts[at])} does not fit a signed 64-bit long")
-    old_has_time = (flags & HAS_TIME) != 0
-    old_times = old["time"].astype(np.int64)
     keep_old_time = old_has_time & (~has_time | (old_times > new_times))
     new = np.empty(count, RECORD)
     new["batch"] = batch_id
@@ -151,11 +160,13 @@ def plan_slice(stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id
     )
 
 
-def plan_writes(current: Mapping[bytes, Entry], deltas: Sequence[Delta], batch_id: int) -> tuple[list[Entry], int]:
-    """Pure: the entries batch `batch_id` must write over the `current` entries of its keys,
-    and how many keys it already wrote."""
+def plan_writes(
+    current: Mapping[bytes, Entry], deltas: Sequence[Delta], batch_id: int, cutoff_ms: int | None = None
+) -> tuple[list[Entry], int]:
+    """Pure: the entries batch `batch_id` must write over the `current` entries of its keys
+    (those dated before `cutoff_ms` taken as absent), and how many keys it already wrote."""
     records = [None if (entry := current.get(d.key)) is None else stored_record(entry) for d in deltas]
-    plan = plan_slice(records, deltas, batch_id)
+    plan = plan_slice(records, deltas, batch_id, cutoff_ms)
     return plan.writes, plan.skipped
 
 

@@ -103,6 +103,7 @@ def pending_position(progress: StoreProgress) -> BatchPosition:
         query_id=progress.query_id,
         batch_base=progress.batch_base,
         stream_time_ms=stream_time_ms(progress),
+        retention_ms=progress.retention_ms,
     )
 
 

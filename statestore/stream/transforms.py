@@ -108,30 +108,11 @@ def dead_letter_rows(batch_df):
     return unreadable.unionByName(long_words)
 
 
-# What the driver fetches of a batch's dead letters at a time (one Spark partition): a bound
-# in bytes of raw records and details, and one in rows (each row costs Python objects too).
+# What the driver fetches of a batch's dead letters at a time (statestore.stream.dead_letters
+# fetch_groups): a bound in bytes of raw records and details, and one in rows (each row costs
+# Python objects too).
 DEAD_LETTER_FETCH_BYTES = 16 * 1024 * 1024
 DEAD_LETTER_FETCH_ROWS = 20_000
-
-
-def dead_letter_partitions(
-    rows: int, size: int, fetch_bytes: int = DEAD_LETTER_FETCH_BYTES, fetch_rows: int = DEAD_LETTER_FETCH_ROWS
-) -> int:
-    """Pure: how many Spark partitions `rows` dead letters of `size` bytes spread over so the
-    driver, which fetches one partition at a time, holds about `fetch_bytes` and `fetch_rows`
-    at most (a record's own size, up to Kafka's message limit, is the floor)."""
-    return max(1, -(-size // fetch_bytes), -(-rows // fetch_rows))
-
-
-def spread_dead_letters(rows, fetch_bytes: int = DEAD_LETTER_FETCH_BYTES, fetch_rows: int = DEAD_LETTER_FETCH_ROWS):
-    """`rows` (dead_letter_rows) spread evenly over dead_letter_partitions partitions, weighed
-    by one aggregate first: the bad records of a batch may all sit in one Kafka partition, and
-    a driver fetching that whole partition at once would hold all of them."""
-    weight = rows.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.coalesce(F.sum(F.coalesce(F.length("raw"), F.lit(0)) + F.coalesce(F.length("detail"), F.lit(0))), F.lit(0)),
-    ).first()
-    return rows.repartition(dead_letter_partitions(weight[0], weight[1], fetch_bytes, fetch_rows))
 
 
 def is_readable():

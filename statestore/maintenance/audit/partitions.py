@@ -98,6 +98,7 @@ def store_audit(spec: StoreSpec, summary: AuditSummary, options: AuditOptions, f
             summary.bytes,
             largest.bytes if largest else 0,
             options.thresholds,
+            spec.subpartitions,
         ),
         task_seconds=round(summary.seconds, 2),
     )

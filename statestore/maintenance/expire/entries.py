@@ -45,7 +45,9 @@ _BATCH_ROWS = 50
 @dataclass(frozen=True)
 class ExpireOptions:
     basis: TimeBasis
-    retention_ms: int | None  # None: only window stores, which expire by their own retention
+    # Stores without a retention of their own (a store's own wins: statestore.core.retention);
+    # None: only stores that have one, and window stores, which expire by their windowing's.
+    retention_ms: int | None
     dry_run: bool = False
     token_ranges: int | None = None
     page_size: int = 5000
@@ -199,11 +201,17 @@ def _check_expirable(spec: StoreSpec, options: ExpireOptions) -> None:
             f"store '{spec.name}' is {spec.store_type.value}: expire its history with "
             "jobs/compact_state.py --history-retention instead"
         )
-    if options.retention_ms is None and not spec.store_type.timed:
+    if retention_for(spec, options) is None and not spec.store_type.timed:
         raise ConfigError(
-            f"store '{spec.name}' is a {spec.store_type.value} store: give --retention (e.g. 7d) to expire it; "
-            "only window stores expire by their own retention"
+            f"store '{spec.name}' is a {spec.store_type.value} store without a retention of its own: give "
+            "--retention (e.g. 7d) to expire it, or give the store one (statestore set-retention)"
         )
+
+
+def retention_for(spec: StoreSpec, options: ExpireOptions) -> int | None:
+    """The retention a key-value store expires by: its own when it has one (what its readers
+    already hide), else the run's --retention."""
+    return spec.retention_ms if spec.retention_ms is not None else options.retention_ms
 
 
 def _check_cutoff_not_ahead(session, spec: StoreSpec, options: ExpireOptions, now_ms: int) -> None:
@@ -212,7 +220,7 @@ def _check_cutoff_not_ahead(session, spec: StoreSpec, options: ExpireOptions, no
     if spec.store_type.timed:
         retention = spec.windowing.retention_ms
     elif options.basis == TimeBasis.STREAM:
-        retention = options.retention_ms
+        retention = retention_for(spec, options)
     else:
         return
     moment = registry.progress(session, spec.keyspace, spec.name).max_event_time
@@ -254,6 +262,7 @@ class _KeyValueRun:
     cutoff: Cutoff
     stream_ms: int | None
     run_at: datetime
+    retention_ms: int
 
 
 def expire(
@@ -291,13 +300,14 @@ def _begin_run(session, spec: StoreSpec, options: ExpireOptions, now_ms: int) ->
     the run with it in the store's history, before any delete: validation reads it."""
     progress = registry.progress(session, spec.keyspace, spec.name)
     stream_ms = None if progress.max_event_time is None else millis_of(progress.max_event_time)
-    cutoff = expiry_cutoff(options.basis, options.retention_ms, stream_ms, now_ms)
+    retention_ms = retention_for(spec, options)
+    cutoff = expiry_cutoff(options.basis, retention_ms, stream_ms, now_ms)
     if cutoff.basis == TimeBasis.STREAM:
         refuse_future_cutoff(spec, cutoff.at_ms, stream_ms, now_ms)
     run_at = history.now()
     status = "dry-run" if options.dry_run else "running"
     history.record(session, spec.keyspace, spec.name, history.EXPIRE, run_at, status, cutoff.at_ms)
-    return _KeyValueRun(spec, shape_of(session, spec), cutoff, stream_ms, run_at)
+    return _KeyValueRun(spec, shape_of(session, spec), cutoff, stream_ms, run_at, retention_ms)
 
 
 def _delete_expired(
@@ -346,7 +356,7 @@ def _finish_run(session, run: _KeyValueRun, summary: ExpirySummary, options: Exp
         store=spec.name,
         store_type=spec.store_type.value,
         basis=cutoff.basis.value,
-        retention_ms=options.retention_ms,
+        retention_ms=run.retention_ms,
         cutoff=instant_to_millisecond(cutoff.at_ms),
         cutoff_ms=cutoff.at_ms,
         stream_time=instant_to_millisecond(run.stream_ms),

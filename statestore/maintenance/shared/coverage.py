@@ -30,6 +30,7 @@ class StoreFacts:
     has_stream_time: bool  # the stream recorded the largest event time it applied
     has_batches: bool  # a stream has applied (or begun) a batch
     writer: str | None  # who holds the store's writer lease now (a running stream)
+    has_retention: bool = False  # the store carries its own retention (statestore.core.retention)
 
     @classmethod
     def of(cls, spec: StoreSpec, progress: StoreProgress, writer: str | None) -> StoreFacts:
@@ -41,6 +42,7 @@ class StoreFacts:
             progress.max_event_time is not None,
             progress.has_batches,
             writer,
+            spec.retention_ms is not None,
         )
 
 
@@ -69,8 +71,8 @@ def _expire_reason(store: StoreFacts, retention_set: bool, basis: TimeBasis) -> 
         if not store.has_stream_time:
             return "window store without a stream time yet (no batch applied): its windows expire by stream time"
         return None
-    if not retention_set:
-        return "no retention set (the DAG's `retention` param): nothing is expired by default"
+    if not retention_set and not store.has_retention:
+        return "no retention, neither the store's own nor the DAG's `retention` param: nothing is expired by default"
     if store.store_type.versioned:
         return "versioned store: old versions are pruned by compact_state's history retention"
     if basis is TimeBasis.STREAM and not store.has_stream_time:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from statestore.core.errors import ConfigError
+from statestore.core.retention import cutoff_ms, expired
 from statestore.maintenance.shared.units import MIB, human_bytes
 
 
@@ -108,8 +109,10 @@ def recommend(
     total_bytes: int,
     max_partition_bytes: int,
     thresholds: Thresholds,
+    subpartitions: int = 1,
 ) -> list[str]:
-    """What to do when a store outgrows its layout (an empty list: nothing to do)."""
+    """What to do when a store outgrows its layout (an empty list: nothing to do): from half
+    the warn threshold on, so there is time to act before it is passed."""
     advice: list[str] = []
     comfortable = thresholds.warn_bytes // 2
     if max_partition_bytes <= comfortable:
@@ -122,8 +125,17 @@ def recommend(
         advice.append(
             f"the largest partition ({human_bytes(max_partition_bytes)}) {severity} the warn threshold "
             f"({human_bytes(thresholds.warn_bytes)}): this {store_type} store spreads "
-            f"{human_bytes(total_bytes)} over {store_partitions} partition(s)."
+            f"{human_bytes(total_bytes)} over {store_partitions} partition(s)"
+            + (f" x {subpartitions} sub-partitions." if subpartitions > 1 else ".")
         )
+        if store_type == "partitioned-kv":
+            wanted = recommended_subpartitions(max_partition_bytes, subpartitions, comfortable)
+            advice.append(
+                f"re-lay it out with {wanted} sub-partitions per partition: `statestore relayout STORE "
+                f"--subpartitions {wanted}` (admin DAG action relayout, with the stream stopped) keeps each "
+                f"Cassandra partition near {human_bytes(max_partition_bytes * subpartitions // wanted)} "
+                f"(at most {human_bytes(comfortable)}), with the same keys, ranges and order."
+            )
         global_type = "global-versioned" if versioned else "global-kv"
         advice.append(
             f"switch to the {global_type} store type (every key its own partition: no partition grows with "
@@ -145,6 +157,16 @@ def recommend(
             "several keys; a partition per key cannot be split further."
         )
     return advice
+
+
+def recommended_subpartitions(max_partition_bytes: int, subpartitions: int, target_bytes: int) -> int:
+    """Sub-partitions per store partition that bring the largest Cassandra partition to at
+    most `target_bytes`: the largest store partition (the largest Cassandra partition times the
+    sub-partitions it is one of now; sub-partitions are even, keys are hashed) divided by the
+    target, rounded up to a power of two (room to grow), and more than now."""
+    needed = math.ceil(max_partition_bytes * subpartitions / max(target_bytes, 1))
+    power = 1 << max(needed - 1, 0).bit_length()
+    return max(power, 2 * subpartitions)
 
 
 class TimeBasis(enum.StrEnum):
@@ -173,15 +195,15 @@ def expiry_cutoff(basis: TimeBasis, retention_ms: int, stream_time_ms: int | Non
                 "the store has no stream time yet (no batch with event times was applied): expire by "
                 "processing time (--basis processing) or wait for the stream"
             )
-        return Cutoff(basis, stream_time_ms - retention_ms)
+        return Cutoff(basis, cutoff_ms(retention_ms, stream_time_ms))
     return Cutoff(basis, now_ms - retention_ms)
 
 
 def is_expired(cutoff: Cutoff, time_ms: int | None, writetime_us: int | None) -> bool | None:
     """Whether an entry of event time `time_ms`, written at `writetime_us`, is past `cutoff`;
     None when it carries no time on that basis (such entries are kept and counted)."""
-    if cutoff.basis == TimeBasis.STREAM:
-        return None if time_ms is None else time_ms < cutoff.at_ms
+    if cutoff.basis == TimeBasis.STREAM:  # the readers' rule (statestore.core.retention)
+        return None if time_ms is None else expired(time_ms, cutoff.at_ms)
     return None if writetime_us is None else writetime_us // 1000 < cutoff.at_ms
 
 

@@ -26,8 +26,10 @@ from pathlib import Path
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import StoreChangedError, UnsupportedOperationError
+from statestore.core.retention import cutoff_ms
 from statestore.maintenance.shared import selection
 from statestore.maintenance.shared.scan import default_ranges, shape_of, store_frame
 from statestore.maintenance.validate import quality, replay
@@ -223,6 +225,16 @@ def _show(d: Difference) -> str:
     return f"'{d.key}'{window} ({d.kind}: store {d.stored}, input {expected})"
 
 
+def latest_cutoff(session, spec) -> int | None:
+    """The latest time before which the store may have forgotten a key, so that it counts anew:
+    the expire job's last recorded cutoff, or the store's retention at its stream time now (the
+    stream counts a key past it from zero, statestore.core.retention), whichever is later."""
+    recorded = history.expired_before(session, spec.keyspace, spec.name)
+    moment = registry.progress(session, spec.keyspace, spec.name).max_event_time
+    at_read = cutoff_ms(spec.retention_ms, None if moment is None else millis_of(moment))
+    return max((c for c in (recorded, at_read) if c is not None), default=None)
+
+
 def validate(
     spark, session, config: CassandraConfig, kafka: KafkaConfig, store: str, options: ValidateOptions, report_dir: Path
 ) -> ValidationReport:
@@ -238,7 +250,7 @@ def validate(
     history.ensure_table(session, spec.keyspace)
     run_at = history.now()
     shape = shape_of(session, spec)
-    expired_before_ms = None if timed else history.expired_before(session, spec.keyspace, spec.name)
+    expired_before_ms = None if timed else latest_cutoff(session, spec)
     frame, progress = snapshot(spark, session, config, spec, shape, options)
     try:
         records = input_records(spark, kafka, progress, options.starting_offsets)

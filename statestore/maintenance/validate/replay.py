@@ -150,7 +150,14 @@ def replay_check(
     if not plan:
         return ReplayResult(True, "no batch to replay (none applied, or the offset log was purged)", location)
     ranges = options.token_ranges or default_ranges(spark)
-    shadow = StoreSpec(spec.keyspace, spec.name, spec.store_type, spec.partitions, f"{spec.name}_shadow")
+    shadow = StoreSpec(
+        spec.keyspace,
+        spec.name,
+        spec.store_type,
+        spec.partitions,
+        f"{spec.name}_shadow",
+        subpartitions=spec.subpartitions,
+    )
     try:
         make_shadow(spark, session, config, store.shape, shadow, ranges)
         shadow_shape = shape_of(session, shadow)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from statestore.conn.cassandra import (
@@ -38,7 +38,7 @@ from statestore.conn.cassandra import (
 from statestore.core.codecs import canonical_name, millis_of
 from statestore.core.errors import StoreFencedError, StoreMismatchError, StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
-from statestore.core.names import validate_keyspace, validate_store_name
+from statestore.core.names import table_generation, validate_keyspace, validate_store_name
 from statestore.core.windows import SessionSpec, WindowSpec
 
 REGISTRY_TABLE = "statestore_stores"
@@ -60,6 +60,9 @@ class StoreProgress:
     epoch: int | None = None
     outside_writes: int | None = None
     topic_id: str | None = None  # the Kafka id of source_topic when the stream last started
+    retention_ms: int | None = None  # the store's retention now (statestore.core.retention)
+    # Epoch ms until which rows written under a table TTL may still expire (record_ttl_expiry).
+    ttl_expiring_until: int | None = None
 
     @property
     def has_batches(self) -> bool:
@@ -133,6 +136,7 @@ class BatchPosition:
     batch_base: int = 0
     spark_batch_id: int | None = None  # None: a pending batch finished from the store's own record
     stream_time_ms: int | None = None  # the store's stream time before the batch (window stores: closed windows)
+    retention_ms: int | None = None  # the store's retention when the batch began: its cutoff is stream time - this
 
 
 def create_cql(keyspace: str) -> str:
@@ -151,7 +155,15 @@ def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> N
     session.execute(create_cql(keyspace), execution_profile=ddl_profile)
     # A registry made before fencing (epoch), outside-write marks or window stores existed
     # lacks their columns: add them (idempotent).
-    columns = (("epoch", "bigint"), ("outside_writes", "bigint"), ("windowing", "text"), ("topic_id", "text"))
+    columns = (
+        ("epoch", "bigint"),
+        ("outside_writes", "bigint"),
+        ("windowing", "text"),
+        ("topic_id", "text"),
+        ("subpartitions", "int"),
+        ("retention_ms", "bigint"),
+        ("ttl_expiring_until", "bigint"),
+    )
     add_missing_columns(session, keyspace, REGISTRY_TABLE, columns, ddl_profile)
 
 
@@ -166,6 +178,8 @@ def _spec(keyspace: str, row) -> StoreSpec:
         canonical_name(row.key_format or "string"),
         canonical_name(row.value_format or "long"),
         _windowing_of(StoreType(row.store_type), windowing),
+        subpartitions=getattr(row, "subpartitions", None) or 1,
+        retention_ms=getattr(row, "retention_ms", None),
     )
 
 
@@ -191,8 +205,8 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
     insert = prepare(
         session,
         f"INSERT INTO {spec.keyspace}.{REGISTRY_TABLE} (name, store_type, table_name, partitions,"
-        " key_format, value_format, created_at, source_topic, windowing)"
-        " VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now()), ?, ?) IF NOT EXISTS",
+        " key_format, value_format, created_at, source_topic, windowing, subpartitions)"
+        " VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now()), ?, ?, ?) IF NOT EXISTS",
     )
     row = session.execute(
         insert,
@@ -205,18 +219,23 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
             spec.value_codec,
             source_topic,
             _windowing_text(spec),
+            spec.subpartitions,
         ),
         execution_profile=bookkeeping_profile(session),
     ).one()
     if row.applied:
         return spec
     existing = _spec(spec.keyspace, row)
+    if table_generation(existing.table)[0] == table_generation(spec.table)[0]:
+        spec = replace(spec, table_name=existing.table)  # a reset moved it on (move_table): the same store
     if existing.layout != spec.layout:
         raise StoreMismatchError(
             f"store '{spec.name}' already exists as {existing.store_type.value} with "
-            f"{existing.partitions} partition(s) in table {existing.table}; it cannot be reopened as "
-            f"{spec.store_type.value} with {spec.partitions} in table {spec.table}. Use another store "
-            "name, or omit --store-type/--partitions to reuse the store as it is."
+            f"{existing.partitions} partition(s) x {existing.subpartitions} sub-partition(s) in table "
+            f"{existing.table}; it cannot be reopened as {spec.store_type.value} with {spec.partitions} x "
+            f"{spec.subpartitions} in table {spec.table}. Use another store name, or omit "
+            "--store-type/--partitions/--subpartitions to reuse the store as it is (`statestore relayout` "
+            "changes its sub-partitions)."
         )
     if existing.windowing != spec.windowing and existing.windowing is not None:
         raise StoreMismatchError(
@@ -273,12 +292,15 @@ def _progress(row) -> StoreProgress:
         getattr(row, "epoch", None),
         getattr(row, "outside_writes", None),
         getattr(row, "topic_id", None),
+        retention_ms=getattr(row, "retention_ms", None),
+        ttl_expiring_until=getattr(row, "ttl_expiring_until", None),
     )
 
 
 _PROGRESS_COLUMNS = (
     "last_batch_id, last_batch_at, max_event_time, source_topic, query_id, batch_base,"
-    " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts, epoch, outside_writes, topic_id"
+    " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts, epoch, outside_writes, topic_id,"
+    " retention_ms, ttl_expiring_until"
 )
 
 
@@ -376,6 +398,15 @@ def record_topic_id(session, spec: StoreSpec, topic_id: str, epoch: int) -> None
     _fenced(session, update, (topic_id, spec.name), spec, epoch, "recording its source topic")
 
 
+def record_ttl_expiry(session, spec: StoreSpec, until_ms: int) -> None:
+    """Record that rows of the store written under a table TTL may expire until `until_ms`
+    (epoch ms), so a later run, even one that never sees that TTL (removed in between), knows
+    its apply cache cannot vouch for them before then (statestore.stream.apply_cache). Only
+    ever moved later by its caller; a plain write: a fenced writer recording it costs only trust."""
+    update = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET ttl_expiring_until = ? WHERE name = ?")
+    session.execute(update, (until_ms, spec.name), execution_profile=BOOKKEEPING_PROFILE)
+
+
 def mark_outside_writes(session, spec: StoreSpec, ongoing: bool, now_us: int) -> None:
     """Mark the store as changed by a program other than its stream: before the first change
     (`ongoing`, stored negative) and after the last (positive). See the module doc."""
@@ -401,7 +432,62 @@ def clear_progress(session, spec: StoreSpec, epoch: int | None = None, floor_ts:
     _fenced(session, update, (floor_ts, spec.name), spec, epoch, "clearing its progress")
 
 
+def swap_table(session, spec: StoreSpec, table: str, subpartitions: int) -> None:
+    """Point the store at `table` laid out with `subpartitions` (statestore.store.relayout, once
+    the table holds a verified copy). A lightweight transaction conditional on the table the
+    store had: StoreMismatchError when someone else changed it meanwhile."""
+    update = prepare(
+        session,
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET table_name = ?, subpartitions = ? WHERE name = ?"
+        " IF table_name = ?",
+    )
+    row = session.execute(
+        update, (table, subpartitions, spec.name, spec.table), execution_profile=bookkeeping_profile(session)
+    ).one()
+    if not row.applied:
+        raise StoreMismatchError(
+            f"store '{spec.name}' no longer uses table {spec.table} (now {getattr(row, 'table_name', None)}): "
+            "it was changed by someone else; nothing was swapped"
+        )
+
+
+def move_table(session, spec: StoreSpec, table: str, epoch: int) -> StoreSpec:
+    """Point the store at `table`, a new generation of its table made by a reset, as the writer
+    of `epoch` (StoreFencedError once a newer writer took the store). Returns the moved spec;
+    `register` accepts a spec of any generation of the store's table as this store."""
+    update = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET table_name = ? WHERE name = ? IF epoch = ?")
+    _fenced(session, update, (table, spec.name), spec, epoch, f"moving the store to table {table}")
+    return replace(spec, table_name=table)
+
+
 def unregister(session, keyspace: str, name: str) -> None:
     """Forget a store (after its tables were dropped): DML on the bookkeeping profile."""
     delete = prepare(session, f"DELETE FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?")
     session.execute(delete, (validate_store_name(name),), execution_profile=bookkeeping_profile(session))
+
+
+def record_retention(session, keyspace: str, name: str, retention_ms: int | None) -> None:
+    """Set the store's retention (None: none), on the bookkeeping profile. Readers that open the
+    store from now on, and the stream from its next batch, judge entries by it
+    (statestore.core.retention); StoreNotFoundError when no such store is registered."""
+    update = prepare(
+        session, f"UPDATE {validate_keyspace(keyspace)}.{REGISTRY_TABLE} SET retention_ms = ? WHERE name = ? IF EXISTS"
+    )
+    row = session.execute(update, (retention_ms, validate_store_name(name)), execution_profile=BOOKKEEPING_PROFILE)
+    if not row.one().applied:
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}' (see `statestore stores` for the list)")
+
+
+def stream_time_query(session, keyspace: str, name: str) -> tuple[object, tuple]:
+    """The statement and parameters that read a store's stream time (its max_event_time) for a
+    reader: one registry row, a plain read (not serial: a reader needs no writer's last word)."""
+    select = prepare(
+        session, f"SELECT max_event_time FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"
+    )
+    select.is_idempotent = True
+    return select, (name,)
+
+
+def stream_time_of(row) -> int | None:
+    """The stream time (epoch ms) in a row of stream_time_query (None: no row, or none yet)."""
+    return None if row is None or row.max_event_time is None else millis_of(row.max_event_time)

@@ -13,6 +13,8 @@ from statestore.store.tables.partitioned_kv import PartitionedKeyValueTable
 from statestore.store.tables.partitioned_session import PartitionedSessionTable
 from statestore.store.tables.partitioned_versioned import PartitionedVersionedTable
 from statestore.store.tables.partitioned_window import PartitionedWindowTable
+from statestore.store.tables.subpartitioned_kv import SubpartitionedKeyValueTable
+from statestore.store.tables.subpartitioned_versioned import SubpartitionedVersionedTable
 
 _TABLES = {
     StoreType.PARTITIONED_KV: PartitionedKeyValueTable,
@@ -32,6 +34,8 @@ def table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> KeyVal
         )
     if table is None:
         raise UnsupportedOperationError(f"store type {spec.store_type.value} has no table module yet")
+    if spec.subpartitions > 1:
+        table = SubpartitionedVersionedTable if spec.store_type.versioned else SubpartitionedKeyValueTable
     return table(spec, profile)
 
 
@@ -82,6 +86,8 @@ __all__ = [
     "KeyValueTable",
     "PartitionedSessionTable",
     "PartitionedWindowTable",
+    "SubpartitionedKeyValueTable",
+    "SubpartitionedVersionedTable",
     "create_cql_for",
     "default_options_for",
     "options_with_compaction",

@@ -14,12 +14,13 @@ from cassandra.concurrent import execute_concurrent
 
 from statestore.conn.cassandra import prepare
 from statestore.core.errors import UnsupportedOperationError
-from statestore.core.model import EVERYTHING, Entry
+from statestore.core.model import EVERYTHING, Entry, KeyRange
 from statestore.core.options import TableOptions
 from statestore.core.sorting import external_sort
 from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import paged
+from statestore.store.tables.splits import Split, ring_splits, wanted_keys
 from statestore.store.tables.unlogged import write_unlogged
 
 _SORT_CHUNK = 200_000
@@ -133,6 +134,26 @@ class GlobalKeyValueTable(KeyValueTable):
                 raise_on_first_error=True,
             )
         )
+
+    def splits(self, count: int, key_range: KeyRange = EVERYTHING, keys=None) -> list[Split]:
+        """`count` token ranges of the ring, or with `keys` one split of just those."""
+        return ring_splits(token_splits(count), key_range, keys)
+
+    def read_split(self, session, split: Split, page_size: int = 5000) -> Iterator[Entry]:
+        """The entries of `split`: its keys, or its token ranges' (its key range checked here)."""
+        keys = wanted_keys(split)
+        if keys is not None:
+            return iter(self.read_entries(session, keys, 8).values())
+        select = prepare(
+            session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE token(key) >= ? AND token(key) <= ?"
+        )
+        select.is_idempotent = True
+        entries = (
+            entry_from_row(row)
+            for bounds in split.token_ranges
+            for row in paged(session, select, bounds, page_size, self.profile)
+        )
+        return entries if split.key_range == EVERYTHING else (e for e in entries if split.key_range.contains(e.key))
 
 
 def token_splits(count: int) -> list[tuple[int, int]]:

@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from cassandra.concurrent import execute_concurrent
 
 from statestore.core.errors import UnsupportedOperationError
-from statestore.core.model import EVERYTHING, Entry
+from statestore.core.model import EVERYTHING, Entry, KeyRange
 from statestore.core.options import TableOptions
 from statestore.core.sorting import external_sort
 from statestore.store.tables.global_kv import token_splits
 from statestore.store.tables.paging import paged
+from statestore.store.tables.splits import Split, ring_splits
 from statestore.store.tables.versioned_base import COLUMNS, OPEN_END, VersionedTable, version_from_row
 
 _SORT_CHUNK = 200_000
@@ -96,6 +97,22 @@ class GlobalVersionedTable(VersionedTable):
         """Up to `limit` stored rows, every version (for size estimates)."""
         select = self._statement(session, f"SELECT {COLUMNS} FROM {self.qualified} LIMIT ?")
         return [version_from_row(r) for r in session.execute(select, (limit,), execution_profile=self.profile)]
+
+    def splits(self, count: int, key_range: KeyRange = EVERYTHING, keys=None) -> list[Split]:
+        """`count` token ranges of the ring, or with `keys` one split of just those."""
+        return ring_splits(token_splits(count), key_range, keys)
+
+    def _split_rows(self, session, split, valid_to_above, page_size):
+        where = "token(key) >= ? AND token(key) <= ?"
+        if valid_to_above is not None:
+            where += " AND valid_to > ? ALLOW FILTERING"
+        select = self._statement(session, f"SELECT {COLUMNS} FROM {self.qualified} WHERE {where}")
+        extra = () if valid_to_above is None else (valid_to_above,)
+        return (
+            row
+            for bounds in split.token_ranges
+            for row in paged(session, select, (*bounds, *extra), page_size, self.profile)
+        )
 
 
 def _key(entry: Entry) -> bytes:

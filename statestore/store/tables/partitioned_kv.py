@@ -20,6 +20,7 @@ from statestore.core.partitioner import partition_for, partitions_for
 from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, range_condition, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.splits import Split, partition_splits, wanted_keys
 from statestore.store.tables.unlogged import write_unlogged
 
 _BATCH_ROWS = 64
@@ -149,6 +150,39 @@ class PartitionedKeyValueTable(KeyValueTable):
             else:
                 raise result.result_or_exc
         return total
+
+    # -- splits for parallel readers (statestore.store.tables.splits) ---------------------------
+    # A layout with a wider Cassandra partition key overrides these three.
+    PARTITION_WHERE = "partition = ?"
+
+    def partition_key_of(self, key: bytes) -> tuple[int, ...]:
+        """The values of the Cassandra partition key `key` lives under."""
+        return (self.partition_of(key),)
+
+    def partition_keys(self) -> list[tuple[int, ...]]:
+        """The partition key values of every Cassandra partition of the store."""
+        return [(p,) for p in range(self.spec.partitions)]
+
+    def splits(self, count: int, key_range: KeyRange = EVERYTHING, keys=None) -> list[Split]:
+        """The store's Cassandra partitions in at most `count` splits; with `keys`, only theirs."""
+        partitions = self.partition_keys() if keys is None else sorted(set(map(self.partition_key_of, keys)))
+        return partition_splits(partitions, count, key_range, keys, self.partition_key_of)
+
+    def read_split(self, session, split: Split, page_size: int = 5000) -> Iterator[Entry]:
+        """The entries of `split`: its keys, or each of its partitions' slice of its key range."""
+        keys = wanted_keys(split)
+        if keys is not None:
+            return iter(self.read_entries(session, keys, 8).values())
+        condition, params = range_condition(split.key_range)
+        select = prepare(
+            session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE {self.PARTITION_WHERE}{condition}"
+        )
+        select.is_idempotent = True
+        return (
+            entry_from_row(row)
+            for values in split.partitions
+            for row in paged(session, select, (*values, *params), page_size, self.profile)
+        )
 
     def _count_by_pages(self, session, partition: int) -> int:
         select = prepare(session, f"SELECT key FROM {self.qualified} WHERE partition = ?")

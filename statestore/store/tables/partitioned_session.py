@@ -28,6 +28,7 @@ from statestore.store.tables.base import range_condition, time_ms_of
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
+from statestore.store.tables.splits import Split, wanted_keys
 
 _COLUMNS = "key, session_start, session_end, value, batch_id, time"
 
@@ -156,3 +157,36 @@ class PartitionedSessionTable(SegmentedTable):
             for partition in range(self.spec.partitions)
         ]
         return merge_in_order(streams, key=_order)
+
+    def read_split(
+        self, session, split: Split, end_from: int = 0, end_to: int = 2**63 - 1, page_size: int = 5000
+    ) -> Iterator[SessionEntry]:
+        """The sessions of `split` (statestore.store.tables.splits) ending in [end_from, end_to]:
+        its keys' (one slice per key and Cassandra partition), or its key range's."""
+        keys = wanted_keys(split)
+        if keys is not None:
+            select = prepare(
+                session,
+                f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
+                " AND session_end >= ? AND session_end <= ?",
+            )
+            select.is_idempotent = True
+            return (
+                _entry(row)
+                for partition, segment in split.partitions
+                for key in keys
+                if self.partition_of(key) == partition
+                for row in paged(session, select, (partition, segment, key, end_from, end_to), page_size, self.profile)
+            )
+        condition, params = range_condition(split.key_range)
+        select = prepare(
+            session, f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}"
+        )
+        select.is_idempotent = True
+        return (
+            _entry(row)
+            for values in split.partitions
+            for row in paged(session, select, (*values, *params), page_size, self.profile)
+            # CQL cannot bound session_end after a range on key: bound it here.
+            if end_from <= row.session_end <= end_to
+        )

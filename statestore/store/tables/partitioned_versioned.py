@@ -21,6 +21,7 @@ from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for
 from statestore.store.tables.base import chunked, range_condition
 from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.splits import Split, partition_splits
 from statestore.store.tables.versioned_base import COLUMNS, OPEN_END, VersionedTable, version_from_row
 
 _READ_KEYS = 100
@@ -119,6 +120,27 @@ class PartitionedVersionedTable(VersionedTable):
                 break
             rows += list(session.execute(select, (partition, limit - len(rows)), execution_profile=self.profile))
         return [version_from_row(r) for r in rows]
+
+    def splits(self, count: int, key_range: KeyRange = EVERYTHING, keys=None) -> list[Split]:
+        """The store's Cassandra partitions in at most `count` splits; with `keys`, only theirs."""
+        home = self.partition_key_of
+        partitions = [(p,) for p in range(self.spec.partitions)] if keys is None else sorted(set(map(home, keys)))
+        return partition_splits(partitions, count, key_range, keys, home)
+
+    def partition_key_of(self, key: bytes) -> tuple[int]:
+        """The values of the Cassandra partition key `key` lives under."""
+        return (self.partition_of(key),)
+
+    def _split_rows(self, session, split, valid_to_above, page_size):
+        condition, params = range_condition(split.key_range)
+        if valid_to_above is not None:
+            condition, params = f"{condition} AND valid_to > ? ALLOW FILTERING", (*params, valid_to_above)
+        select = self._statement(session, f"SELECT {COLUMNS} FROM {self.qualified} WHERE partition = ?{condition}")
+        return (
+            row
+            for (partition,) in split.partitions
+            for row in paged(session, select, (partition, *params), page_size, self.profile)
+        )
 
 
 def _key(entry: Entry) -> bytes:

@@ -22,6 +22,7 @@ from statestore.store.tables.base import chunked, range_condition, time_ms_of, w
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
+from statestore.store.tables.splits import Split, wanted_keys
 from statestore.store.tables.unlogged import write_unlogged
 
 _BATCH_ROWS = 64
@@ -169,6 +170,41 @@ class PartitionedWindowTable(SegmentedTable):
             for partition in range(self.spec.partitions)
         ]
         return merge_in_order(streams, key=_order, reverse=reverse)
+
+    def read_split(
+        self, session, split: Split, start_from: int = 0, start_to: int = 2**63 - 1, page_size: int = 5000
+    ) -> Iterator[WindowedEntry]:
+        """The windows of `split` (statestore.store.tables.splits) starting in [start_from,
+        start_to]: its keys' (one slice per key and Cassandra partition), or its key range's."""
+        keys = wanted_keys(split)
+        if keys is not None:
+            select = prepare(
+                session,
+                f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
+                " AND window_start >= ? AND window_start <= ?",
+            )
+            select.is_idempotent = True
+            return (
+                _entry(row)
+                for partition, segment in split.partitions
+                for key in keys
+                if self.partition_of(key) == partition
+                for row in paged(
+                    session, select, (partition, segment, key, start_from, start_to), page_size, self.profile
+                )
+            )
+        condition, params = range_condition(split.key_range)
+        select = prepare(
+            session, f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}"
+        )
+        select.is_idempotent = True
+        return (
+            _entry(row)
+            for values in split.partitions
+            for row in paged(session, select, (*values, *params), page_size, self.profile)
+            # CQL cannot bound window_start after a range on key: bound it here.
+            if start_from <= row.window_start <= start_to
+        )
 
     def delete(self, session, key: bytes, start_ms: int) -> None:
         statement = prepare(

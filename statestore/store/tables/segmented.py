@@ -19,9 +19,10 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
 
 from statestore.conn.cassandra import prepare
-from statestore.core.model import StoreSpec
+from statestore.core.model import EVERYTHING, KeyRange, StoreSpec
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for
+from statestore.store.tables.splits import Split, partition_splits
 
 
 class SegmentedTable:
@@ -67,3 +68,9 @@ class SegmentedTable:
             raise_on_first_error=True,
             execution_profile=self.profile,
         )
+
+    def splits(self, count: int, segments: list[int], key_range: KeyRange = EVERYTHING, keys=None) -> list[Split]:
+        """The (partition, segment) Cassandra partitions of `segments` in at most `count` splits;
+        with `keys`, only their store partitions' (each split then looks for every key there)."""
+        partitions = range(self.spec.partitions) if keys is None else sorted({self.partition_of(k) for k in keys})
+        return partition_splits([(p, s) for s in segments for p in partitions], count, key_range, keys)

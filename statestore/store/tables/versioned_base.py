@@ -22,17 +22,20 @@ Writes read before they write; one writer per store is assumed, as for the word 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from itertools import chain, groupby
 
 from cassandra.concurrent import execute_concurrent
 from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
 
 from statestore.conn.cassandra import prepare
 from statestore.core.errors import UnsupportedOperationError
-from statestore.core.model import OPEN_END, Version
+from statestore.core.model import EVERYTHING, OPEN_END, Version
 from statestore.store.tables.base import BATCH_BYTES, EPOCH, MILLISECOND, KeyValueTable, chunked
 from statestore.store.tables.paging import paged
+from statestore.store.tables.splits import Split, wanted_keys
 
 COLUMNS = "key, valid_to, valid_from, value, batch_id, time"
 _BATCH_ROWS = 64
@@ -103,6 +106,15 @@ def plan_latest(
     return [RowWrite(replace(current, valid_to=version_ms)), RowWrite(replace(new, valid_from=version_ms), current)]
 
 
+def valid_at(versions: Iterable[Version], at: int) -> Iterator[Version]:
+    """Pure: the version valid at `at` of each key, from `versions` grouped by key, each key's
+    newest first and none ending at or before `at` (what a slice `valid_to > at` reads)."""
+    for _, group in groupby(versions, key=lambda v: v.key):
+        oldest = deque(group, maxlen=1)[0]  # the smallest valid_to above `at`
+        if oldest.valid_from <= at:
+            yield oldest
+
+
 def _nullable(new, old):
     """A column's bind value: None is left unset on a new row (no tombstone cell), and written
     as null over a row whose column has a value."""
@@ -140,6 +152,11 @@ class VersionedTable(KeyValueTable):
     @abstractmethod
     def sample_rows(self, session, limit: int) -> list[Version]:
         """Up to `limit` stored rows, every version (for size estimates)."""
+
+    @abstractmethod
+    def _split_rows(self, session, split: Split, valid_to_above: int | None, page_size: int) -> Iterator:
+        """The rows of `split`'s token ranges or partitions (None: every version, else only
+        those with valid_to above it), grouped by key, each key's newest first."""
 
     def _statement(self, session, cql: str):
         statement = prepare(session, cql)
@@ -286,6 +303,27 @@ class VersionedTable(KeyValueTable):
             concurrency=concurrency,
             raise_on_first_error=True,
         )
+
+    def read_split(
+        self, session, split: Split, as_of: int | None = None, every_version: bool = False, page_size: int = 5000
+    ) -> Iterator[Version]:
+        """The versions of `split` (statestore.store.tables.splits): each key's current one, or
+        the one valid at `as_of`, deleted keys left out; with `every_version` every version,
+        tombstones included."""
+        at = OPEN_END - 1 if as_of is None else as_of  # the current version is the one valid at the end
+        keys = wanted_keys(split)
+        if keys is not None:
+            if every_version:
+                return chain.from_iterable(self.history(session, key) for key in keys)
+            if as_of is None:
+                found: Iterable = self.read_latest(session, keys, 8).values()
+            else:
+                found = filter(None, (self.get_as_of(session, key, as_of) for key in keys))
+            return (v for v in found if not v.tombstone)
+        rows = map(version_from_row, self._split_rows(session, split, None if every_version else at, page_size))
+        if split.key_range != EVERYTHING:
+            rows = (v for v in rows if split.key_range.contains(v.key))
+        return rows if every_version else (v for v in valid_at(rows, at) if not v.tombstone)
 
     # -- the KeyValueTable contract: each key's current non-tombstone value --------------------
 

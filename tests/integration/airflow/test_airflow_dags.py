@@ -244,3 +244,21 @@ def test_state_maintenance_end_to_end(dags, connections, session, keyspace, kafk
         assert _result(run, "publish_reports")["validate_idempotency"][0]["status"] == "fail"
     finally:
         os.environ.pop("STATESTORE_REPORT_DIR", None)
+
+
+def test_state_store_admin_relayout_then_drop_old_table(dags, connections, session, keyspace, store_name):
+    state, created = _admin(dags, action="create", store=store_name, partitions=2, subpartitions=4)
+    assert state == "success" and (created["subpartitions"], created["table"]) == (4, f"{store_name}_store")
+    open_store(session, keyspace, store_name).put_all([(f"k{i}", i) for i in range(50)])
+
+    state, moved = _admin(dags, action="relayout", store=store_name, subpartitions=8)
+    assert state == "success"
+    assert (moved["entries"], moved["old_subpartitions"], moved["new_subpartitions"]) == (50, 4, 8)
+    assert moved["new_table"] == f"{store_name}_store_r1" and moved["old_table_kept"]
+    assert dict(open_store(session, keyspace, store_name).all()) == {f"k{i}": i for i in range(50)}
+
+    old = f"{store_name}_store"
+    state, _ = _admin(dags, action="drop_old_table", store=store_name, table=old, confirm="yes")
+    assert state == "failed"  # the store's name is the confirmation
+    state, dropped = _admin(dags, action="drop_old_table", store=store_name, table=old, confirm=store_name)
+    assert (state, dropped) == ("success", {"dropped": f"{keyspace}.{old}"})

@@ -127,12 +127,13 @@ def submit_to_cluster(
     env=None,
     driver_ip: str = "127.0.0.1",
     launcher: tuple[str, ...] = (),
+    conf: dict[str, str] | None = None,
 ):
     """spark-submit jobs/wordcount_stream.py to the standalone master, as an operator would:
     the library shipped with --py-files, executors on the workers with the workers' Python.
     `driver_ip`: where the driver listens (and what it advertises to the executors);
     `launcher`: what runs spark-submit (partitions.py: `ip netns exec`, which execs it, so the
-    process and its session are still the driver's)."""
+    process and its session are still the driver's); `conf`: Spark settings (`--conf`)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_PYTHON", "STATESTORE_"))}
     environment.update(
         cluster_env,
@@ -146,6 +147,7 @@ def submit_to_cluster(
         "spark-submit",
         *("--master", local_cluster.SPARK_MASTER_URL, "--total-executor-cores", str(cores)),
         *("--executor-memory", "768m", "--driver-memory", "768m"),
+        *(arg for key, value in (conf or {}).items() for arg in ("--conf", f"{key}={value}")),
         *("--py-files", str(library_zip), "--jars", ",".join(connector_jars())),
         "--driver-java-options",
         f"-Dlog4j.configurationFile=file:{PROJECT / 'stack' / 'spark-log4j2.properties'}",

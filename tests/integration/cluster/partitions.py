@@ -200,6 +200,30 @@ def node_cut(name: str):
             group.rmdir()
 
 
+class MessageCut:
+    """Cassandra's internode messages to the node at `address` that carry `marker` (e.g. a
+    partition key's bytes) dropped from `start()` to `heal()`, except those that also carry
+    `sparing`: iptables' string match on each packet to the storage port. The first packet
+    dropped stalls its TCP connection (the one for small messages: mutations, reads, batch log
+    stores), so what follows on it waits too until the rule goes and TCP retransmits; gossip has
+    a connection of its own, so the node is never seen down: requests to it time out instead."""
+
+    def __init__(self, address: str, marker: bytes, sparing: bytes) -> None:
+        to_node = ("-o", "lo", "-p", "tcp", "-d", address, "--dport", str(local_cluster.STORAGE_PORT))
+        self._rules = [
+            (*to_node, "-m", "string", "--algo", "bm", "--hex-string", f"|{sparing.hex()}|", "-j", "RETURN"),
+            (*to_node, "-m", "string", "--algo", "bm", "--hex-string", f"|{marker.hex()}|", "-j", "DROP"),
+        ]
+
+    def start(self) -> None:
+        for rule in self._rules:
+            _ipt("-A", CHAIN_OUT, *rule)
+
+    def heal(self) -> None:
+        for rule in self._rules:
+            _ipt("-D", CHAIN_OUT, *rule, check=False)
+
+
 class DriverNamespace:
     """A network namespace for a driver, linked to the host; `cut()` and `heal()` the link."""
 

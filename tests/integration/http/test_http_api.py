@@ -195,6 +195,7 @@ def test_list_and_describe(api, keyspace):
         "type": "partitioned-kv",
         "table": "http_words_store",
         "partitions": PARTITIONS,
+        "subpartitions": 1,
         "key_codec": "string",
         "value_codec": "long",
     }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 from statestore.core.config import StreamConfig
@@ -44,6 +46,23 @@ def test_spark_submit_rejects_bad_arguments_clearly(tmp_path):
     # spark-submit's PythonRunner merges the driver's stderr into its stdout.
     assert "--store / STATESTORE_STORE" in result.stdout
     assert "invalid store name" in result.stdout
+
+
+def test_spark_submit_settings_win_over_the_jobs_defaults(tmp_path):
+    # The job's defaults (4 shuffle partitions, ...) fill in only what spark-submit left unset:
+    # a rescaled job must get the shuffle partitions its operator asks for.
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from statestore.conn.spark import build_session\n"
+        "conf = build_session('probe').conf\n"
+        "print('partitions', conf.get('spark.sql.shuffle.partitions'))\n"
+        "print('progress', conf.get('spark.ui.showConsoleProgress'))\n"
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    submit = ["spark-submit", "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=8", str(probe)]
+    result = subprocess.run(submit, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "partitions 8" in result.stdout and "progress false" in result.stdout
 
 
 def test_processing_time_trigger_runs_until_stopped(

@@ -29,8 +29,8 @@ def load_job(name: str):
     return module
 
 
-def seed(session, keyspace, name, store_type, partitions, count, prefix="word"):
-    spec = provision_store(session, StoreSpec(keyspace, name, store_type, partitions))
+def seed(session, keyspace, name, store_type, partitions, count, prefix="word", subpartitions=1):
+    spec = provision_store(session, StoreSpec(keyspace, name, store_type, partitions, subpartitions=subpartitions))
     entries = [Entry(f"{prefix}{i:07d}".encode(), encode_long(i + 1), 7, 1_700_000_000_000 + i) for i in range(count)]
     table_for(spec).write_entries(session, entries, 64, 1_700_000_000_000_000)
     return spec
@@ -44,6 +44,8 @@ def audited(spark, session, keyspace, tmp_path_factory):
         "big": seed(session, keyspace, "audit_big", StoreType.PARTITIONED_KV, 1, 65_000),
         "normal": seed(session, keyspace, "audit_normal", StoreType.PARTITIONED_KV, 4, 2_000),
         "global": seed(session, keyspace, "audit_global", StoreType.GLOBAL_KV, 1, 500),
+        # The big store's entries in 8 sub-partitions: each Cassandra partition ~0.4 MiB.
+        "sub": seed(session, keyspace, "audit_sub", StoreType.PARTITIONED_KV, 1, 65_000, subpartitions=8),
     }
     # Cassandra may flush the big memtable midway through seeding under memory pressure, which
     # splits the partition across SSTables and halves nodetool's per-SSTable maximum: one SSTable.
@@ -75,6 +77,11 @@ def test_oversized_partition_fails_the_job_and_normal_ones_pass(audited):
     assert [(b["partition"], b["level"]) for b in big["breaches"]] == [("partition 0", "fail")]
     assert 2 * MIB < big["largest"]["bytes"] < 4 * MIB
     assert any("global-kv" in advice for advice in big["recommendations"])
+    # ~3 MiB in one partition, half the 1 MiB warn threshold as the target: 6-7 needed, 8 advised.
+    assert any("statestore relayout STORE --subpartitions 8" in advice for advice in big["recommendations"])
+    sub = stores["audit_sub"]
+    assert (sub["level"], sub["partitions"], sub["entries"], sub["breaches"]) == ("ok", 8, 65_000, [])
+    assert sub["largest"]["bytes"] < big["largest"]["bytes"] / 6 and sub["recommendations"] == []
     normal = stores["audit_normal"]
     assert (normal["level"], normal["partitions"], normal["entries"], normal["breaches"]) == ("ok", 4, 2_000, [])
     assert normal["recommendations"] == []

@@ -29,10 +29,10 @@ DAY_MS = 86_400_000
 STREAM_TIME_MS = 1_750_000_000_000  # the largest event time the stream applied
 
 
-def seeded_store(session, keyspace, name, store_type, old=300, new=300, undated=10, write_ts=None):
+def seeded_store(session, keyspace, name, store_type, old=300, new=300, undated=10, write_ts=None, subpartitions=1):
     """A store whose stream time is STREAM_TIME_MS, with `old` entries 3 days behind it, `new`
     entries 1 hour behind and `undated` entries without an event time."""
-    spec = provision_store(session, StoreSpec(keyspace, name, store_type, 4))
+    spec = provision_store(session, StoreSpec(keyspace, name, store_type, 4, subpartitions=subpartitions))
     table = table_for(spec)
     entries = [Entry(f"old{i}".encode(), encode_long(i + 1), 1, STREAM_TIME_MS - 3 * DAY_MS) for i in range(old)]
     entries += [Entry(f"new{i}".encode(), encode_long(i + 1), 1, STREAM_TIME_MS - 3_600_000) for i in range(new)]
@@ -55,6 +55,7 @@ def test_stream_time_expiry_removes_exactly_the_old_entries(session, keyspace, s
     specs = [
         seeded_store(session, keyspace, f"{store_name}_p", StoreType.PARTITIONED_KV),
         seeded_store(session, keyspace, f"{store_name}_g", StoreType.GLOBAL_KV),
+        seeded_store(session, keyspace, f"{store_name}_s", StoreType.PARTITIONED_KV, subpartitions=8),
     ]
     argv = ["--keyspace", keyspace, "--report-dir", str(tmp_path), "--retention", "2d"]
     began_us = now_micros()

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from statestore.cli.main import main as cli
 from statestore.core.codecs import encode_long, encode_text
-from statestore.core.errors import StoreFencedError, WriterMayBeLiveError
+from statestore.core.errors import StoreFencedError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.partitioner import partition_for
-from statestore.core.windows import WindowSpec
 from statestore.store import admin
 from statestore.store.book import registry
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
@@ -93,62 +91,5 @@ def test_a_reset_fences_the_writer_it_interrupts(session, keyspace, store_name):
     assert dump(session, keyspace, store_name) == {"late": 7}
 
 
-@pytest.mark.parametrize("store_type", [StoreType.GLOBAL_KV, StoreType.PARTITIONED_WINDOW])
-def test_a_store_that_cannot_shadow_is_not_reset_under_a_batch_in_flight(session, keyspace, store_name, store_type):
-    """Global, window and session stores have partitions a reset cannot list, so a late entry
-    of a paused writer could not be shadowed: with a batch begun and not recorded, the reset
-    refuses before deleting anything, and goes ahead once the caller says the writer is gone."""
-    windowing = WindowSpec(60_000) if store_type.windowed else None
-    spec = provision_store(session, StoreSpec(keyspace, store_name, store_type, PARTITIONS, windowing=windowing))
-    old = registry.take_epoch(session, spec)
-    batch0 = BatchPosition(
-        batch_id=0, write_ts=1_000, start=None, end=KafkaOffsets.parse('{"t":{"0":5}}'), query_id="q1"
-    )
-    registry.begin_batch(session, spec, batch0, old)
-    key = encode_text("early")
-    if store_type is StoreType.GLOBAL_KV:
-        session.execute(
-            f"INSERT INTO {spec.keyspace}.{spec.table} (key, value, batch_id) VALUES (%s, %s, 0) USING TIMESTAMP 1000",
-            (key, encode_long(1)),
-        )
-    before = session.execute(f"SELECT COUNT(*) FROM {spec.keyspace}.{spec.table}").one()[0]
-    assert before == (1 if store_type is StoreType.GLOBAL_KV else 0)
-
-    with pytest.raises(WriterMayBeLiveError, match=r"batch 0 was begun and never recorded.*--writer-stopped"):
-        admin.truncate_store(session, keyspace, store_name, verb="resetting")
-    refused = registry.progress(session, keyspace, store_name)
-    assert refused.pending_batch_id == 0 and refused.epoch > old  # fenced, nothing deleted or cleared
-    assert session.execute(f"SELECT COUNT(*) FROM {spec.keyspace}.{spec.table}").one()[0] == before
-    with pytest.raises(StoreFencedError, match="recording batch 0"):
-        registry.record_batch(session, spec, batch0, None, old)
-
-    admin.truncate_store(session, keyspace, store_name, verb="resetting", writer_stopped=True)
-    assert not registry.progress(session, keyspace, store_name).has_batches
-    assert session.execute(f"SELECT COUNT(*) FROM {spec.keyspace}.{spec.table}").one()[0] == 0
-
-
-def test_the_cli_reset_refuses_a_batch_in_flight_and_takes_writer_stopped(capsys, session, keyspace, store_name):
-    spec = provision_store(session, StoreSpec(keyspace, store_name, StoreType.GLOBAL_KV, PARTITIONS))
-    old = registry.take_epoch(session, spec)
-    registry.begin_batch(
-        session,
-        spec,
-        BatchPosition(batch_id=0, write_ts=1_000, start=None, end=KafkaOffsets.parse('{"t":{"0":5}}'), query_id="q1"),
-        old,
-    )
-    reset = ["reset", store_name, "--yes", "--keyspace", keyspace]
-    assert cli(reset) == 4  # refused: a writer may be live
-    assert "refused: its batch 0 was begun and never recorded" in capsys.readouterr().err
-    assert registry.progress(session, keyspace, store_name).pending_batch_id == 0
-    assert cli([*reset, "--writer-stopped"]) == 0
-    assert not registry.progress(session, keyspace, store_name).has_batches
-
-    # With no batch in flight, a paused writer has nothing left to send: no confirmation needed.
-    new = registry.take_epoch(session, spec)
-    batch0 = BatchPosition(
-        batch_id=0, write_ts=2_000, start=None, end=KafkaOffsets.parse('{"t":{"0":5}}'), query_id="q2"
-    )
-    registry.begin_batch(session, spec, batch0, new)
-    registry.record_batch(session, spec, batch0, None, new)
-    assert cli(reset) == 0
-    assert not registry.progress(session, keyspace, store_name).has_batches
+# Global, window and session stores under a batch in flight move to a new table generation
+# instead: tests/integration/store/test_reset_table_generation.py.

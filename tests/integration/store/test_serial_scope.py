@@ -2,7 +2,8 @@
 lightweight transactions run at SERIAL, as Cassandra's own trace of one shows, and a writer
 checks the keyspace's replication before it takes a lease. A keyspace replicated to a second
 data center cannot be made on the one-data-center stack (Cassandra 5 refuses an unknown data
-center's name), so LOCAL_SERIAL's refusal there is covered by tests/unit/conn/test_serial_scope.py."""
+center's name): LOCAL_SERIAL's refusal there, and what SERIAL prevents, are proven on a cluster
+with two data centers by tests/integration/cluster/test_cluster_two_dc.py."""
 
 from __future__ import annotations
 

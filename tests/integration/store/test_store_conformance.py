@@ -50,16 +50,23 @@ CODEC_CASES = {
     "json-int": (codecs.JSON, codecs.INT, [["a", 1], {"k": 1}, "s", 3, [1, 2]], lambda i: -i),
 }
 KV_TYPES = [StoreType.PARTITIONED_KV, StoreType.GLOBAL_KV]
+# (store type, sub-partitions): every key-value layout, partitioned-kv with and without sub-partitions.
+KV_LAYOUTS = [(StoreType.PARTITIONED_KV, 1), (StoreType.PARTITIONED_KV, 8), (StoreType.GLOBAL_KV, 1)]
 
 
-def _build(session, keyspace, store_type: StoreType, case: str):
+def _layout_id(store_type: StoreType, subpartitions: int) -> str:
+    return store_type.value + (f"-x{subpartitions}" if subpartitions > 1 else "")
+
+
+def _build(session, keyspace, store_type: StoreType, case: str, subpartitions: int = 1):
     key_codec, value_codec, keys, value_of = CODEC_CASES[case]
-    name = f"conf_{store_type.name.lower()}_{case.replace('-', '_')}"
+    layout = store_type.name.lower() if subpartitions == 1 else f"sub{subpartitions}"
+    name = f"conf_{layout}_{case.replace('-', '_')}"
     builder = (
         StoreBuilder(session, name).with_keyspace(keyspace).with_key_codec(key_codec).with_value_codec(value_codec)
     )
     if store_type is StoreType.PARTITIONED_KV:
-        store = builder.partitioned_key_value_store(partitions=3)
+        store = builder.partitioned_key_value_store(partitions=3, subpartitions=subpartitions)
     else:
         store = builder.global_key_value_store()
     store.create()
@@ -81,10 +88,12 @@ def _sorted_model(store, keys, value_of) -> list[tuple]:
     return sorted(((k, value_of(i)) for i, k in enumerate(keys)), key=lambda kv: store.key_codec.encode(kv[0]))
 
 
-@pytest.fixture(params=[(t, c) for t in KV_TYPES for c in CODEC_CASES], ids=lambda p: f"{p[0].value}-{p[1]}")
+@pytest.fixture(
+    params=[(t, n, c) for t, n in KV_LAYOUTS for c in CODEC_CASES], ids=lambda p: f"{_layout_id(p[0], p[1])}-{p[2]}"
+)
 def loaded(request, session, keyspace):
-    store_type, case = request.param
-    store, keys, value_of = _build(session, keyspace, store_type, case)
+    store_type, subpartitions, case = request.param
+    store, keys, value_of = _build(session, keyspace, store_type, case, subpartitions)
     store.put_all([(k, value_of(i)) for i, k in enumerate(keys)])
     yield store, keys, value_of
     session.execute(f"TRUNCATE {keyspace}.{store.spec.table}")
@@ -175,9 +184,9 @@ def test_bad_input_is_refused_before_anything_is_written(session, keyspace):
         store.put("big", 2**63)
 
 
-@pytest.mark.parametrize("store_type", KV_TYPES, ids=lambda t: t.value)
-def test_put_all_with_a_key_given_twice_ends_with_its_last_value(session, keyspace, store_type):
-    store, _, _ = _build(session, keyspace, store_type, "string-long")
+@pytest.mark.parametrize(("store_type", "subpartitions"), KV_LAYOUTS, ids=lambda p: str(p))
+def test_put_all_with_a_key_given_twice_ends_with_its_last_value(session, keyspace, store_type, subpartitions):
+    store, _, _ = _build(session, keyspace, store_type, "string-long", subpartitions)
     # 5 then 3: equal write timestamps would let Cassandra keep the larger bytes (5).
     store.put_all([("twice", 5), ("twice", 3), ("gone", None), ("gone", 7), ("back", 1), ("back", None)])
     assert (store.get("twice"), store.get("gone"), store.get("back")) == (3, 7, None)
@@ -211,6 +220,8 @@ def test_reopening_with_another_layout_or_codec_is_refused(session, keyspace):
         base.partitioned_key_value_store(partitions=5).create()
     with pytest.raises(StoreMismatchError, match="json values"):
         base.with_value_codec(codecs.JSON).partitioned_key_value_store(partitions=3).create()
+    with pytest.raises(StoreMismatchError, match=r"x 1 sub-partition.*with 3 x 4"):
+        base.partitioned_key_value_store(partitions=3, subpartitions=4).create()
 
 
 def test_cached_reads_are_stale_until_the_ttl_and_own_writes_evict(session, keyspace):
@@ -248,21 +259,27 @@ def test_many_workers_creating_one_store_at_once_agree(session, keyspace):
 
 
 VERSIONED_TYPES = [StoreType.PARTITIONED_VERSIONED, StoreType.GLOBAL_VERSIONED]
+VERSIONED_LAYOUTS = [
+    (StoreType.PARTITIONED_VERSIONED, 1),
+    (StoreType.PARTITIONED_VERSIONED, 8),
+    (StoreType.GLOBAL_VERSIONED, 1),
+]
 
 
 @pytest.mark.parametrize("case", list(CODEC_CASES))
-@pytest.mark.parametrize("store_type", VERSIONED_TYPES, ids=lambda t: t.value)
-def test_versioned_operation_table(session, keyspace, store_type, case):
+@pytest.mark.parametrize(("store_type", "subpartitions"), VERSIONED_LAYOUTS, ids=lambda p: str(p))
+def test_versioned_operation_table(session, keyspace, store_type, subpartitions, case):
     key_codec, value_codec, keys, value_of = CODEC_CASES[case]
     keys = [k for k in keys if k != ""]
+    layout = store_type.name.lower()[:4] + (f"x{subpartitions}" if subpartitions > 1 else "")
     builder = (
-        StoreBuilder(session, f"confv_{store_type.name.lower()[:4]}_{case.replace('-', '_')}")
+        StoreBuilder(session, f"confv_{layout}_{case.replace('-', '_')}")
         .with_keyspace(keyspace)
         .with_key_codec(key_codec)
         .with_value_codec(value_codec)
     )
     if store_type is StoreType.PARTITIONED_VERSIONED:
-        store = builder.partitioned_versioned_store(partitions=3).create()
+        store = builder.partitioned_versioned_store(partitions=3, subpartitions=subpartitions).create()
     else:
         store = builder.global_versioned_store().create()
     key = keys[0]

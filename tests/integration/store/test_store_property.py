@@ -35,11 +35,17 @@ operations = st.lists(
 )
 
 
-@pytest.fixture(scope="module", params=[StoreType.PARTITIONED_KV, StoreType.GLOBAL_KV], ids=lambda t: t.value)
+@pytest.fixture(
+    scope="module",
+    params=[(StoreType.PARTITIONED_KV, 1), (StoreType.PARTITIONED_KV, 16), (StoreType.GLOBAL_KV, 1)],
+    ids=lambda p: p[0].value + (f"-x{p[1]}" if p[1] > 1 else ""),
+)
 def store(request, session, keyspace):
-    builder = StoreBuilder(session, f"prop_{request.param.name.lower()}").with_keyspace(keyspace)
-    if request.param is StoreType.PARTITIONED_KV:
-        return builder.partitioned_key_value_store(partitions=4).create()
+    store_type, subpartitions = request.param
+    suffix = "" if subpartitions == 1 else f"_x{subpartitions}"
+    builder = StoreBuilder(session, f"prop_{store_type.name.lower()}{suffix}").with_keyspace(keyspace)
+    if store_type is StoreType.PARTITIONED_KV:
+        return builder.partitioned_key_value_store(partitions=4, subpartitions=subpartitions).create()
     return builder.global_key_value_store().create()
 
 

@@ -97,12 +97,20 @@ class Model:
 
 
 @pytest.fixture(
-    scope="module", params=[StoreType.PARTITIONED_VERSIONED, StoreType.GLOBAL_VERSIONED], ids=lambda t: t.value
+    scope="module",
+    params=[
+        (StoreType.PARTITIONED_VERSIONED, 1),
+        (StoreType.PARTITIONED_VERSIONED, 8),
+        (StoreType.GLOBAL_VERSIONED, 1),
+    ],
+    ids=lambda p: p[0].value + (f"-x{p[1]}" if p[1] > 1 else ""),
 )
 def store(request, session, keyspace):
-    builder = StoreBuilder(session, f"vprop_{request.param.name.lower()}").with_keyspace(keyspace)
-    if request.param is StoreType.PARTITIONED_VERSIONED:
-        return builder.partitioned_versioned_store(partitions=3).create()
+    store_type, subpartitions = request.param
+    suffix = "" if subpartitions == 1 else f"_x{subpartitions}"
+    builder = StoreBuilder(session, f"vprop_{store_type.name.lower()}{suffix}").with_keyspace(keyspace)
+    if store_type is StoreType.PARTITIONED_VERSIONED:
+        return builder.partitioned_versioned_store(partitions=3, subpartitions=subpartitions).create()
     return builder.global_versioned_store().create()
 
 

@@ -4,12 +4,18 @@ exact counts or a refusal before anything is written, never in input silently sk
 
 from __future__ import annotations
 
+import json
+import time
+from datetime import datetime
+
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from statestore.conn import kafka as kafka_io
+from statestore.core.config import StreamConfig
 from statestore.store.book import registry
+from statestore.stream.job import JobConfig, start
 from tests.corpus import generate
 from tests.integration.conftest import delete_topic, dump, produce_lines, run_stream, wait_for
 
@@ -35,6 +41,48 @@ def test_partitions_added_between_runs_are_counted_from_their_start(
     _produce_to(kafka_config, topic, 5, more[60:])
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert dump(session, keyspace, store_name) == dict(truth + extra)
+
+
+def _first_commit_reading(events: list[dict], topic: str, partition: int) -> float | None:
+    """When (epoch seconds) the first batch that read from `partition` had committed."""
+    for event in sorted(events, key=lambda e: e["batchId"]):
+        ends = event["sources"][0]["endOffset"]
+        ends = json.loads(ends) if isinstance(ends, str) else ends
+        starts = event["sources"][0]["startOffset"] or {}
+        starts = json.loads(starts) if isinstance(starts, str) else starts
+        if ends[topic].get(str(partition), 0) > starts.get(topic, {}).get(str(partition), 0):
+            began = datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
+            return began + event["durationMs"]["triggerExecution"] / 1000
+    return None
+
+
+def test_partitions_added_while_the_stream_runs_are_counted_without_a_restart(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    lines, truth = generate(200, seed=2816)
+    produce_lines(kafka_config, topic, lines)
+    stream = StreamConfig(topic=topic, store=store_name, checkpoint=str(tmp_path / "cp"), trigger="1s")
+    running = start(spark, JobConfig(stream, cassandra_config, kafka_config))
+    try:
+        wait_for(lambda: dump(session, keyspace, store_name) == dict(truth), 120, "the first lines counted")
+        run_id = running.query.runId
+        admin = AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers})
+        admin.create_partitions([NewPartitions(topic, 6)])[topic].result(timeout=30)
+        changed = time.time()
+        more, extra = generate(120, seed=2817)
+        _produce_to(kafka_config, topic, 4, more[:60])
+        _produce_to(kafka_config, topic, 5, more[60:])
+        # The running query finds the new partitions itself and reads them from their start.
+        wait_for(lambda: dump(session, keyspace, store_name) == dict(truth + extra), 120, "the new partitions counted")
+        assert running.query.isActive and running.query.runId == run_id  # never restarted
+        offsets = json.loads(registry.progress(session, keyspace, store_name).offsets)[topic]
+        assert (offsets["4"], offsets["5"]) == (60, 60)
+        events = [json.loads(p.json) for p in running.query.recentProgress]
+        counted = _first_commit_reading(events, topic, 4)
+        assert counted is not None
+        print(f"from the partition change to partition 4's first counted batch: {counted - changed:.2f} s")
+    finally:
+        running.stop()
 
 
 @pytest.mark.parametrize("new_lines", [50, 400], ids=["fewer", "more"])

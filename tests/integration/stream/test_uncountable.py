@@ -11,7 +11,7 @@ import pytest
 
 from statestore.core.model import MAX_KEY_BYTES
 from statestore.store.book import deadletters
-from statestore.stream import dead_letters, job, transforms
+from statestore.stream import dead_letters, job
 from statestore.stream.apply import UNCOUNTABLE
 from statestore.stream.transforms import batch_deltas, dead_letter_rows
 from statestore.stream.writer import BatchSeams
@@ -94,18 +94,3 @@ def test_a_clean_batch_runs_no_dead_letter_job(
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
     assert dump(session, keyspace, store_name) == {"alpha": 1, "beta": 2}
     assert dead_letter_jobs == []
-
-
-def test_the_driver_fetches_a_batchs_dead_letters_in_partitions_bounded_in_bytes(spark):
-    """Forty 256 KiB bad records all in one Kafka partition (one Spark partition): spread to
-    partitions of at most ~2 MiB each, so the driver, fetching one at a time, never holds all."""
-    raw = b"\xff" * (256 * 1024)
-    records = _records(spark, [raw] * 40).coalesce(1)
-    spread = transforms.spread_dead_letters(dead_letter_rows(records), fetch_bytes=2 * 1024 * 1024)
-    sizes = spread.rdd.glom().map(lambda rows: sum(len(r.raw) + len(r.detail) for r in rows)).collect()
-    bound = 2 * 1024 * 1024
-    assert len(sizes) == -(-sum(sizes) // bound) == 6  # 40 x (256 KiB and a detail) over 2 MiB
-    assert max(sizes) <= bound  # spread evenly: none over the bound
-    assert sorted(r.offset for r in spread.toLocalIterator()) == list(range(40))  # none lost
-    clean = transforms.spread_dead_letters(dead_letter_rows(_records(spark, [b"good words"])))
-    assert clean.count() == 0

@@ -180,6 +180,8 @@ def test_format_choices_and_defaults_per_command():
         expected[name] = (rows, "table")
     for name in ("create-keyspace", "create-topic", "produce", "reset", "serve"):
         expected[name] = None
+    for name in ("create-store", "set-retention", "relayout"):  # what was done, as lines
+        expected[name] = None
     assert {name: _format_choices(p) for name, p in commands.items()} == expected
 
 

@@ -145,3 +145,34 @@ def test_a_serial_read_gives_up_after_a_few_rounds_and_never_retries_other_error
     with pytest.raises(InvalidRequest):
         serial_read(session, _Statement(), ("store",))
     assert len(session.calls) == 1
+
+
+def test_a_table_gone_under_the_writer_is_fencing_not_an_outage():
+    """A reset or re-layout moved the store to a new table: the writer stops at once, fenced."""
+    from cassandra import InvalidRequest
+
+    from statestore.core.errors import StoreFencedError
+
+    config = cfg.resolve(CassandraConfig, env={"STATESTORE_RETRY_BUDGET": "5"})
+    for said in ("table ks.words_store does not exist", "unconfigured table words_store"):
+        attempts = []
+
+        def action(said=said, attempts=attempts):
+            attempts.append(1)
+            raise InvalidRequest(f'Error from server: code=2200 [Invalid query] message="{said}"')
+
+        with pytest.raises(StoreFencedError, match="applying batch 3 failed: its table is gone") as caught:
+            with_retries(config, "applying batch 3", action, sleep=lambda _s: None)
+        assert attempts == [1] and said in str(caught.value)
+
+
+def test_another_invalid_request_is_not_taken_for_fencing():
+    from cassandra import InvalidRequest
+
+    config = cfg.resolve(CassandraConfig, env={"STATESTORE_RETRY_BUDGET": "5"})
+
+    def action():
+        raise InvalidRequest("Key may not be empty")
+
+    with pytest.raises(InvalidRequest, match="Key may not be empty"):
+        with_retries(config, "applying batch 3", action, sleep=lambda _s: None)

@@ -67,10 +67,11 @@ def test_verdict_fails_only_under_the_fail_policy(worst, policy, status):
 def test_recommendation_for_an_outgrown_partitioned_store():
     advice = selection.recommend("partitioned-kv", 4, 4, 1000 * MIB, 300 * MIB, Thresholds())
     assert "is over the warn threshold" in advice[0]
-    assert "global-kv" in advice[1] and "at least 20 partitions" in advice[1]  # 1000 MiB / 50 MiB
-    assert len(advice) == 2  # 300 MiB is not twice the 250 MiB mean: not skewed
+    assert "--subpartitions 8" in advice[1]  # 300 MiB / 50 MiB -> 6, a power of two up
+    assert "global-kv" in advice[2] and "at least 20 partitions" in advice[2]  # 1000 MiB / 50 MiB
+    assert len(advice) == 3  # 300 MiB is not twice the 250 MiB mean: not skewed
     skewed = selection.recommend("partitioned-kv", 4, 4, 1000 * MIB, 600 * MIB, Thresholds())
-    assert "skewed" in skewed[2]
+    assert "skewed" in skewed[3]
 
 
 def test_no_recommendation_while_partitions_are_comfortable():

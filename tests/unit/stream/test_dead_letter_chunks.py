@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from statestore.store.book.deadletters import DeadLetter
 from statestore.stream.dead_letters import dead_letter_chunks
-from statestore.stream.transforms import dead_letter_partitions
 
 
 def _letter(offset: int, raw_bytes: int) -> DeadLetter:
@@ -23,10 +22,3 @@ def test_chunks_hold_at_most_so_many_bytes_and_rows_and_lose_no_letter():
 
 def test_no_letters_no_chunks():
     assert list(dead_letter_chunks(iter([]))) == []
-
-
-def test_dead_letters_spread_over_partitions_by_bytes_and_by_rows():
-    assert dead_letter_partitions(0, 0) == 1
-    assert dead_letter_partitions(10, 10 * 1024**2, fetch_bytes=4 * 1024**2) == 3  # by bytes, rounded up
-    assert dead_letter_partitions(50_001, 100, fetch_rows=10_000) == 6  # by rows, rounded up
-    assert dead_letter_partitions(1, 64 * 1024**2, fetch_bytes=16 * 1024**2) == 4

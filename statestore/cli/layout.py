@@ -1,0 +1,59 @@
+"""The CLI's `relayout` command: copy a store into a new table with other sub-partitions, or
+drop the table a re-layout left behind. The rules are the library's (statestore.store.relayout);
+this command only parses and prints. (`create-store --subpartitions` is in statestore.cli.manage.)"""
+
+from __future__ import annotations
+
+import json
+
+from statestore.cli.args import (
+    CASSANDRA_BOOKKEEPING,
+    CASSANDRA_DDL,
+    CASSANDRA_READS,
+    STORE_HELP,
+    at_least_1,
+    store_name,
+)
+from statestore.conn.cassandra import session_for
+from statestore.core import config as cfg
+from statestore.core.config import CassandraConfig
+from statestore.core.errors import ConfigError
+from statestore.store import relayout
+
+
+def cmd_relayout(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    session = session_for(config)
+    if (args.subpartitions is None) == (args.drop_table is None):
+        raise ConfigError("give either --subpartitions N (re-lay out) or --drop-table TABLE (drop the old table)")
+    if args.drop_table is not None:
+        dropped = relayout.drop_old_table(session, config.keyspace, args.store, args.drop_table, args.confirm)
+        print(f"table {dropped} dropped")
+        return 0
+    result = relayout.relayout_store(session, config.keyspace, args.store, args.subpartitions)
+    print(json.dumps(result.as_dict(), sort_keys=True))
+    print(
+        f"store {result.store} now reads {result.new_table} ({result.new_subpartitions} sub-partition(s)); "
+        f"{result.old_table} is kept as the way back: drop it with `statestore relayout {result.store} "
+        f"--drop-table {result.old_table} --confirm {result.store}`"
+    )
+    return 0
+
+
+def add_commands(command) -> None:
+    """Register relayout with the main parser's `command(...)`."""
+    p = command(
+        "relayout",
+        cmd_relayout,
+        "copy a partitioned-kv store into a new table with N sub-partitions, verify, switch to it (the old "
+        "table is kept); refused while a stream writes the store",
+        cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
+    )
+    p.add_argument("store", type=store_name, help=STORE_HELP)
+    p.add_argument("--subpartitions", type=at_least_1, help="the new number of sub-partitions per partition")
+    p.add_argument(
+        "--drop-table",
+        metavar="TABLE",
+        help="instead: drop TABLE, the store's table from before a re-layout (no way back after this)",
+    )
+    p.add_argument("--confirm", metavar="STORE", help="with --drop-table: the store's name, as confirmation")

@@ -1,0 +1,26 @@
+"""What the stream records of a table TTL for later runs (apply_cache.ttl_expiry_to_record) and how
+the ledger takes a recorded mark (CacheLedger.admits): a TTL removed between two runs still keeps
+the second run's cache off until the rows written under it can no longer expire."""
+
+from __future__ import annotations
+
+from statestore.stream.apply_cache import TTL_MARK_AHEAD_S, CacheLedger, ttl_expiry_to_record
+
+
+def test_a_ttl_is_recorded_ahead_and_renewed_once_it_comes_within_the_margin():
+    assert ttl_expiry_to_record(None, 1_000.0, None) is None and ttl_expiry_to_record(0, 1_000.0, 5.0) is None
+    first = ttl_expiry_to_record(60, 1_000.0, None)
+    assert first == 1_000.0 + 60 + 2 * TTL_MARK_AHEAD_S
+    assert ttl_expiry_to_record(60, 1_000.0 + TTL_MARK_AHEAD_S, first) is None  # still covers this batch's writes
+    renewed = ttl_expiry_to_record(60, 1_000.0 + TTL_MARK_AHEAD_S + 1, first)
+    assert renewed is not None and renewed > first
+    assert ttl_expiry_to_record(600, 1_000.0, first) is None  # a longer TTL the mark still covers
+    assert ttl_expiry_to_record(10_000, 1_000.0, first) > first  # one it does not: moved on at once
+
+
+def test_a_new_run_with_no_ttl_distrusts_the_cache_until_the_recorded_mark():
+    ledger = CacheLedger()  # a new run: it never saw the TTL
+    assert not ledger.admits(0, 1_000.0, recorded_until_s=1_500.0)
+    assert not ledger.admits(None, 1_499.0)  # remembered, even when the next read gives no mark
+    assert ledger.admits(0, 1_500.0, recorded_until_s=1_500.0)
+    assert CacheLedger().admits(0, 1_000.0, recorded_until_s=None)
