@@ -30,10 +30,11 @@ return value (XCom) and is logged.
 - `set_retention` (retention): sets a key-value or versioned store's retention (`7d`, `12h`, ...;
   `none` removes it): entries dated that long before the stream time are absent to every reader
   and counted from zero by the stream; the expire job reclaims them. `create` takes it too.
-- `relayout` (subpartitions): copies a partitioned-kv store into a new table with that many
-  sub-partitions per partition, verifies the copy (counts and a checksum), switches the store to
-  it and keeps the old table as the way back; refused while a stream writes the store (stop it
-  first). `create` takes **subpartitions** too (default 1: the seed's table).
+- `relayout` (subpartitions): copies a partitioned-kv or partitioned-versioned store (every
+  version of every key) into a new table with that many sub-partitions per partition, verifies
+  the copy (counts and a checksum), switches the store to it and keeps the old table as the way
+  back; refused while a stream writes the store (stop it first). `create` takes
+  **subpartitions** too (default 1: the seed's table).
 - `drop_old_table` (table, confirm): drops the table a re-layout left behind, once the new one
   is trusted; **confirm** must repeat the store's name.
 - `drop` (confirm): drops the store's tables; **confirm** must repeat the store's name;
@@ -85,7 +86,7 @@ with DAG(
             maximum=1024,
             title="Sub-partitions per partition (create, relayout)",
             description="partitioned-kv and -versioned: each partition spread over this many Cassandra partitions "
-            "by a hash of the key (1: the seed's table); relayout: partitioned-kv only",
+            "by a hash of the key (1: the seed's table)",
         ),
         "table": Param(
             None,

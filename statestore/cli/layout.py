@@ -45,8 +45,8 @@ def add_commands(command) -> None:
     p = command(
         "relayout",
         cmd_relayout,
-        "copy a partitioned-kv store into a new table with N sub-partitions, verify, switch to it (the old "
-        "table is kept); refused while a stream writes the store",
+        "copy a partitioned-kv or partitioned-versioned store (every version) into a new table with N "
+        "sub-partitions, verify, switch to it (the old table is kept); refused while a stream writes the store",
         cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
     )
     p.add_argument("store", type=store_name, help=STORE_HELP)

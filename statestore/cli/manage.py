@@ -95,7 +95,7 @@ def add_commands(command) -> None:
         default=1,
         help="partitioned-kv and -versioned: Cassandra partitions per store partition, by a hash of the key "
         "(default 1: PRIMARY KEY ((partition), key...), the seed's table; N > 1: ((partition, subpartition), "
-        "key...), each partition about 1/N as large; `statestore relayout` changes it for a partitioned-kv store)",
+        "key...), each partition about 1/N as large; `statestore relayout` changes it later)",
     )
     p.add_argument("--key-codec", choices=tuple(codecs.BUILT_IN), default="string", help="default string")
     p.add_argument("--value-codec", choices=tuple(codecs.BUILT_IN), default="long", help="default long")

@@ -1,8 +1,8 @@
-"""Re-layout: copy a partitioned-kv store into a new table with another number of sub-partitions.
+"""Re-layout: copy a partitioned store into a new table with another number of sub-partitions.
 
 A store's sub-partitions fix where each key lives, so changing them means a new table: the
 store is copied into `<store>_store_r<k>` laid out with the new count, the copy is verified
-(exact counts of both tables, and an order-free checksum of every entry, read again from both
+(exact counts of both tables, and an order-free checksum of every row, read again from both
 tables after the copy, equal to the one of what was copied), and only then the registry is
 pointed at the new table (a lightweight transaction conditional on the old one). The old
 table is kept, untouched, as the way back until the operator confirms with `drop_old_table`
@@ -13,8 +13,13 @@ holds the lease itself (holder "statestore relayout (...)") for the whole copy, 
 can start mid-copy. It also takes the store's next epoch, so a paused writer that wakes up
 can record nothing, and refuses a store whose last batch was begun and never recorded (its
 writer may still send entries into the old table; restart the stream to finish it first).
-The copied entries are written at the registry's `last_ts`, the write timestamp of the last
+The copied rows are written at the registry's `last_ts`, the write timestamp of the last
 batch applied, so every later batch (written above it) wins over them as before.
+
+What is copied is each type's stored rows, as they are: a partitioned-kv store's entries
+(key, value, batch, time), a partitioned-versioned store's every version row (the whole history
+of every key: validity, value or tombstone, batch and time). The table modules own the CQL of
+reading, writing and counting those rows (`_Rows` names them); this module only orchestrates.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import count, islice
 
@@ -34,23 +39,26 @@ from statestore.core.errors import (
     UnsupportedOperationError,
     WriterMayBeLiveError,
 )
-from statestore.core.model import Entry, StoreSpec, StoreType
+from statestore.core.model import Entry, StoreSpec, StoreType, Version
 from statestore.core.names import store_table, validate_store_name, validate_table_name
 from statestore.store import admin
 from statestore.store.book import registry
 from statestore.store.book.lease import StoreLease, describe_self
 from statestore.store.provision import table_exists
-from statestore.store.tables import table_for
+from statestore.store.tables import KeyValueTable, table_for
+from statestore.store.tables.partitioned_versioned import PartitionedVersionedTable
 
 _log = logging.getLogger(__name__)
 _LEASE_TTL_S = 30.0
-_CHUNK = 20_000  # entries read before they are written (bounded memory)
+_CHUNK = 20_000  # rows read before they are written (bounded memory)
 _MASK = 2**64 - 1
+_RELAID = (StoreType.PARTITIONED_KV, StoreType.PARTITIONED_VERSIONED)
 
 
 @dataclass(frozen=True)
 class RelayoutResult:
-    """What a re-layout did: the store, both tables and layouts, and what was verified."""
+    """What a re-layout did: the store, both tables and layouts, and what was verified.
+    `entries` counts the rows copied: entries, or a versioned store's version rows (`unit`)."""
 
     store: str
     old_table: str
@@ -60,6 +68,7 @@ class RelayoutResult:
     entries: int
     checksum: str
     seconds: float
+    unit: str = "entries"
 
     def as_dict(self) -> dict:
         return {**vars(self), "old_table_kept": True}
@@ -69,10 +78,11 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
     """Copy store `name` into a new table of `subpartitions` sub-partitions per partition,
     verify, swap the registry to it and keep the old table (see the module doc)."""
     spec = registry.lookup(session, keyspace, validate_store_name(name))
-    if spec.store_type is not StoreType.PARTITIONED_KV:
+    if spec.store_type not in _RELAID:
         raise UnsupportedOperationError(
-            f"store '{name}' is {spec.store_type.value}: only partitioned-kv stores are re-laid out (a versioned "
-            "store's histories are not copied; create a partitioned-versioned store with --subpartitions instead)"
+            f"store '{name}' is {spec.store_type.value}: only partitioned-kv and partitioned-versioned stores are "
+            "re-laid out (a global store has a partition per key already; window and session stores are bounded "
+            "by their time segments)"
         )
     if subpartitions == spec.subpartitions:
         raise OptionError(f"store '{name}' has {subpartitions} sub-partition(s) already: nothing to re-lay out")
@@ -95,7 +105,7 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
             )
         session.execute(table_for(target).create_cql(options), execution_profile=DDL_PROFILE)
         try:
-            entries, checksum = _copy_and_verify(session, spec, target, progress.last_ts, concurrency, lease)
+            copied, checksum = _copy_and_verify(session, spec, target, progress.last_ts, concurrency, lease)
             lease.check()
             registry.swap_table(session, spec, target.table, subpartitions)
         except BaseException:
@@ -111,13 +121,14 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
         target.table,
         spec.subpartitions,
         subpartitions,
-        entries,
+        copied,
         checksum,
         round(time.monotonic() - began, 2),
+        _rows_of(table_for(spec)).unit,
     )
     _log.info(
-        "store %s.%s re-laid out: %d entries copied from %s (%d sub-partitions) to %s (%d); old table kept",
-        keyspace, name, entries, spec.table, spec.subpartitions, target.table, subpartitions,
+        "store %s.%s re-laid out: %d %s copied from %s (%d sub-partitions) to %s (%d); old table kept",
+        keyspace, name, copied, result.unit, spec.table, spec.subpartitions, target.table, subpartitions,
     )  # fmt: skip
     return result
 
@@ -125,24 +136,24 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
 def _copy_and_verify(
     session, source: StoreSpec, target: StoreSpec, write_ts: int | None, concurrency: int, lease: StoreLease
 ) -> tuple[int, str]:
-    """Copy every entry of `source`'s table into `target`'s; (entries, checksum) once both
+    """Copy every row of `source`'s table into `target`'s; (rows, checksum) once both
     tables count the same and the target reads back with the source's checksum."""
-    old, new = table_for(source), table_for(target)
+    old, new = _rows_of(table_for(source)), _rows_of(table_for(target))
     copied, digest = 0, 0
-    entries = old.scan_unordered(session)
-    while chunk := list(islice(entries, _CHUNK)):
+    rows = old.read(session)
+    while chunk := list(islice(rows, _CHUNK)):
         lease.check()
-        new.write_entries(session, chunk, concurrency, write_ts)
+        new.write(session, chunk, concurrency, write_ts)
         copied += len(chunk)
-        digest = (digest + _checksum(chunk)) & _MASK
-    # Both tables read again: an entry written to the source once copied, or a lost write,
+        digest = (digest + _checksum(chunk, old.fingerprint)) & _MASK
+    # Both tables read again: a row written to the source once copied, or a lost write,
     # shows as a count or a checksum that differs.
     counts = {"copied": copied, source.table: old.count(session), target.table: new.count(session)}
-    sums = {"copied": digest, source.table: _checksum(old.scan_unordered(session))}
-    sums[target.table] = _checksum(new.scan_unordered(session))
+    sums = {"copied": digest, source.table: _checksum(old.read(session), old.fingerprint)}
+    sums[target.table] = _checksum(new.read(session), new.fingerprint)
     if len(set(counts.values())) != 1 or len(set(sums.values())) != 1:
         raise StoreChangedError(
-            f"re-layout of store '{source.name}' not verified: entries {counts}, checksums "
+            f"re-layout of store '{source.name}' not verified: {old.unit} {counts}, checksums "
             f"{ {table: f'{value:016x}' for table, value in sums.items()} }. The store was written during the copy "
             "(by something that holds no lease) or a write was lost; the new table was dropped and the store "
             "still uses its old table. Stop every writer and run it again."
@@ -150,12 +161,45 @@ def _copy_and_verify(
     return copied, f"{digest:016x}"
 
 
-def _checksum(entries: Iterable[Entry]) -> int:
-    """An order-free 64-bit checksum of entries: the sum of each one's hash (key, value, batch, time)."""
+@dataclass(frozen=True)
+class _Rows:
+    """What a re-layout copies of one table and how, each step its table module's: `read`
+    every stored row, `write` a chunk of them (at a write timestamp), `count` them inside
+    Cassandra, and the bytes that `fingerprint` one row for the checksum."""
+
+    unit: str
+    read: Callable[[object], Iterator]
+    write: Callable[[object, list, int, int | None], None]
+    count: Callable[[object], int]
+    fingerprint: Callable[[object], bytes]
+
+
+def _rows_of(table: KeyValueTable) -> _Rows:
+    """A partitioned-versioned table's version rows (every one, old history and tombstone
+    versions too), or a partitioned-kv table's entries."""
+    if isinstance(table, PartitionedVersionedTable):  # sub-partitioned too
+        return _Rows("versions", table.scan_versions, table.write_versions, table.count_versions, _version_bytes)
+    return _Rows("entries", table.scan_unordered, table.write_entries, table.count, _entry_bytes)
+
+
+def _entry_bytes(entry: Entry) -> bytes:
+    """An entry's fingerprint: key, value, batch and time."""
+    return b"\x00".join((entry.key, entry.value, str(entry.batch_id).encode(), str(entry.time_ms).encode()))
+
+
+def _version_bytes(version: Version) -> bytes:
+    """A version row's fingerprint: key, validity, value (a tombstone told from an empty
+    value), batch and time."""
+    value = b"-" if version.value is None else b"+" + version.value
+    numbers = (version.valid_from, version.valid_to, version.batch_id, version.time_ms)
+    return b"\x00".join((version.key, *(str(n).encode() for n in numbers), value))
+
+
+def _checksum(rows: Iterable, fingerprint: Callable[[object], bytes]) -> int:
+    """An order-free 64-bit checksum of rows: the sum of the hash of each one's fingerprint."""
     total = 0
-    for entry in entries:
-        text = b"\x00".join((entry.key, entry.value, str(entry.batch_id).encode(), str(entry.time_ms).encode()))
-        total += int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
+    for row in rows:
+        total += int.from_bytes(hashlib.blake2b(fingerprint(row), digest_size=8).digest(), "big")
     return total & _MASK
 
 

@@ -128,13 +128,14 @@ def recommend(
             f"{human_bytes(total_bytes)} over {store_partitions} partition(s)"
             + (f" x {subpartitions} sub-partitions." if subpartitions > 1 else ".")
         )
-        if store_type == "partitioned-kv":
+        if store_type in ("partitioned-kv", "partitioned-versioned"):
             wanted = recommended_subpartitions(max_partition_bytes, subpartitions, comfortable)
+            kept = "keys, ranges and order" + (" and every key's history" if versioned else "")
             advice.append(
                 f"re-lay it out with {wanted} sub-partitions per partition: `statestore relayout STORE "
                 f"--subpartitions {wanted}` (admin DAG action relayout, with the stream stopped) keeps each "
                 f"Cassandra partition near {human_bytes(max_partition_bytes * subpartitions // wanted)} "
-                f"(at most {human_bytes(comfortable)}), with the same keys, ranges and order."
+                f"(at most {human_bytes(comfortable)}), with the same {kept}."
             )
         global_type = "global-versioned" if versioned else "global-kv"
         advice.append(

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
+from cassandra import OperationTimedOut, ReadFailure, ReadTimeout
 from cassandra.concurrent import execute_concurrent
 
-from statestore.core.model import EVERYTHING, Entry, KeyRange
+from statestore.core.model import EVERYTHING, Entry, KeyRange, Version
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for
 from statestore.store.tables.base import chunked, range_condition
@@ -141,6 +142,44 @@ class PartitionedVersionedTable(VersionedTable):
             for (partition,) in split.partitions
             for row in paged(session, select, (partition, *params), page_size, self.profile)
         )
+
+    # -- every stored version row, as it is (a re-layout's copy, statestore.store.relayout) ----
+    # A layout with a wider Cassandra partition key overrides these two.
+    PARTITION_WHERE = "partition = ?"
+
+    def partition_keys(self) -> list[tuple[int, ...]]:
+        """The partition key values of every Cassandra partition of the store."""
+        return [(p,) for p in range(self.spec.partitions)]
+
+    def scan_versions(self, session, page_size: int = 5000) -> Iterator[Version]:
+        """Every stored version row, tombstone versions and old history too, Cassandra
+        partition by partition (each key's versions together, newest first)."""
+        select = self._statement(session, f"SELECT {COLUMNS} FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
+        for location in self.partition_keys():
+            yield from map(version_from_row, paged(session, select, location, page_size, self.profile))
+
+    def count_versions(self, session) -> int:
+        """The exact number of stored version rows: one COUNT(*) per Cassandra partition, or
+        page by page where one outlasts a request's timeout (as PartitionedKeyValueTable.count)."""
+        select = self._statement(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
+        locations = self.partition_keys()
+        results = execute_concurrent(
+            session,
+            execution_profile=self.profile,
+            statements_and_parameters=[(select, location) for location in locations],
+            concurrency=8,
+            raise_on_first_error=False,
+        )
+        total = 0
+        for location, result in zip(locations, results, strict=True):
+            if result.success:
+                total += result.result_or_exc.one()[0]
+            elif isinstance(result.result_or_exc, (ReadTimeout, ReadFailure, OperationTimedOut)):
+                keys = self._statement(session, f"SELECT key FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
+                total += sum(1 for _ in paged(session, keys, location, 5000, self.profile))
+            else:
+                raise result.result_or_exc
+        return total
 
 
 def _key(entry: Entry) -> bytes:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from itertools import product
 
 from cassandra import OperationTimedOut, ReadFailure, ReadTimeout
 from cassandra.concurrent import execute_concurrent
@@ -25,22 +24,21 @@ from cassandra.concurrent import execute_concurrent
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, Entry, KeyRange
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import locations_for, partition_for, subpartition_for
+from statestore.core.partitioner import locations_for
 from statestore.store.tables.base import chunked, entry_from_row, range_condition, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.partitioned_kv import PartitionedKeyValueTable
+from statestore.store.tables.subpartitions import PARTITION_WHERE, Location, SubpartitionedLayout
 from statestore.store.tables.unlogged import write_unlogged
 
 _BATCH_ROWS = 64
 _READ_KEYS = 100
 # The Cassandra partition key of every statement here.
-_WHERE = "partition = ? AND subpartition = ?"
-
-Location = tuple[int, int]  # (partition, sub-partition): one Cassandra partition
+_WHERE = PARTITION_WHERE
 
 
-class SubpartitionedKeyValueTable(PartitionedKeyValueTable):
+class SubpartitionedKeyValueTable(SubpartitionedLayout, PartitionedKeyValueTable):
     """partitioned-kv with `spec.subpartitions` Cassandra partitions per store partition."""
 
     def create_cql(self, options: TableOptions | None = None) -> str:
@@ -51,18 +49,6 @@ class SubpartitionedKeyValueTable(PartitionedKeyValueTable):
             " PRIMARY KEY ((partition, subpartition), key))"
             f" WITH {options.cql(f'statestore partitioned-kv store {self.spec.name}')}"
         )
-
-    # The partition key of the inherited splits / read_split (parallel readers) too.
-    PARTITION_WHERE = _WHERE
-
-    def partition_key_of(self, key: bytes) -> Location:
-        """The Cassandra partition `key` lives in: (partition, sub-partition)."""
-        partitions = self.spec.partitions
-        return partition_for(key, partitions), subpartition_for(key, partitions, self.spec.subpartitions)
-
-    def partition_keys(self) -> list[Location]:
-        """Every Cassandra partition of the store, in (partition, sub-partition) order."""
-        return list(product(range(self.spec.partitions), range(self.spec.subpartitions)))
 
     def _by_location(self, items) -> dict[Location, list]:
         """`items` (keys, or entries) grouped by their key's Cassandra partition, in order."""

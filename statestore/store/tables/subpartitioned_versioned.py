@@ -12,26 +12,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from itertools import product
 
 from cassandra.concurrent import execute_concurrent
 
 from statestore.core.model import EVERYTHING, Entry, KeyRange
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import partition_for, subpartition_for
 from statestore.store.tables.base import chunked, range_condition
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.partitioned_versioned import PartitionedVersionedTable
 from statestore.store.tables.splits import Split, partition_splits
+from statestore.store.tables.subpartitions import PARTITION_WHERE, Location, SubpartitionedLayout
 from statestore.store.tables.versioned_base import COLUMNS, OPEN_END, version_from_row
 
 _READ_KEYS = 100
-_WHERE = "partition = ? AND subpartition = ?"
-
-Location = tuple[int, int]  # (partition, sub-partition): one Cassandra partition
+_WHERE = PARTITION_WHERE
 
 
-class SubpartitionedVersionedTable(PartitionedVersionedTable):
+class SubpartitionedVersionedTable(SubpartitionedLayout, PartitionedVersionedTable):
     """partitioned-versioned with `spec.subpartitions` Cassandra partitions per store partition."""
 
     def create_cql(self, options: TableOptions | None = None) -> str:
@@ -43,15 +40,6 @@ class SubpartitionedVersionedTable(PartitionedVersionedTable):
             " WITH CLUSTERING ORDER BY (key ASC, valid_to DESC)"
             f" AND {options.cql(f'statestore partitioned-versioned store {self.spec.name}')}"
         )
-
-    def partition_key_of(self, key: bytes) -> Location:
-        """The Cassandra partition `key`'s versions live in: (partition, sub-partition)."""
-        partitions = self.spec.partitions
-        return partition_for(key, partitions), subpartition_for(key, partitions, self.spec.subpartitions)
-
-    def partition_keys(self) -> list[Location]:
-        """Every Cassandra partition of the store, in (partition, sub-partition) order."""
-        return list(product(range(self.spec.partitions), range(self.spec.subpartitions)))
 
     def _key_where(self) -> str:
         return f"{_WHERE} AND key = ?"

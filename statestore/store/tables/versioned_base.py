@@ -304,6 +304,11 @@ class VersionedTable(KeyValueTable):
             raise_on_first_error=True,
         )
 
+    def write_versions(self, session, versions: Iterable[Version], concurrency: int, write_ts: int | None) -> None:
+        """Write `versions` as they are, each a complete new row (its validity, value or
+        tombstone, batch id and time; missing columns left unset): a copy of stored rows."""
+        self.write_rows(session, [[RowWrite(version)] for version in versions], concurrency, write_ts)
+
     def read_split(
         self, session, split: Split, as_of: int | None = None, every_version: bool = False, page_size: int = 5000
     ) -> Iterator[Version]:

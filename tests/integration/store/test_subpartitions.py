@@ -125,7 +125,7 @@ def test_relayout_is_refused_while_a_writer_holds_the_lease_and_for_other_types(
     assert not table_exists(session, keyspace, "held_store_r1")  # nothing copied
 
     StoreBuilder(session, "flat").with_keyspace(keyspace).global_key_value_store().create()
-    with pytest.raises(UnsupportedOperationError, match="only partitioned-kv stores are re-laid out"):
+    with pytest.raises(UnsupportedOperationError, match="only partitioned-kv and partitioned-versioned stores"):
         relayout_store(session, keyspace, "flat", 4)
     assert cli(["--keyspace", keyspace, "relayout", "held", "--subpartitions", "4"]) == 0
     assert open_store(session, keyspace, "held").get("a") == 1

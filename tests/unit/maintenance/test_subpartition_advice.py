@@ -26,7 +26,19 @@ def test_a_partitioned_kv_store_past_half_the_warn_threshold_is_told_its_subpart
     assert any("--subpartitions 32" in a for a in again) and "x 16 sub-partitions" in again[0]
 
 
+def test_a_partitioned_versioned_store_is_told_its_subpartitions_too():
+    advice = selection.recommend("partitioned-versioned", 4, 4, 1000 * MIB, 300 * MIB, Thresholds())
+    relayout = [a for a in advice if "relayout" in a]
+    assert len(relayout) == 1 and "--subpartitions 8" in relayout[0] and "every key's history" in relayout[0]
+    assert any("global-versioned" in a for a in advice)  # the other ways out stay
+    again = selection.recommend("partitioned-versioned", 4, 32, 1000 * MIB, 60 * MIB, Thresholds(), subpartitions=8)
+    assert any("--subpartitions 16" in a for a in again)
+    assert not any(
+        "relayout" in a for a in selection.recommend("partitioned-versioned", 4, 4, 100, 40 * MIB, Thresholds())
+    )
+
+
 def test_no_subpartition_advice_for_types_without_them():
-    for store_type in ("partitioned-versioned", "global-kv", "global-versioned"):
+    for store_type in ("global-kv", "global-versioned"):
         advice = selection.recommend(store_type, 4, 4, 1000 * MIB, 300 * MIB, Thresholds())
         assert not any("relayout" in a for a in advice)
