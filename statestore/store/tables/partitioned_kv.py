@@ -10,16 +10,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from cassandra import OperationTimedOut, ReadFailure, ReadTimeout
-from cassandra.concurrent import execute_concurrent
-
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, Entry, KeyRange
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for, partitions_for
 from statestore.store.tables.base import KeyValueTable, chunked, entry_from_row, range_condition, write_batches
 from statestore.store.tables.base import unset_if_none as _time
-from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.paging import count_per_partition, merge_in_order, paged
 from statestore.store.tables.splits import Split, partition_splits, wanted_keys
 from statestore.store.tables.unlogged import write_unlogged
 
@@ -127,29 +124,10 @@ class PartitionedKeyValueTable(KeyValueTable):
             yield from map(entry_from_row, paged(session, select, (partition, *params), page_size, self.profile))
 
     def count(self, session) -> int:
-        select = prepare(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE partition = ?")
-        select.is_idempotent = True
-        work = [(select, (p,)) for p in range(self.spec.partitions)]
-        results = execute_concurrent(
-            session,
-            execution_profile=self.profile,
-            statements_and_parameters=work,
-            concurrency=8,
-            raise_on_first_error=False,
-        )
-        total = 0
-        for partition, result in enumerate(results):
-            if result.success:
-                total += result.result_or_exc.one()[0]
-            elif isinstance(result.result_or_exc, (ReadTimeout, ReadFailure, OperationTimedOut)):
-                # A partition of millions of rows outlasts one request's timeout on a small
-                # node: count its keys page by page instead (each page its own request).
-                # Cassandra 5 reports a replica that aborted the read at its timeout as a
-                # ReadFailure, not a ReadTimeout; a real failure fails the paged count too.
-                total += self._count_by_pages(session, partition)
-            else:
-                raise result.result_or_exc
-        return total
+        count = prepare(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
+        keys = prepare(session, f"SELECT key FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
+        count.is_idempotent = keys.is_idempotent = True
+        return sum(count_per_partition(session, count, keys, self.partition_keys(), self.profile))
 
     # -- splits for parallel readers (statestore.store.tables.splits) ---------------------------
     # A layout with a wider Cassandra partition key overrides these three.
@@ -183,11 +161,6 @@ class PartitionedKeyValueTable(KeyValueTable):
             for values in split.partitions
             for row in paged(session, select, (*values, *params), page_size, self.profile)
         )
-
-    def _count_by_pages(self, session, partition: int) -> int:
-        select = prepare(session, f"SELECT key FROM {self.qualified} WHERE partition = ?")
-        select.is_idempotent = True
-        return sum(1 for _ in paged(session, select, (partition,), 5000, self.profile))
 
 
 def _key(entry: Entry) -> bytes:

@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from cassandra import OperationTimedOut, ReadFailure, ReadTimeout
 from cassandra.concurrent import execute_concurrent
 
 from statestore.core.model import EVERYTHING, Entry, KeyRange, Version
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for
 from statestore.store.tables.base import chunked, range_condition
-from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.paging import count_per_partition, merge_in_order, paged
 from statestore.store.tables.splits import Split, partition_splits
 from statestore.store.tables.versioned_base import COLUMNS, OPEN_END, VersionedTable, version_from_row
 
@@ -161,25 +160,9 @@ class PartitionedVersionedTable(VersionedTable):
     def count_versions(self, session) -> int:
         """The exact number of stored version rows: one COUNT(*) per Cassandra partition, or
         page by page where one outlasts a request's timeout (as PartitionedKeyValueTable.count)."""
-        select = self._statement(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
-        locations = self.partition_keys()
-        results = execute_concurrent(
-            session,
-            execution_profile=self.profile,
-            statements_and_parameters=[(select, location) for location in locations],
-            concurrency=8,
-            raise_on_first_error=False,
-        )
-        total = 0
-        for location, result in zip(locations, results, strict=True):
-            if result.success:
-                total += result.result_or_exc.one()[0]
-            elif isinstance(result.result_or_exc, (ReadTimeout, ReadFailure, OperationTimedOut)):
-                keys = self._statement(session, f"SELECT key FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
-                total += sum(1 for _ in paged(session, keys, location, 5000, self.profile))
-            else:
-                raise result.result_or_exc
-        return total
+        count = self._statement(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
+        keys = self._statement(session, f"SELECT key FROM {self.qualified} WHERE {self.PARTITION_WHERE}")
+        return sum(count_per_partition(session, count, keys, self.partition_keys(), self.profile))
 
 
 def _key(entry: Entry) -> bytes:

@@ -18,16 +18,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from cassandra import OperationTimedOut, ReadFailure, ReadTimeout
-from cassandra.concurrent import execute_concurrent
-
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, Entry, KeyRange
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import locations_for
 from statestore.store.tables.base import chunked, entry_from_row, range_condition, write_batches
 from statestore.store.tables.base import unset_if_none as _time
-from statestore.store.tables.paging import merge_in_order, paged
+from statestore.store.tables.paging import count_per_partition, merge_in_order, paged
 from statestore.store.tables.partitioned_kv import PartitionedKeyValueTable
 from statestore.store.tables.subpartitions import PARTITION_WHERE, Location, SubpartitionedLayout
 from statestore.store.tables.unlogged import write_unlogged
@@ -137,25 +134,10 @@ class SubpartitionedKeyValueTable(SubpartitionedLayout, PartitionedKeyValueTable
     def count_per_location(self, session) -> dict[Location, int]:
         """Exact entries of every Cassandra partition (one COUNT(*) each; paged where one
         partition outlasts a request's timeout, as PartitionedKeyValueTable.count)."""
-        select = self._statement(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE {_WHERE}")
+        count = self._statement(session, f"SELECT COUNT(*) FROM {self.qualified} WHERE {_WHERE}")
+        keys = self._statement(session, f"SELECT key FROM {self.qualified} WHERE {_WHERE}")
         locations = self.partition_keys()
-        results = execute_concurrent(
-            session,
-            execution_profile=self.profile,
-            statements_and_parameters=[(select, location) for location in locations],
-            concurrency=8,
-            raise_on_first_error=False,
-        )
-        counts = {}
-        for location, result in zip(locations, results, strict=True):
-            if result.success:
-                counts[location] = result.result_or_exc.one()[0]
-            elif isinstance(result.result_or_exc, (ReadTimeout, ReadFailure, OperationTimedOut)):
-                keys = self._statement(session, f"SELECT key FROM {self.qualified} WHERE {_WHERE}")
-                counts[location] = sum(1 for _ in paged(session, keys, location, 5000, self.profile))
-            else:
-                raise result.result_or_exc
-        return counts
+        return dict(zip(locations, count_per_partition(session, count, keys, locations, self.profile), strict=True))
 
 
 def _key(entry: Entry) -> bytes:

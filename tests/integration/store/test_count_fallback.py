@@ -11,7 +11,7 @@ from cassandra.concurrent import ExecutionResult
 
 from statestore.core.model import Entry, StoreSpec, StoreType
 from statestore.store.provision import provision_store
-from statestore.store.tables import partitioned_kv, table_for
+from statestore.store.tables import paging, table_for
 
 
 # Cassandra 5 answers a replica that aborted the read at its timeout with a ReadFailure (seen
@@ -31,14 +31,14 @@ def test_a_partition_whose_count_times_out_is_counted_by_pages(session, keyspace
     table.write_entries(session, entries, 32, None)
     try:
         assert table.count(session) == 12_345
-        real = partitioned_kv.execute_concurrent
+        real = paging.execute_concurrent
         timed_out = table.partition_of(entries[0].key)
 
         def one_partition_times_out(session_, statements_and_parameters, **kwargs):
             results = real(session_, statements_and_parameters, **kwargs)
             return [ExecutionResult(False, failure) if i == timed_out else r for i, r in enumerate(results)]
 
-        monkeypatch.setattr(partitioned_kv, "execute_concurrent", one_partition_times_out)
+        monkeypatch.setattr(paging, "execute_concurrent", one_partition_times_out)
         assert table.count(session) == 12_345
     finally:
         session.execute(f"DROP TABLE {keyspace}.{spec.table}")
