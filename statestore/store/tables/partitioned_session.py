@@ -28,7 +28,7 @@ from statestore.store.tables.base import range_condition, time_ms_of
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
-from statestore.store.tables.splits import Split, wanted_keys
+from statestore.store.tables.splits import Split
 
 _COLUMNS = "key, session_start, session_end, value, batch_id, time"
 
@@ -52,6 +52,10 @@ class SessionChange:
 class PartitionedSessionTable(SegmentedTable):
     """A session store's table; it owns every CQL statement that touches it but the shared
     segment ones (SegmentedTable). No I/O here."""
+
+    _SPLIT_COLUMNS = _COLUMNS
+    _SPLIT_TIME = "session_end"
+    _split_entry = staticmethod(_entry)
 
     def __init__(self, spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> None:
         if not spec.store_type.sessioned:
@@ -163,30 +167,4 @@ class PartitionedSessionTable(SegmentedTable):
     ) -> Iterator[SessionEntry]:
         """The sessions of `split` (statestore.store.tables.splits) ending in [end_from, end_to]:
         its keys' (one slice per key and Cassandra partition), or its key range's."""
-        keys = wanted_keys(split)
-        if keys is not None:
-            select = prepare(
-                session,
-                f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
-                " AND session_end >= ? AND session_end <= ?",
-            )
-            select.is_idempotent = True
-            return (
-                _entry(row)
-                for partition, segment in split.partitions
-                for key in keys
-                if self.partition_of(key) == partition
-                for row in paged(session, select, (partition, segment, key, end_from, end_to), page_size, self.profile)
-            )
-        condition, params = range_condition(split.key_range)
-        select = prepare(
-            session, f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}"
-        )
-        select.is_idempotent = True
-        return (
-            _entry(row)
-            for values in split.partitions
-            for row in paged(session, select, (*values, *params), page_size, self.profile)
-            # CQL cannot bound session_end after a range on key: bound it here.
-            if end_from <= row.session_end <= end_to
-        )
+        return self._read_split(session, split, end_from, end_to, page_size)

@@ -22,7 +22,7 @@ from statestore.store.tables.base import chunked, range_condition, time_ms_of, w
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
-from statestore.store.tables.splits import Split, wanted_keys
+from statestore.store.tables.splits import Split
 from statestore.store.tables.unlogged import write_unlogged
 
 _BATCH_ROWS = 64
@@ -42,6 +42,10 @@ def _order(entry: WindowedEntry) -> tuple[bytes, int]:
 class PartitionedWindowTable(SegmentedTable):
     """A window store's table; it owns every CQL statement that touches it but the shared
     segment ones (SegmentedTable). No I/O here."""
+
+    _SPLIT_COLUMNS = _COLUMNS
+    _SPLIT_TIME = "window_start"
+    _split_entry = staticmethod(_entry)
 
     def __init__(self, spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> None:
         if spec.windowing is None:
@@ -176,35 +180,7 @@ class PartitionedWindowTable(SegmentedTable):
     ) -> Iterator[WindowedEntry]:
         """The windows of `split` (statestore.store.tables.splits) starting in [start_from,
         start_to]: its keys' (one slice per key and Cassandra partition), or its key range's."""
-        keys = wanted_keys(split)
-        if keys is not None:
-            select = prepare(
-                session,
-                f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
-                " AND window_start >= ? AND window_start <= ?",
-            )
-            select.is_idempotent = True
-            return (
-                _entry(row)
-                for partition, segment in split.partitions
-                for key in keys
-                if self.partition_of(key) == partition
-                for row in paged(
-                    session, select, (partition, segment, key, start_from, start_to), page_size, self.profile
-                )
-            )
-        condition, params = range_condition(split.key_range)
-        select = prepare(
-            session, f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}"
-        )
-        select.is_idempotent = True
-        return (
-            _entry(row)
-            for values in split.partitions
-            for row in paged(session, select, (*values, *params), page_size, self.profile)
-            # CQL cannot bound window_start after a range on key: bound it here.
-            if start_from <= row.window_start <= start_to
-        )
+        return self._read_split(session, split, start_from, start_to, page_size)
 
     def delete(self, session, key: bytes, start_ms: int) -> None:
         statement = prepare(

@@ -15,6 +15,8 @@ rest of its CQL.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
 
@@ -22,7 +24,9 @@ from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for
-from statestore.store.tables.splits import Split, partition_splits
+from statestore.store.tables.base import range_condition
+from statestore.store.tables.paging import paged
+from statestore.store.tables.splits import Split, partition_splits, wanted_keys
 
 
 class SegmentedTable:
@@ -74,3 +78,43 @@ class SegmentedTable:
         with `keys`, only their store partitions' (each split then looks for every key there)."""
         partitions = range(self.spec.partitions) if keys is None else sorted({self.partition_of(k) for k in keys})
         return partition_splits([(p, s) for s in segments for p in partitions], count, key_range, keys)
+
+    # What a split read selects, the time column it bounds and how a row becomes an entry: each
+    # segmented table sets them (a window's start, a session's end).
+    _SPLIT_COLUMNS: str
+    _SPLIT_TIME: str
+    _split_entry: Callable
+
+    def _read_split(self, session, split: Split, time_from: int, time_to: int, page_size: int) -> Iterator:
+        """The entries of `split` whose time column lies in [time_from, time_to]: its keys' (one
+        slice per key and Cassandra partition), or its key range's."""
+        columns, moment = self._SPLIT_COLUMNS, self._SPLIT_TIME
+        keys = wanted_keys(split)
+        if keys is not None:
+            select = prepare(
+                session,
+                f"SELECT {columns} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
+                f" AND {moment} >= ? AND {moment} <= ?",
+            )
+            select.is_idempotent = True
+            return (
+                self._split_entry(row)
+                for partition, segment in split.partitions
+                for key in keys
+                if self.partition_of(key) == partition
+                for row in paged(
+                    session, select, (partition, segment, key, time_from, time_to), page_size, self.profile
+                )
+            )
+        condition, params = range_condition(split.key_range)
+        select = prepare(
+            session, f"SELECT {columns} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}"
+        )
+        select.is_idempotent = True
+        return (
+            self._split_entry(row)
+            for values in split.partitions
+            for row in paged(session, select, (*values, *params), page_size, self.profile)
+            # CQL cannot bound the time column after a range on key: bound it here.
+            if time_from <= getattr(row, moment) <= time_to
+        )
