@@ -270,15 +270,27 @@ class TopicIds:
     A broker lost under a running stream (the controller among them) leaves Kafka without an
     answer until the others elect a new one; Spark's own source waits that out, so the question
     is asked again on a transient error (timed out, retriable) for up to `patience_s` before the
-    stream stops with KafkaError. A refused login or TLS handshake fails at once."""
+    stream stops with KafkaError. A refused login or TLS handshake fails at once.
 
-    def __init__(self, config: KafkaConfig, patience_s: float = 4 * _TIMEOUT_S, admin=None) -> None:
+    Each new attempt goes through a new admin client, as Spark's source does: librdkafka's client
+    keeps asking the controller its metadata last named, and when that broker is the one lost it
+    can wait on it past any patience, while a new client learns the live ones from the bootstrap
+    servers. `new_admin` makes a client from the settings of a _Problems (tests stand one in)."""
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        patience_s: float = 4 * _TIMEOUT_S,
+        new_admin: Callable[[_Problems], object] | None = None,
+    ) -> None:
         self.config = config
         self.patience_s = patience_s
-        if admin is None:
-            self._admin, self._problems = _admin(config)
-        else:
-            self._admin, self._problems = admin, _Problems(config)
+        self._new_admin = new_admin or (lambda problems: AdminClient(problems.settings()))
+        self._connect()
+
+    def _connect(self) -> None:
+        self._problems = _Problems(self.config)
+        self._admin = self._new_admin(self._problems)
 
     def of(self, topic: str) -> str | None:
         """The topic's id, or None if the topic does not exist."""
@@ -295,8 +307,9 @@ class TopicIds:
                 error = self._problems.error(self._admin, exc)
                 if self._problems.refusal() is not None or not _transient(reported) or time.monotonic() >= deadline:
                     raise error from None
-                _log.warning("asking Kafka for topic %s's id: %s; asking again", topic, exc)
+                _log.warning("asking Kafka for topic %s's id: %s; asking again through a new client", topic, exc)
                 time.sleep(1.0)
+                self._connect()
 
 
 def _transient(reported: KafkaErrorCode | None) -> bool:

@@ -198,13 +198,29 @@ def counts_at(address: str, keyspace: str, store: str, consistency) -> dict[str,
         connection.shutdown()
 
 
-def wait_until(condition, timeout_s: float, what: str, every_s: float = 1.0) -> None:
+def wait_until(condition, timeout_s: float, what: str, every_s: float = 1.0, explain=None) -> None:
+    """Poll `condition` until it holds; on timeout fail with `explain()`'s account of the state
+    (what a reader of a CI log needs to tell a stuck job from a miscount)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(every_s)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+    detail = f"\n{explain()}" if explain is not None else ""
+    raise AssertionError(f"{what}: not within {timeout_s:.0f}s{detail}")
+
+
+def count_difference(counts: dict[str, int], truth: dict[str, int]) -> str:
+    """How `counts` differ from `truth`, in a few lines: missing, extra and wrong keys."""
+    missing = sorted(set(truth) - set(counts))
+    extra = sorted(set(counts) - set(truth))
+    wrong = sorted(k for k in set(truth) & set(counts) if truth[k] != counts[k])
+    total = sum(counts.values()) - sum(truth.values())
+    sample = ", ".join(f"{k}: {counts[k]} for {truth[k]}" for k in wrong[:5])
+    return (
+        f"{len(missing)} keys missing, {len(extra)} extra, {len(wrong)} wrong ({sample}); "
+        f"total {total:+d} against the truth's {sum(truth.values())}"
+    )
 
 
 def job_args(topic: str, store: str, checkpoint: Path, keyspace: str, *extra: str) -> tuple[str, ...]:

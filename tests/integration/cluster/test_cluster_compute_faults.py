@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 from cassandra import ConsistencyLevel
 from confluent_kafka.admin import AdminClient
 
+from statestore.conn.kafka import TopicIds
 from statestore.stream.faults import ENV as FAULT_ENV
 from tests.corpus import generate
 from tests.integration.cluster.conftest import (
+    count_difference,
     counts_at,
     finished,
     job_args,
@@ -79,6 +82,23 @@ def _leader_of_partition_0(cluster_kafka, topic: str) -> int:
     return admin.list_topics(topic=topic, timeout=10).topics[topic].partitions[0].leader
 
 
+def test_the_topic_id_is_found_again_when_the_broker_its_client_asked_is_killed(
+    restore_cluster, cluster_kafka, cluster_topic
+):
+    """The driver asks Kafka for the topic's id every batch, through an admin client that sends
+    the question to the broker its metadata names as controller. Kill exactly that broker: the
+    client would wait on it past any patience (the stream then stopped on a broker loss); a new
+    client per attempt finds a live one."""
+    ids = TopicIds(cluster_kafka, patience_s=120)
+    known = ids.of(cluster_topic)
+    controller = ids._admin.list_topics(timeout=10).controller_id
+    assert known is not None and controller in (1, 2, 3)
+    restore_cluster.stop(f"kafka-{controller}", kill=True)
+    began = time.monotonic()
+    assert ids.of(cluster_topic) == known
+    assert time.monotonic() - began < 60
+
+
 def test_the_leader_broker_killed_mid_stream_loses_no_line(
     restore_cluster, cluster_env, cluster_kafka, cluster_topic, cluster_keyspace, cluster_session, library_zip,
     store_name, tmp_path,
@@ -96,11 +116,22 @@ def test_the_leader_broker_killed_mid_stream_loses_no_line(
         # Acknowledged by the two brokers left (min.insync.replicas 2), read from a new leader.
         produce_lines(cluster_kafka, cluster_topic, lines[6_000:])
         assert _leader_of_partition_0(cluster_kafka, cluster_topic) not in (leader, -1)
+
+        def state() -> str:
+            counts = counts_at("127.0.0.1", cluster_keyspace, store_name, ConsistencyLevel.QUORUM)
+            progress = progress_of(cluster_session, cluster_keyspace, store_name)
+            alive = "running" if job.poll() is None else f"ended with {job.returncode}"
+            return (
+                f"{count_difference(counts, dict(truth))}; progress {progress}; the job is {alive}; "
+                f"its log ends:\n{log.read_text(errors='replace')[-4000:]}"
+            )
+
         wait_until(
             lambda: counts_at("127.0.0.1", cluster_keyspace, store_name, ConsistencyLevel.QUORUM) == dict(truth),
             300,
             "every line counted",
             every_s=5,
+            explain=state,
         )
         assert job.poll() is None, log.read_text()[-3000:]
     finally:

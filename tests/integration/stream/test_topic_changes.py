@@ -77,9 +77,13 @@ def test_partitions_added_while_the_stream_runs_are_counted_without_a_restart(
         assert running.query.isActive and running.query.runId == run_id  # never restarted
         offsets = json.loads(registry.progress(session, keyspace, store_name).offsets)[topic]
         assert (offsets["4"], offsets["5"]) == (60, 60)
-        events = [json.loads(p.json) for p in running.query.recentProgress]
-        counted = _first_commit_reading(events, topic, 4)
-        assert counted is not None
+
+        # Spark posts a batch's progress event after its commit, so after the counts landed.
+        def first_commit() -> float | None:
+            return _first_commit_reading([json.loads(p.json) for p in running.query.recentProgress], topic, 4)
+
+        wait_for(lambda: first_commit() is not None, 30, "the progress event of the batch that read partition 4")
+        counted = first_commit()
         print(f"from the partition change to partition 4's first counted batch: {counted - changed:.2f} s")
     finally:
         running.stop()
