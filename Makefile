@@ -27,7 +27,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
 help: ## this list of targets (what a bare `make` prints)
 	@echo 'usage: make TARGET [VARIABLE=value ...] (variables: the top of the Makefile)'
@@ -118,6 +118,11 @@ bench: stack-up ## our job beside Spark's RocksDB and HDFS stores: the full run
 	$(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py
 bench-quick: stack-up ## the same on 100k words, to try the harness
 	$(BIN)/python bench/streaming_compare/streaming_compare.py --quick
+
+# Windows (tumbling and hopping) and sessions beside key-value, ours and Spark's on RocksDB, over
+# a corpus spanning an hour of event time; throughput, two rounds (BENCHMARKS.md; about 40 min).
+bench-timed: stack-up ## windows, hopping windows, sessions and key-value: ours beside Spark's RocksDB
+	$(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --timed
 
 # The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
 bench-replay: stack-up ## the replay-safety overhead against a blind increment

@@ -34,7 +34,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 import bench_common as common
 from compare.experiments import EXPERIMENTS
-from compare.feed import produce_all
+from compare.feed import produce_all, spread_timestamps
 from compare.report import aggregate, render
 from compare.systems import OPTIONAL, REAL_JOB, STATEFUL, SYSTEMS
 
@@ -68,6 +68,28 @@ QUICK = {
     "profile": False,
     "out": PROJECT / "reports" / "bench-quick",
 }
+# `--timed` (make bench-timed): the key-value, windowed, hopping and session word counts, ours and
+# Spark's on RocksDB, over a corpus of 2M words spanning an hour of event time (each of the ten
+# batches six minutes of it); throughput only, two rounds.
+TIMED_SYSTEMS = (
+    "partitioned",
+    "rocksdb",
+    "partitioned-window",
+    "rocksdb-window",
+    "partitioned-hopping",
+    "rocksdb-hopping",
+    "partitioned-session",
+    "rocksdb-session",
+)
+TIMED_RUN = {
+    "words": 2_000_000,
+    "vocab": 500_000,
+    "systems": ",".join(TIMED_SYSTEMS),
+    "event_span": 3600.0,
+    "phases": "throughput",
+    "rounds": 2,
+    "out": common.results_dir("timed_compare"),
+}
 
 
 def _spark_setting(text: str) -> tuple[str, str]:
@@ -80,6 +102,12 @@ def _spark_setting(text: str) -> tuple[str, str]:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small corpus, two state sizes, short latency run")
+    p.add_argument(
+        "--timed",
+        action="store_true",
+        help="windows, hopping windows and sessions beside key-value, ours and Spark's, over an hour of event "
+        "time, throughput only, two rounds (make bench-timed; flags given override it)",
+    )
     p.add_argument("--words", type=int, help="words of input (default 5,000,000; quick 100,000)")
     p.add_argument("--vocab", type=int, help="vocabulary size (default 1,000,000; quick 20,000)")
     p.add_argument("--zipf-s", type=float, default=1.0, help="Zipf exponent of word frequencies (1.0)")
@@ -87,10 +115,9 @@ def parse_args(argv=None):
     p.add_argument("--batches", type=int, help="micro-batches of the corpus, via maxOffsetsPerTrigger (10; quick 5)")
     p.add_argument(
         "--systems",
-        default=",".join(s for s in SYSTEMS if s not in OPTIONAL),
         help=f"comma-separated, of {', '.join(SYSTEMS)} (default: all but {', '.join(OPTIONAL)})",
     )
-    p.add_argument("--rounds", type=int, default=1, help="throughput runs per system, order alternating (1)")
+    p.add_argument("--rounds", type=int, help="throughput runs per system, order alternating (1; timed 2)")
     p.add_argument(
         "--sizes",
         help="state sizes for the restart times (10000,100000,1000000,10000000; quick 10000,50000); sizes over "
@@ -135,6 +162,12 @@ def parse_args(argv=None):
         help="our job's --driver-apply-records: batches of at most this many records applied by the driver "
         "(default: the job's, 1000; 0: every batch on the executors)",
     )
+    p.add_argument(
+        "--event-span",
+        type=float,
+        help="seconds of event time the corpus spans, in produce order, ending a minute ago (0: each message "
+        "stamped by the producer's clock, the corpus spans its produce time); make bench-timed: 3600",
+    )
     p.add_argument("--partitions", type=int, default=4, help="Kafka topic partitions (4)")
     p.add_argument("--master", default="local[2]", help="Spark master (local[2])")
     p.add_argument("--shuffle-partitions", type=int, default=4, help="spark.sql.shuffle.partitions (4)")
@@ -149,7 +182,14 @@ def parse_args(argv=None):
     )
     p.add_argument("--keep", action="store_true", help="keep the keyspace, topics and work files")
     args = p.parse_args(argv)
-    for key, value in (QUICK if args.quick else FULL).items():
+    defaults = {
+        "systems": ",".join(s for s in SYSTEMS if s not in OPTIONAL),
+        "rounds": 1,
+        "event_span": 0.0,
+        **(QUICK if args.quick else FULL),
+        **(TIMED_RUN if args.timed else {}),
+    }
+    for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -290,7 +330,14 @@ def main(argv=None) -> int:
         create_keyspace(session, keyspace)
         kafka_io.ensure_topic(kafka, topic, args.partitions)
         t = time.perf_counter()
-        index = produce_all(kafka.bootstrap_servers, topic, lines, words)
+        stamps = None
+        if args.event_span > 0:
+            # Kafka 4 refuses timestamps an hour ahead of its clock, not behind it.
+            stamps = spread_timestamps(len(lines), int(args.event_span * 1000), int(time.time() * 1000) - 60_000)
+            corpus["event_span_s"] = args.event_span
+        index = produce_all(
+            kafka.bootstrap_servers, topic, lines, words, stamps, args.partitions if stamps is not None else None
+        )
         (workdir / "corpus.index.json").write_text(json.dumps(index.to_json()))
         corpus["produce_s"] = time.perf_counter() - t
         del lines, index

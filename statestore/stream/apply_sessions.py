@@ -15,6 +15,14 @@ or later was done by an earlier attempt of B and is skipped; any other key is un
 than the gap apart (each batch merges what it joins), which is what keeps the read range
 enough: only B's own times can bridge sessions.
 
+Keys that cannot touch a stored session are not read: every session the stream wrote ends at an
+event time it counted, so at or before the store's stream time (recorded with the previous
+batch); a key whose first time in the batch is more than the gap after it joins none of them and
+only adds sessions. A crashed attempt of B decided the same from the same stream time, so a
+replay writes the same new sessions again (it cannot tell them done, and need not). As for
+windows (statestore.stream.apply_windows), only while the stream is the store's only writer
+besides the expire job, i.e. with the apply cache on.
+
 Retries: a LOGGED batch that times out has an unknown outcome for a while
 (write type BATCH: the batch log holds it and Cassandra will apply all of it; BATCH_LOG: a
 batch log replica may still replay it), and a read in between can see part of it, the
@@ -75,19 +83,36 @@ def planned_then_written(plan: Callable[[], P], write: Callable[[P], None], retr
     return planned
 
 
+def session_reads(deltas: Iterable[KeyTimes], gap_ms: int, stream_time_ms: int | None) -> list[tuple[bytes, int, int]]:
+    """Pure: (key, earliest end, latest start) of the sessions each key's times could touch,
+    for the keys whose first time is within the gap of `stream_time_ms` (the others cannot
+    touch a stored session: see the module doc; None: every key)."""
+    return [
+        (delta.key, times[0] - gap_ms, times[-1] + gap_ms)
+        for delta, times in deltas
+        if stream_time_ms is None or times[0] - gap_ms <= stream_time_ms
+    ]
+
+
 def plan_session_deltas(
-    session, spec: StoreSpec, batch_id: int, deltas: list[KeyTimes], concurrency: int, timer=None
-) -> tuple[list[SessionChange], int]:
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    deltas: list[KeyTimes],
+    concurrency: int,
+    timer=None,
+    stream_time_ms: int | None = None,
+) -> tuple[list[SessionChange], int, int]:
     """Read the sessions the batch's times could touch and plan each key's change: (changes,
-    keys an earlier attempt of the batch already changed)."""
+    keys an earlier attempt of the batch already changed, keys read)."""
     table = session_table_for(spec)
     gap = spec.windowing.gap_ms
-    asks = [(delta.key, times[0] - gap, times[-1] + gap) for delta, times in deltas]
+    asks = session_reads(deltas, gap, stream_time_ms)
 
     def read():
         return table.find_many(session, asks, table.segments(session), concurrency)
 
-    current = timed(timer, "read", read)
+    current = timed(timer, "read", read) if asks else {}
     changes, skipped = [], 0
     for delta, times in deltas:
         change = plan_session_change(delta.key, current.get(delta.key, []), times, gap, batch_id)
@@ -95,7 +120,7 @@ def plan_session_deltas(
             skipped += 1
         else:
             changes.append(change)
-    return changes, skipped
+    return changes, skipped, len(asks)
 
 
 def apply_session_deltas(
@@ -107,21 +132,22 @@ def apply_session_deltas(
     write_ts: int,
     timer=None,
     retry: Callable[[Callable], object] = lambda action: action(),
+    stream_time_ms: int | None = None,
 ) -> ApplyStats:
-    """Read the sessions the batch's times could touch, then write each key's change; `retry`
-    runs the plan and the write (planned_then_written: a retried write re-sends the same
-    changes; default: no retry)."""
+    """Read the sessions the batch's times could touch (of the keys session_reads names),
+    then write each key's change; `retry` runs the plan and the write (planned_then_written:
+    a retried write re-sends the same changes; default: no retry)."""
     if not deltas:
         return ApplyStats()
     table = session_table_for(spec)
-    changes, skipped = planned_then_written(
-        lambda: plan_session_deltas(session, spec, batch_id, deltas, concurrency, timer),
+    changes, skipped, read = planned_then_written(
+        lambda: plan_session_deltas(session, spec, batch_id, deltas, concurrency, timer, stream_time_ms),
         lambda planned: write_all(
             batch_id, lambda rows: table.apply(session, rows, concurrency, write_ts), planned[0], timer
         ),
         retry,
     )
-    return ApplyStats.of_slice([d for d, _ in deltas], len(changes), skipped, read=len(deltas))
+    return ApplyStats.of_slice([d for d, _ in deltas], len(changes), skipped, read=read)
 
 
 def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
@@ -136,18 +162,29 @@ def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
     yield deltas
 
 
-def session_applier(config: CassandraConfig, spec: StoreSpec, batch_id: int, write_ts: int, timer: Timer | None = None):
+def session_applier(
+    config: CassandraConfig,
+    spec: StoreSpec,
+    batch_id: int,
+    write_ts: int,
+    timer: Timer | None = None,
+    stream_time_ms: int | None = None,
+):
     """A function over one task's rows of (word, delta, last_ms, times), run by
     statestore.stream.apply.run_applier: bounded slices, each planned then written, each step
     retried on transient Cassandra errors within the retry budget (planned_then_written; not
-    apply.slices_applier, whose retry of a whole slice reads again)."""
+    apply.slices_applier, whose retry of a whole slice reads again). `stream_time_ms`: the
+    store's stream time at the batch's start, when keys that cannot reach back to it need no
+    read (None: every key is read)."""
 
     def apply_one(part: list[KeyTimes]) -> ApplyStats:
         def retry(action):
             return with_retries(config, f"applying batch {batch_id} to store {spec.name}", action)
 
         session = session_for(config)
-        return apply_session_deltas(session, spec, batch_id, part, config.write_concurrency, write_ts, timer, retry)
+        return apply_session_deltas(
+            session, spec, batch_id, part, config.write_concurrency, write_ts, timer, retry, stream_time_ms
+        )
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
         yield timed(timer, "task", lambda: sum((apply_one(part) for part in session_deltas_of(rows)), ApplyStats()))

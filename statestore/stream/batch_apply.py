@@ -130,10 +130,13 @@ def _applier(writer: StoreWriter, batch_df, position: BatchPosition, cache: Cach
         return writer.seams.make_applier(
             config, spec, batch_id, write_ts, version_ms=version_ms, timer=timer, **retention
         )
+    # Windows and sessions after the stream time are known new while the stream is the store's
+    # only writer, as the apply cache assumes (apply_windows, apply_sessions).
+    after = position.stream_time_ms if writer.apply_cache else None
     if spec.store_type.sessioned:
-        return session_applier(config, spec, batch_id, write_ts, timer=timer)
+        return session_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after)
     if spec.windowing is not None:
-        return window_applier(config, spec, batch_id, write_ts, timer=timer)
+        return window_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after)
     # Drop-in appliers (benchmarks) take the four arguments, plus timer and cache if used.
     extra = dict(retention) if timer is None else {"timer": timer, **retention}
     if cache is not None:

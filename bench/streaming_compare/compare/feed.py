@@ -53,10 +53,15 @@ class RecordingProducer:
 
         return on_delivery
 
-    def send(self, value: bytes, words: int) -> None:
+    def send(self, value: bytes, words: int, timestamp_ms: int | None = None, partition: int | None = None) -> None:
+        """Send one message (`timestamp_ms`: its Kafka timestamp, None: the producer's clock;
+        `partition`: None, the producer's choice)."""
+        stamp = {} if timestamp_ms is None else {"timestamp": timestamp_ms}
+        if partition is not None:
+            stamp["partition"] = partition
         while True:
             try:
-                self._producer.produce(self.topic, value=value, on_delivery=self._delivered(words))
+                self._producer.produce(self.topic, value=value, on_delivery=self._delivered(words), **stamp)
                 break
             except BufferError:
                 self._producer.poll(0.2)  # local queue full: let deliveries drain
@@ -76,12 +81,33 @@ class RecordingProducer:
         return self.index
 
 
-def produce_all(bootstrap: str, topic: str, lines: Iterable[bytes], words: Iterable[int]) -> RecordIndex:
-    """Send every line as one message as fast as Kafka takes them; the index of all of them."""
+def produce_all(
+    bootstrap: str,
+    topic: str,
+    lines: Iterable[bytes],
+    words: Iterable[int],
+    timestamps: Iterable[int] | None = None,
+    partitions: int | None = None,
+) -> RecordIndex:
+    """Send every line as one message as fast as Kafka takes them; the index of all of them.
+    `timestamps`: each line's Kafka timestamp (None: the producer's clock). `partitions`: send
+    them round-robin over that many partitions, so every partition holds the same event times
+    in the same order and batches cut in proportion read them in step (None: the producer's
+    sticky choice, whose runs on one partition skew event time between partitions)."""
     producer = RecordingProducer(bootstrap, topic)
-    for line, n in zip(lines, words, strict=True):
-        producer.send(line, n)
+    stamps = iter(timestamps) if timestamps is not None else None
+    for i, (line, n) in enumerate(zip(lines, words, strict=True)):
+        producer.send(line, n, None if stamps is None else next(stamps), None if partitions is None else i % partitions)
     return producer.flush()
+
+
+def spread_timestamps(count: int, span_ms: int, end_ms: int) -> list[int]:
+    """Event times of `count` messages in produce order, evenly over the `span_ms` before
+    `end_ms`: a corpus whose words fall in many windows and sessions, in time order."""
+    if count <= 0:
+        return []
+    start = end_ms - span_ms
+    return [start + i * span_ms // count for i in range(count)]
 
 
 def paced(rate_words_per_s: float, duration_s: float, lines: list[bytes], words: list[int]) -> Iterator:

@@ -16,6 +16,10 @@ _COLOURS = {
     "write-ceiling": "#d6604d",
     "partitioned-window": "#762a83",
     "rocksdb-window": "#5aae61",
+    "partitioned-hopping": "#9970ab",
+    "rocksdb-hopping": "#4393c3",
+    "partitioned-session": "#c2a5cf",
+    "rocksdb-session": "#053061",
 }
 
 

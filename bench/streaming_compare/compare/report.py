@@ -7,7 +7,7 @@ import statistics
 from datetime import UTC, datetime
 
 from compare.metrics import percentile, ratio
-from compare.systems import LABELS
+from compare.systems import COUNTERPARTS, LABELS
 
 REFERENCE, CEILING, OURS_MAIN = "rocksdb", "stateless", "partitioned"
 WRITE_CEILING, OURS_GLOBAL = "write-ceiling", "global"
@@ -108,6 +108,12 @@ def add_ratios(systems: dict) -> None:
         s["cold_x_rocksdb_cold"] = {
             k: ratio(v, ref.get("restart_cold", {}).get(k)) for k, v in s.get("restart_cold", {}).items()
         }
+    for ours, theirs in COUNTERPARTS.items():
+        if ours in systems and theirs in systems:
+            mine, spark = systems[ours], systems[theirs]
+            mine["counterpart"] = theirs
+            mine["x_counterpart"] = ratio(mine["words_per_s"], spark["words_per_s"])
+            mine["spark_cpu_x_counterpart"] = ratio(mine["words_per_spark_cpu_s"], spark["words_per_spark_cpu_s"])
 
 
 def targets(systems: dict) -> list[dict]:
@@ -196,6 +202,24 @@ def render(machine: dict, corpus: dict, settings: dict, summary: dict, pngs: lis
             f"| {_num(s['batch_p99_s'], 2)} | {_num(s['spark_cpu_s'], 1)} | {_num(s['cassandra_cpu_s'], 1)} "
             f"| {s['error'] or s['verified']} |"
         )
+    pairs = [s for s in systems.values() if s.get("counterpart")]
+    if pairs:
+        out += ["", "## Each of ours beside Spark's own operator for the same count (RocksDB)", ""]
+        out += [
+            "| ours | Spark's | words/s × Spark's | words per Spark CPU-second × Spark's "
+            "| Spark CPU s: Python driver / JVM / Python workers (ours; Spark's) |",
+            "|---|---|---:|---:|---|",
+        ]
+        for s in pairs:
+            spark = systems[s["counterpart"]]
+            split = "; ".join(
+                " / ".join(_num((x.get("spark_cpu_by_kind_s") or {}).get(k), 1) for k in ("driver", "jvm", "workers"))
+                for x in (s, spark)
+            )
+            out.append(
+                f"| {s['label']} | {spark['label']} | {_x(s['x_counterpart'])} "
+                f"| {_x(s['spark_cpu_x_counterpart'])} | {split} |"
+            )
     out += ["", "## CPU cost (the throughput run: Spark's process tree + Cassandra)", ""]
     out += [
         "| system | words per CPU-second | × RocksDB | × ceiling | words per Spark CPU-second | × RocksDB "

@@ -17,6 +17,17 @@
                .count() after a 1-minute watermark, update mode to a no-op sink, RocksDB
                (the grace and the watermark delay keep every record of the corpus on time:
                its partitions are read in step, but not to the millisecond)
+  partitioned-hopping
+               our windowed job with hopping windows (--window 1m --hop 20s --grace 1m)
+  rocksdb-hopping
+               Spark's groupBy(window(timestamp, 1 minute, 20 seconds), word).count(), as
+               rocksdb-window otherwise
+  partitioned-session
+               our job on a partitioned-session store (--session-gap 30s --grace 1m)
+  rocksdb-session
+               Spark's groupBy(session_window(timestamp, 30 seconds), word).count() after a
+               1-minute watermark, RocksDB, in append mode (Spark refuses update mode for
+               session windows: a session's key changes as it grows), to a no-op sink
   partitioned-lcs
                our job on a partitioned-kv store it creates with --compaction lcs (the seed
                library's LeveledCompactionStrategy instead of the default UCS)
@@ -46,17 +57,36 @@ OURS = {
     "partitioned-reads": "partitioned-kv",
     "write-ceiling": "partitioned-kv",
     "partitioned-window": "partitioned-window",
+    "partitioned-hopping": "partitioned-window",
+    "partitioned-session": "partitioned-session",
 }
-WINDOW_MS = 60_000  # the windowed systems' tumbling window, and their grace (watermark delay)
+WINDOW_MS = 60_000  # the windowed systems' window, and every timed system's grace (watermark delay)
+HOP_MS = 20_000  # the hopping systems' hop: each record counts in three windows
+SESSION_GAP_MS = 30_000
 # Our job with exact counts (the write ceiling runs our job's driver only).
-REAL_JOB = ("partitioned", "partitioned-nolog", "partitioned-lcs", "global", "partitioned-reads", "partitioned-window")
+REAL_JOB = (
+    "partitioned",
+    "partitioned-nolog",
+    "partitioned-lcs",
+    "global",
+    "partitioned-reads",
+    "partitioned-window",
+    "partitioned-hopping",
+    "partitioned-session",
+)
 UNCACHED = ("partitioned-reads",)
 # The job without its stream log's batch rows: what recording progress costs.
 UNLOGGED = ("partitioned-nolog",)
 # Our job on a store created with the seed's compaction, LCS.
 LEVELED = ("partitioned-lcs",)
 BLIND = "write-ceiling"
-PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER, "rocksdb-window": ROCKSDB_PROVIDER}
+PROVIDERS = {
+    "rocksdb": ROCKSDB_PROVIDER,
+    "hdfs": HDFS_PROVIDER,
+    "rocksdb-window": ROCKSDB_PROVIDER,
+    "rocksdb-hopping": ROCKSDB_PROVIDER,
+    "rocksdb-session": ROCKSDB_PROVIDER,
+}
 SYSTEMS = (
     "partitioned",
     "partitioned-nolog",
@@ -69,11 +99,26 @@ SYSTEMS = (
     "write-ceiling",
     "partitioned-window",
     "rocksdb-window",
+    "partitioned-hopping",
+    "rocksdb-hopping",
+    "partitioned-session",
+    "rocksdb-session",
 )
 STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
-# Not in the default run (`--systems` names them): the windowed word count and Spark's own.
-WINDOWED = ("partitioned-window", "rocksdb-window")
-OPTIONAL = (*WINDOWED, *UNLOGGED, *LEVELED)
+# Not in the default run (`--systems` names them, `make bench-timed` runs them): the windowed
+# and sessioned word counts and Spark's own. HOPPING: windows every HOP_MS.
+WINDOWED = ("partitioned-window", "rocksdb-window", "partitioned-hopping", "rocksdb-hopping")
+HOPPING = ("partitioned-hopping", "rocksdb-hopping")
+SESSIONED = ("partitioned-session", "rocksdb-session")
+TIMED = (*WINDOWED, *SESSIONED)
+# Each of our systems beside the Spark operator that computes the same on RocksDB.
+COUNTERPARTS = {
+    "partitioned": "rocksdb",
+    "partitioned-window": "rocksdb-window",
+    "partitioned-hopping": "rocksdb-hopping",
+    "partitioned-session": "rocksdb-session",
+}
+OPTIONAL = (*TIMED, *UNLOGGED, *LEVELED)
 LABELS = {
     "partitioned": "statestore, partitioned-kv",
     "partitioned-reads": "statestore, partitioned-kv, no apply cache",
@@ -86,6 +131,10 @@ LABELS = {
     "write-ceiling": "Cassandra write ceiling (blind writes)",
     "partitioned-window": "statestore, partitioned-window (1 min windows)",
     "rocksdb-window": "Spark, RocksDB provider, window(1 min) groupBy",
+    "partitioned-hopping": "statestore, partitioned-window (1 min windows every 20 s)",
+    "rocksdb-hopping": "Spark, RocksDB provider, window(1 min, 20 s) groupBy",
+    "partitioned-session": "statestore, partitioned-session (gap 30 s)",
+    "rocksdb-session": "Spark, RocksDB provider, session_window(30 s) groupBy",
 }
 
 
@@ -153,7 +202,9 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
         max_offsets_per_trigger=max_offsets,
         apply_cache=system not in UNCACHED,
         window=WINDOW_MS if system in WINDOWED else None,
-        grace=WINDOW_MS if system in WINDOWED else None,
+        hop=HOP_MS if system in HOPPING else None,
+        session_gap=SESSION_GAP_MS if system in SESSIONED else None,
+        grace=WINDOW_MS if system in TIMED else None,
         compaction="LeveledCompactionStrategy" if system in LEVELED else None,
         **({} if driver_records is None else {"driver_apply_records": driver_records}),
     )
@@ -186,15 +237,20 @@ def native_words(spark, topic: str, kafka, max_offsets: int | None, with_time: b
 
 
 def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
-    words = native_words(spark, target.topic, kafka, max_offsets, system in WINDOWED)
+    words = native_words(spark, target.topic, kafka, max_offsets, system in TIMED)
     if system == "stateless":
         output, mode = words, "append"
-    elif system in WINDOWED:
+    elif system in TIMED:
         from pyspark.sql import functions as F
 
-        windows = F.window("timestamp", f"{WINDOW_MS // 1000} seconds")
+        if system in SESSIONED:
+            windows, mode = F.session_window("timestamp", f"{SESSION_GAP_MS // 1000} seconds"), "append"
+        elif system in HOPPING:
+            windows, mode = F.window("timestamp", f"{WINDOW_MS // 1000} seconds", f"{HOP_MS // 1000} seconds"), "update"
+        else:
+            windows, mode = F.window("timestamp", f"{WINDOW_MS // 1000} seconds"), "update"
         late_by = f"{WINDOW_MS // 1000} seconds"
-        output, mode = words.withWatermark("timestamp", late_by).groupBy(windows, "word").count(), "update"
+        output = words.withWatermark("timestamp", late_by).groupBy(windows, "word").count()
     else:
         output, mode = words.groupBy("word").count(), "update"
     writer = (

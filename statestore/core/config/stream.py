@@ -159,7 +159,8 @@ class StreamConfig:
         "STATESTORE_APPLY_CACHE",
         "--apply-cache",
         "keep each batch's writes on the executors so the next batch reads only what they cannot vouch "
-        "for (default on; --no-apply-cache reads every key from Cassandra, as before 2026-11)",
+        "for, and read no window or session after the stream time (default on; the stream must be the "
+        "store's only writer; --no-apply-cache reads every key, window and session from Cassandra)",
         parse_bool,
         switch=True,
     )

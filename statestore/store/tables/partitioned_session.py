@@ -24,13 +24,15 @@ from cassandra.query import BatchStatement, BatchType
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, SessionEntry, StoreSpec
 from statestore.core.options import TableOptions
-from statestore.store.tables.base import range_condition, time_ms_of
+from statestore.store.tables.base import range_condition, time_ms_of, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
 from statestore.store.tables.splits import Split
+from statestore.store.tables.unlogged import write_unlogged
 
 _COLUMNS = "key, session_start, session_end, value, batch_id, time"
+_BATCH_ROWS = 64  # the most new sessions of one Cassandra partition in one UNLOGGED batch
 
 
 def _entry(row) -> SessionEntry:
@@ -73,22 +75,28 @@ class PartitionedSessionTable(SegmentedTable):
         )
 
     def apply(self, session, changes: list[SessionChange], concurrency: int, write_ts: int | None) -> None:
-        """Each change as one batch statement (idempotent: absolute values, deletes of fixed
-        rows), at `write_ts` microseconds (None: the server's clock)."""
+        """Write every change (idempotent: absolute values, deletes of fixed rows), at
+        `write_ts` microseconds (None: the server's clock). A change that is one new session
+        (one row) goes with others of its Cassandra partition in prepared UNLOGGED batches;
+        any other change is one batch statement of its own, so it lands whole."""
         using = " USING TIMESTAMP ?" if write_ts is not None else ""
         stamp = () if write_ts is None else (write_ts,)
-        upsert = prepare(
-            session,
+        insert = (
             f"INSERT INTO {self.qualified} (partition, segment, key, session_end, session_start, value, time,"
-            f" batch_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?){using}",
+            " batch_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        upsert = prepare(session, f"{insert}{using}")
         delete = prepare(
             session,
             f"DELETE FROM {self.qualified}{using} WHERE partition = ? AND segment = ? AND key = ?"
             " AND session_end = ? AND session_start = ?",
         )
         work = []
+        single_rows: dict[tuple[int, int], list[SessionEntry]] = defaultdict(list)
         for change in changes:
+            if not change.deletes and len(change.writes) == 1:
+                single_rows[self._home(change.writes[0].key, change.writes[0].end_ms)].append(change.writes[0])
+                continue
             homes = {self._home(e.key, e.end_ms) for e in (*change.deletes, *change.writes)}
             batch = BatchStatement(batch_type=BatchType.LOGGED if len(homes) > 1 else BatchType.UNLOGGED)
             batch.is_idempotent = True
@@ -98,6 +106,12 @@ class PartitionedSessionTable(SegmentedTable):
                 home = self._home(e.key, e.end_ms)
                 batch.add(upsert, (*home, e.key, e.end_ms, e.start_ms, e.value, _time(e), e.batch_id, *stamp))
             work.append((batch, ()))
+        rows_of_batches = (
+            [(*home, e.key, e.end_ms, e.start_ms, e.value, _time(e), e.batch_id) for e in rows]
+            for home, group in single_rows.items()
+            for rows in write_batches(group, _BATCH_ROWS)
+        )
+        write_unlogged(session, self.profile, insert, rows_of_batches, concurrency, write_ts)
         execute_concurrent(
             session, work, concurrency=concurrency, raise_on_first_error=True, execution_profile=self.profile
         )

@@ -9,11 +9,12 @@ import uuid
 import pytest
 
 from statestore.core.codecs import decode_long, encode_long
-from statestore.core.model import Entry, StoreSpec, StoreType, WindowedEntry
-from statestore.core.windows import WindowSpec
+from statestore.core.model import Entry, SessionEntry, StoreSpec, StoreType, WindowedEntry
+from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.builder import StoreBuilder
 from statestore.store.provision import provision_store
-from statestore.store.tables import table_for, window_table_for
+from statestore.store.tables import session_table_for, table_for, window_table_for
+from statestore.store.tables.partitioned_session import SessionChange
 
 T0 = 1_700_000_000_000_000
 ROWS = 64 * 3 + 37  # full batches and a remainder cut into several sizes
@@ -53,6 +54,34 @@ def test_window_rows_carry_their_write_timestamp(session, keyspace):
         assert {decode_long(e.value) for e in found.values()} == {7}
         rows = session.execute(f"SELECT WRITETIME(value) AS wt FROM {keyspace}.{store.spec.table}")
         assert [r.wt for r in rows] == [T0] * ROWS
+    finally:
+        session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
+        session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (name,))
+
+
+def test_new_sessions_in_batches_and_merges_alone_carry_their_write_timestamp(session, keyspace):
+    """A change that adds one session rides in a prepared UNLOGGED batch with others of its
+    partition; a merge (deletes and a write) stays one statement; both at the given timestamp."""
+    windowing = SessionSpec(10, grace_ms=0, retention_ms=10_000, segment_ms=1_000)
+    name = f"s{uuid.uuid4().hex[:12]}"
+    store = StoreBuilder(session, name).with_keyspace(keyspace).partitioned_session_store(windowing, 4).create()
+    table = session_table_for(store.spec)
+    keys = [f"word-{i}".encode() for i in range(ROWS)]
+    old = SessionEntry(b"merged", 0, 5, encode_long(2), 3, 5)
+    try:
+        table.apply(session, [SessionChange((), (old,))], 8, T0 - 10)
+        singles = [SessionChange((), (SessionEntry(k, 100, 100, encode_long(1), 5, 100),)) for k in keys]
+        merge = SessionChange((old,), (SessionEntry(b"merged", 0, 12, encode_long(3), 5, 12),))
+        table.apply(session, [*singles, merge], 8, T0)
+        stale = [SessionChange((), (SessionEntry(k, 100, 100, encode_long(-1), 4, 100),)) for k in keys]
+        table.apply(session, stale, 8, T0 - 1)  # older: loses
+        found = table.find_many(session, [(k, 0, 200) for k in [*keys, b"merged"]], table.segments(session), 8)
+        assert {k: [(e.start_ms, e.end_ms, decode_long(e.value)) for e in v] for k, v in found.items()} == {
+            **{k: [(100, 100, 1)] for k in keys},
+            b"merged": [(0, 12, 3)],
+        }
+        rows = session.execute(f"SELECT WRITETIME(value) AS wt FROM {keyspace}.{store.spec.table}")
+        assert [r.wt for r in rows] == [T0] * (ROWS + 1)
     finally:
         session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
         session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (name,))

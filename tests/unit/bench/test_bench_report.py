@@ -183,3 +183,24 @@ def test_every_system_has_a_label_and_a_colour():
     from compare.systems import SYSTEMS as ALL_SYSTEMS
 
     assert set(ALL_SYSTEMS) <= set(LABELS) and set(ALL_SYSTEMS) <= set(_COLOURS)
+
+
+def test_each_timed_count_is_set_beside_sparks_own_operator_for_it():
+    timed = ["partitioned-session", "rocksdb-session", "partitioned-hopping", "rocksdb-hopping"]
+    results = [
+        worker_result("partitioned-session", 1, 30_000, [2.0, 1.0]),
+        worker_result("rocksdb-session", 1, 40_000, [1.0]),
+        worker_result("partitioned-hopping", 1, 20_000, [2.0, 1.0]),
+        worker_result("rocksdb-hopping", 1, 10_000, [1.0]),
+    ]
+    summary = aggregate(results, timed)
+    systems = summary["systems"]
+    assert systems["partitioned-session"]["x_counterpart"] == pytest.approx(0.75)
+    assert systems["partitioned-hopping"]["x_counterpart"] == pytest.approx(2.0)
+    assert systems["partitioned-session"]["counterpart"] == "rocksdb-session"
+    assert "counterpart" not in systems["rocksdb-session"]
+    text = render({}, {}, {"max_offsets_per_trigger": 1, "command": "x"}, summary, [])
+    assert (
+        "| statestore, partitioned-session (gap 30 s) | Spark, RocksDB provider, session_window(30 s) groupBy | 0.75×"
+        in text
+    )
