@@ -76,9 +76,11 @@ class PartitionedSessionTable(SegmentedTable):
 
     def apply(self, session, changes: list[SessionChange], concurrency: int, write_ts: int | None) -> None:
         """Write every change (idempotent: absolute values, deletes of fixed rows), at
-        `write_ts` microseconds (None: the server's clock). A change that is one new session
-        (one row) goes with others of its Cassandra partition in prepared UNLOGGED batches;
-        any other change is one batch statement of its own, so it lands whole."""
+        `write_ts` microseconds (None: the server's clock), each change whole: a change that
+        is one new session (one row) goes with others of its Cassandra partition in prepared
+        UNLOGGED batches; other changes within one partition share UNLOGGED batch statements
+        with others of that partition (a single-partition batch lands whole), never cut; a
+        change across partitions is a LOGGED batch statement of its own."""
         using = " USING TIMESTAMP ?" if write_ts is not None else ""
         stamp = () if write_ts is None else (write_ts,)
         insert = (
@@ -91,20 +93,42 @@ class PartitionedSessionTable(SegmentedTable):
             f"DELETE FROM {self.qualified}{using} WHERE partition = ? AND segment = ? AND key = ?"
             " AND session_end = ? AND session_start = ?",
         )
-        work = []
-        single_rows: dict[tuple[int, int], list[SessionEntry]] = defaultdict(list)
-        for change in changes:
-            if not change.deletes and len(change.writes) == 1:
-                single_rows[self._home(change.writes[0].key, change.writes[0].end_ms)].append(change.writes[0])
-                continue
-            homes = {self._home(e.key, e.end_ms) for e in (*change.deletes, *change.writes)}
-            batch = BatchStatement(batch_type=BatchType.LOGGED if len(homes) > 1 else BatchType.UNLOGGED)
-            batch.is_idempotent = True
+
+        def add(batch: BatchStatement, change: SessionChange) -> None:
             for e in change.deletes:
                 batch.add(delete, (*stamp, *self._home(e.key, e.end_ms), e.key, e.end_ms, e.start_ms))
             for e in change.writes:
                 home = self._home(e.key, e.end_ms)
                 batch.add(upsert, (*home, e.key, e.end_ms, e.start_ms, e.value, _time(e), e.batch_id, *stamp))
+
+        def new_batch(kind: BatchType) -> BatchStatement:
+            batch = BatchStatement(batch_type=kind)
+            batch.is_idempotent = True
+            return batch
+
+        work = []
+        single_rows: dict[tuple[int, int], list[SessionEntry]] = defaultdict(list)
+        one_home: dict[tuple[int, int], list[SessionChange]] = defaultdict(list)
+        for change in changes:
+            if not change.deletes and len(change.writes) == 1:
+                single_rows[self._home(change.writes[0].key, change.writes[0].end_ms)].append(change.writes[0])
+                continue
+            homes = {self._home(e.key, e.end_ms) for e in (*change.deletes, *change.writes)}
+            if len(homes) == 1:
+                one_home[homes.pop()].append(change)
+                continue
+            batch = new_batch(BatchType.LOGGED)
+            add(batch, change)
+            work.append((batch, ()))
+        for group in one_home.values():
+            batch, rows = new_batch(BatchType.UNLOGGED), 0
+            for change in group:
+                size = len(change.deletes) + len(change.writes)
+                if rows and rows + size > _BATCH_ROWS:
+                    work.append((batch, ()))
+                    batch, rows = new_batch(BatchType.UNLOGGED), 0
+                add(batch, change)
+                rows += size
             work.append((batch, ()))
         rows_of_batches = (
             [(*home, e.key, e.end_ms, e.start_ms, e.value, _time(e), e.batch_id) for e in rows]

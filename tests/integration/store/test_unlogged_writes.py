@@ -59,29 +59,39 @@ def test_window_rows_carry_their_write_timestamp(session, keyspace):
         session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (name,))
 
 
-def test_new_sessions_in_batches_and_merges_alone_carry_their_write_timestamp(session, keyspace):
+def test_session_changes_land_whole_at_their_write_timestamp(session, keyspace):
     """A change that adds one session rides in a prepared UNLOGGED batch with others of its
-    partition; a merge (deletes and a write) stays one statement; both at the given timestamp."""
+    partition; merges within one partition (deletes and a write, and two new sessions of one
+    key) share UNLOGGED batch statements, never cut; a merge across segments is LOGGED alone.
+    Every row lands, at the given timestamp."""
     windowing = SessionSpec(10, grace_ms=0, retention_ms=10_000, segment_ms=1_000)
     name = f"s{uuid.uuid4().hex[:12]}"
     store = StoreBuilder(session, name).with_keyspace(keyspace).partitioned_session_store(windowing, 4).create()
     table = session_table_for(store.spec)
     keys = [f"word-{i}".encode() for i in range(ROWS)]
-    old = SessionEntry(b"merged", 0, 5, encode_long(2), 3, 5)
+    merged = [f"merged-{i}".encode() for i in range(ROWS)]
+    olds = [SessionEntry(k, 0, 5, encode_long(2), 3, 5) for k in merged]
+    across = SessionEntry(b"across", 995, 995, encode_long(4), 3, 995)  # segment 0; its merge ends in segment 1
     try:
-        table.apply(session, [SessionChange((), (old,))], 8, T0 - 10)
+        table.apply(session, [SessionChange((), (old,)) for old in [*olds, across]], 8, T0 - 10)
         singles = [SessionChange((), (SessionEntry(k, 100, 100, encode_long(1), 5, 100),)) for k in keys]
-        merge = SessionChange((old,), (SessionEntry(b"merged", 0, 12, encode_long(3), 5, 12),))
-        table.apply(session, [*singles, merge], 8, T0)
+        merges = [SessionChange((old,), (SessionEntry(old.key, 0, 12, encode_long(3), 5, 12),)) for old in olds]
+        two_new = tuple(SessionEntry(b"pair", t, t, encode_long(1), 5, t) for t in (300, 400))
+        pairs = SessionChange((), two_new)
+        spanning = SessionChange((across,), (SessionEntry(b"across", 995, 1003, encode_long(5), 5, 1003),))
+        table.apply(session, [*singles, *merges, pairs, spanning], 8, T0)
         stale = [SessionChange((), (SessionEntry(k, 100, 100, encode_long(-1), 4, 100),)) for k in keys]
         table.apply(session, stale, 8, T0 - 1)  # older: loses
-        found = table.find_many(session, [(k, 0, 200) for k in [*keys, b"merged"]], table.segments(session), 8)
+        asks = [(k, 0, 2000) for k in [*keys, *merged, b"pair", b"across"]]
+        found = table.find_many(session, asks, table.segments(session), 8)
         assert {k: [(e.start_ms, e.end_ms, decode_long(e.value)) for e in v] for k, v in found.items()} == {
             **{k: [(100, 100, 1)] for k in keys},
-            b"merged": [(0, 12, 3)],
+            **{k: [(0, 12, 3)] for k in merged},
+            b"pair": [(300, 300, 1), (400, 400, 1)],
+            b"across": [(995, 1003, 5)],
         }
         rows = session.execute(f"SELECT WRITETIME(value) AS wt FROM {keyspace}.{store.spec.table}")
-        assert [r.wt for r in rows] == [T0] * (ROWS + 1)
+        assert [r.wt for r in rows] == [T0] * (2 * ROWS + 3)
     finally:
         session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
         session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (name,))
