@@ -36,7 +36,7 @@ import bench_common as common
 from compare.experiments import EXPERIMENTS
 from compare.feed import produce_all, spread_timestamps
 from compare.report import aggregate, render
-from compare.systems import OPTIONAL, REAL_JOB, STATEFUL, SYSTEMS
+from compare.systems import COUNTERPARTS, OPTIONAL, REAL_JOB, STATEFUL, SYSTEMS
 
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
@@ -71,16 +71,8 @@ QUICK = {
 # `--timed` (make bench-timed): the key-value, windowed, hopping and session word counts, ours and
 # Spark's on RocksDB, over a corpus of 2M words spanning an hour of event time (each of the ten
 # batches six minutes of it); throughput only, two rounds.
-TIMED_SYSTEMS = (
-    "partitioned",
-    "rocksdb",
-    "partitioned-window",
-    "rocksdb-window",
-    "partitioned-hopping",
-    "rocksdb-hopping",
-    "partitioned-session",
-    "rocksdb-session",
-)
+# Each of ours that has a Spark counterpart, beside it.
+TIMED_SYSTEMS = tuple(name for pair in COUNTERPARTS.items() for name in pair)
 TIMED_RUN = {
     "words": 2_000_000,
     "vocab": 500_000,

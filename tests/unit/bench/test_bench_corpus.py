@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 from bench_common import generate, generate_with_counts, make_vocabulary, zipf_rank_of
-from compare.feed import paced
+from compare.feed import paced, spread_timestamps
 from compare.worker import fill_line
 
 from statestore.stream.tokenize import tokenize
@@ -74,3 +74,8 @@ def test_paced_schedule_keeps_the_word_rate_and_cycles_the_lines():
     assert [line for line, _, _ in schedule] == [b"a b", b"c d e f"] * 2
     with pytest.raises(ValueError):
         list(paced(0, 1, lines, words))
+
+
+def test_spread_timestamps_cover_the_span_before_the_end_evenly_in_order():
+    assert spread_timestamps(5, 100, 1_000) == [900, 920, 940, 960, 980]
+    assert spread_timestamps(0, 100, 1_000) == []
