@@ -74,6 +74,23 @@ def plan_session_change(
     return SessionChange(tuple(stored[s] for s in replaced), tuple(writes))
 
 
+def new_sessions(key: bytes, times: tuple[int, ...], gap_ms: int, batch_id: int) -> SessionChange:
+    """Pure: plan_session_change for a key with no stored session its times touch (most keys of
+    a batch past the stream time): its times, ascending, cut where two neighbours are more than
+    `gap_ms` apart, each run one session counting its events."""
+    writes = []
+    start = previous = times[0]
+    count = 0
+    for t in times:
+        if t - previous > gap_ms:
+            writes.append(SessionEntry(key, start, previous, encode_long(count), batch_id, previous))
+            start, count = t, 0
+        previous = t
+        count += 1
+    writes.append(SessionEntry(key, start, previous, encode_long(count), batch_id, previous))
+    return SessionChange((), tuple(writes))
+
+
 def planned_then_written(plan: Callable[[], P], write: Callable[[P], None], retry: Callable[[Callable], object]) -> P:
     """Pure, the retry rule of a slice: `plan()` (reads, then plans) retried as a whole, then
     `write(planned)` retried with that same plan, never planned again: a timed-out write may
@@ -115,7 +132,11 @@ def plan_session_deltas(
     current = timed(timer, "read", read) if asks else {}
     changes, skipped = [], 0
     for delta, times in deltas:
-        change = plan_session_change(delta.key, current.get(delta.key, []), times, gap, batch_id)
+        stored = current.get(delta.key)
+        if not stored:
+            changes.append(new_sessions(delta.key, times, gap, batch_id))
+            continue
+        change = plan_session_change(delta.key, stored, times, gap, batch_id)
         if change is None:
             skipped += 1
         else:

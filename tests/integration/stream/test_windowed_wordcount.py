@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
+
 from statestore.conn import kafka as kafka_io
 from statestore.core.event_time import TimedValue
 from statestore.store.book import deadletters, registry
@@ -156,3 +158,22 @@ def test_time_ordered_input_over_many_batches_counts_every_window_once(
     assert 0 < stats.read < stats.keys  # the windows shared with the batch before read, the new ones not
     assert not list(deadletters.read_all(session, keyspace, store_name))
     assert _stored(session, keyspace, store_name) == reference.counts
+
+
+@pytest.mark.parametrize("apply_cache", [True, False], ids=["cache", "no-cache"])
+def test_a_window_written_from_outside_past_the_stream_time_is_overwritten_only_with_the_cache(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, apply_cache
+):
+    """The documented limit of the read elision (docs/limitations.md): with the apply cache on,
+    the stream is taken to be the store's only writer, so a window past the stream time is not
+    read and another program's value there is overwritten; --no-apply-cache reads and adds."""
+    minute = 60_000
+    windows = {"window": minute, "grace": 10 * minute, "apply_cache": apply_cache}
+    first = [(BASE_MS + 1_000, "river stone")]
+    _run_batch(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", first, **windows)
+    open_window_store(session, keyspace, store_name).put("river", 100, BASE_MS + 5 * minute)
+    later = [(BASE_MS + 5 * minute + 1_000, "river river")]
+    _run_batch(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", later, **windows)
+    stored = _stored(session, keyspace, store_name)
+    assert stored[("river", BASE_MS + 5 * minute)] == (2 if apply_cache else 102)
+    assert stored[("river", BASE_MS)] == 1

@@ -13,7 +13,7 @@ from statestore.core.codecs import decode_long
 from statestore.core.model import SessionEntry, WindowedEntry
 from statestore.core.windows import WindowSpec
 from statestore.stream.apply import Delta
-from statestore.stream.apply_sessions import plan_session_change, session_reads
+from statestore.stream.apply_sessions import new_sessions, plan_session_change, session_reads
 from statestore.stream.apply_windows import plan_window_writes, windows_to_read
 from tests.unit.stream.test_session_plan import brute_force
 
@@ -90,3 +90,9 @@ def test_a_key_is_read_when_its_first_time_is_within_the_gap_of_the_stream_time(
     deltas = [(Delta(b"a", 1, 25), (25,)), (Delta(b"b", 1, 26), (26, 40)), (Delta(b"c", 1, 5), (5,))]
     assert [key for key, _, _ in session_reads(deltas, 10, None)] == [b"a", b"b", b"c"]
     assert session_reads(deltas, 10, 15) == [(b"a", 15, 35), (b"c", -5, 15)]
+
+
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=30), st.integers(1, 40))
+def test_a_key_without_stored_sessions_is_planned_as_the_general_plan_would(times, gap):
+    times = tuple(sorted(times))
+    assert new_sessions(b"k", times, gap, 7) == plan_session_change(b"k", [], times, gap, 7)
