@@ -120,7 +120,7 @@ bench-quick: stack-up ## the same on 100k words, to try the harness
 	$(BIN)/python bench/streaming_compare/streaming_compare.py --quick
 
 # Windows (tumbling and hopping) and sessions beside key-value, ours and Spark's on RocksDB, over
-# a corpus spanning an hour of event time; throughput, two rounds (BENCHMARKS.md; about 40 min).
+# a corpus spanning an hour of event time; throughput, two rounds (BENCHMARKS.md; about 11 min).
 bench-timed: stack-up ## windows, hopping windows, sessions and key-value: ours beside Spark's RocksDB
 	$(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --timed
 
