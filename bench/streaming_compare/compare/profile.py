@@ -206,7 +206,7 @@ def restarted_run(worker, index: metrics.RecordIndex) -> dict:
         "batch_s": result["batch_s"],
         "keys_applied": applied["keys"],
         "keys_read": applied["read"],
-        "verified": worker.verify(name, events),
+        "verified": worker.verify(name, events, index.records),
     }
 
 
