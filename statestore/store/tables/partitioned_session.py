@@ -24,7 +24,7 @@ from cassandra.query import BatchStatement, BatchType
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, SessionEntry, StoreSpec
 from statestore.core.options import TableOptions
-from statestore.store.tables.base import range_condition, time_ms_of, write_batches
+from statestore.store.tables.base import chunked, range_condition, time_ms_of, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
@@ -33,6 +33,7 @@ from statestore.store.tables.unlogged import write_unlogged
 
 _COLUMNS = "key, session_start, session_end, value, batch_id, time"
 _BATCH_ROWS = 64  # the most new sessions of one Cassandra partition in one UNLOGGED batch
+_READ_KEYS = 100  # the most keys of one query's `key IN ?` (as the key-value tables)
 
 
 def _entry(row) -> SessionEntry:
@@ -160,26 +161,35 @@ class PartitionedSessionTable(SegmentedTable):
     def find_many(
         self, session, asks: list[tuple[bytes, int, int]], segments: list[int], concurrency: int
     ) -> dict[bytes, list[SessionEntry]]:
-        """For each (key, earliest_end, latest_start), as `find`, all queries concurrently."""
+        """For each (key, earliest_end, latest_start), as `find`: up to _READ_KEYS keys of one
+        store partition per query (`key IN ?`, the lowest earliest end of them as the bound;
+        each key's own bounds checked on the rows read), all queries concurrently. One query
+        for many keys of a Cassandra partition reads that partition once, where a query per key
+        would look it up in every SSTable again."""
         select = prepare(
             session,
-            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
+            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key IN ?"
             " AND session_end >= ?",
         )
         select.is_idempotent = True
-        latest = {key: latest_start for key, _, latest_start in asks}
-        work = [
-            (select, (self.partition_of(key), segment, key, earliest_end))
-            for key, earliest_end, _ in asks
-            for segment in segments
-            if segment >= self.windowing.segment_of(earliest_end)
-        ]
+        bounds = {key: (earliest_end, latest_start) for key, earliest_end, latest_start in asks}
+        by_partition: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+        for key, (earliest_end, _) in bounds.items():
+            by_partition[self.partition_of(key)].append((earliest_end, key))
+        work = []
+        for partition, group in by_partition.items():
+            for chunk in chunked(sorted(group), _READ_KEYS):
+                lowest = chunk[0][0]
+                keys = [key for _, key in chunk]
+                first = self.windowing.segment_of(lowest)
+                work.extend((select, (partition, segment, keys, lowest)) for segment in segments if segment >= first)
         found: dict[bytes, list[SessionEntry]] = defaultdict(list)
         for result in execute_concurrent(
             session, work, concurrency=concurrency, results_generator=True, execution_profile=self.profile
         ):
             for row in result.result_or_exc:
-                if row.session_start <= latest[row.key]:
+                earliest_end, latest_start = bounds[row.key]
+                if row.session_end >= earliest_end and row.session_start <= latest_start:
                     found[row.key].append(_entry(row))
         return found
 
