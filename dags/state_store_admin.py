@@ -37,6 +37,9 @@ return value (XCom) and is logged.
   **subpartitions** too (default 1: the seed's table).
 - `drop_old_table` (table, confirm): drops the table a re-layout left behind, once the new one
   is trusted; **confirm** must repeat the store's name.
+- `migrate`: brings stores made by an earlier release of the library up to this release's schema
+  version (the stream refuses them until then); without **store**, every store of the keyspace.
+  Idempotent; refused while a stream writes a store that needs it (stop the stream first).
 - `drop` (confirm): drops the store's tables; **confirm** must repeat the store's name;
   refused while a stream writes the store.
 
@@ -45,7 +48,18 @@ Options: `ttl` (seconds, 0 = none), `compaction`, `compaction_options`, `gc_grac
 the task at once, without retries; an unreachable Cassandra or a busy store is retried.
 """
 
-ACTIONS = ["list", "create", "describe", "alter", "set_retention", "truncate", "relayout", "drop_old_table", "drop"]
+ACTIONS = [
+    "list",
+    "create",
+    "describe",
+    "alter",
+    "set_retention",
+    "truncate",
+    "relayout",
+    "drop_old_table",
+    "migrate",
+    "drop",
+]
 CODECS = ["string", "long", "int", "bytes", "json"]
 
 with DAG(
@@ -64,7 +78,7 @@ with DAG(
             type=["null", "string"],
             pattern=r"^[a-z][a-z0-9_]{0,31}$",
             title="Store",
-            description="every action but list needs one",
+            description="every action but list and migrate needs one",
         ),
         "store_type": Param(
             "partitioned-kv",
@@ -140,6 +154,8 @@ with DAG(
                     }
                     for s in hook.list_stores()
                 ]
+            if action == "migrate":
+                return [migration.as_dict() for migration in hook.migrate(store or None)]
             if not store:
                 raise ConfigError(f"action '{action}' needs a store: set the 'store' parameter")
             if action == "create":

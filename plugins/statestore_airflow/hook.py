@@ -37,7 +37,7 @@ from statestore.core.model import KeyRange
 from statestore.core.names import validate_keyspace
 from statestore.core.retention import check_retention, parse_retention
 from statestore.store import admin, relayout
-from statestore.store.book import lease
+from statestore.store.book import lease, schema
 from statestore.store.builder import open_store
 from statestore.store.retention import set_retention
 from statestore_airflow import dag_support
@@ -162,6 +162,13 @@ class CassandraStateStoreHook(BaseHook):
         it and keep the old table (statestore.store.relayout.relayout_store); refused while a
         stream writes the store."""
         return relayout.relayout_store(self.get_conn(), self.keyspace, name, subpartitions)
+
+    def migrate(self, name: str | None = None) -> list[schema.Migration]:
+        """Bring store `name` (None: every store of the keyspace) up to this release's schema
+        version (statestore.store.book.schema); refused while a stream writes a store to migrate."""
+        if name is None:
+            return schema.migrate_keyspace(self.get_conn(), self.keyspace)
+        return [schema.migrate_store(self.get_conn(), self.keyspace, name)]
 
     def drop_old_table(self, name: str, table: str, confirm: str | None) -> str:
         """Drop the table a re-layout left behind (statestore.store.relayout.drop_old_table)."""

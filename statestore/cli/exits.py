@@ -24,6 +24,7 @@ from statestore.core.errors import (
     StoreFencedError,
     StoreMismatchError,
     StoreNotFoundError,
+    StoreSchemaError,
     UnsupportedOperationError,
     ValueTooLargeError,
     WriterMayBeLiveError,
@@ -44,7 +45,7 @@ MEANINGS = {
     USAGE: "usage error: a bad option, name, key, time or input line, or a command that does not fit the store's type",
     NOT_FOUND: "not found: no such store or keyspace, or `get`'s key is not in the store",
     REFUSED: "refused: a confirmation is missing (--yes), the store's lease is held, the writer was fenced, "
-    "or a writer may be live",
+    "a writer may be live, or the store's schema version is not this release's (`statestore migrate`)",
     UNAVAILABLE: "unavailable: Cassandra or Kafka could not be reached or refused the connection (login, TLS)",
 }
 
@@ -66,6 +67,7 @@ _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], int],
             CheckpointMismatchError,
             FutureStreamTimeError,
             StoreChangedError,
+            StoreSchemaError,
         ),
         REFUSED,
     ),

@@ -1,4 +1,4 @@
-"""The CLI's store-management commands: create-store and set-retention.
+"""The CLI's store-management commands: create-store, set-retention and migrate.
 
 Each delegates to the library (statestore.store.admin, statestore.store.retention); durations
 are read while parsing (statestore.core.retention: 7d, 12h, or none), before any connection.
@@ -23,6 +23,7 @@ from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreType
 from statestore.core.retention import format_retention, parse_retention
 from statestore.store import admin
+from statestore.store.book import schema
 from statestore.store.retention import set_retention
 
 _RETENTION_HELP = (
@@ -71,8 +72,22 @@ def cmd_set_retention(args) -> int:
     return 0
 
 
+def cmd_migrate(args) -> int:
+    config = cfg.from_args(CassandraConfig, args)
+    session = session_for(config)
+    if args.store:
+        migrations = [schema.migrate_store(session, config.keyspace, args.store)]
+    else:
+        migrations = schema.migrate_keyspace(session, config.keyspace)
+    for migration in migrations:
+        print(migration.describe())
+    if not migrations:
+        print(f"keyspace {config.keyspace} holds no stores: nothing to migrate")
+    return 0
+
+
 def add_commands(command) -> None:
-    """Register create-store and set-retention with the main parser's `command(...)`."""
+    """Register create-store, set-retention and migrate with the main parser's `command(...)`."""
     p = command(
         "create-store",
         cmd_create_store,
@@ -109,3 +124,12 @@ def add_commands(command) -> None:
     )
     p.add_argument("--store", required=True, type=store_name, help=STORE_HELP)
     p.add_argument("retention", type=_retention, metavar="DURATION|none", help=_RETENTION_HELP)
+
+    p = command(
+        "migrate",
+        cmd_migrate,
+        f"bring stores made by an earlier release up to schema version {schema.SCHEMA_VERSION} (idempotent; "
+        "refused while a stream writes the store: stop it first); the stream refuses a store until then",
+        cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
+    )
+    p.add_argument("--store", type=store_name, help=f"{STORE_HELP} (default: every store of the keyspace)")

@@ -370,10 +370,12 @@ def table_ttl_s(session: Session, keyspace: str, table: str) -> int | None:
 
 def add_missing_columns(
     session: Session, keyspace: str, table: str, columns: tuple[tuple[str, str], ...], ddl_profile: object = DDL_PROFILE
-) -> None:
+) -> tuple[str, ...]:
     """Add the (name, CQL type) columns an existing `keyspace.table`, made by an older release,
-    lacks (idempotent; a column another worker added first is fine)."""
+    lacks (idempotent; a column another worker added first is fine); returns those this call
+    added, as table.column."""
     found = table_metadata(session, keyspace, table)
+    added = []
     for column, kind in columns:
         if found is None or column in found.columns:
             continue
@@ -381,6 +383,8 @@ def add_missing_columns(
             session.execute(
                 f"ALTER TABLE {validate_keyspace(keyspace)}.{table} ADD {column} {kind}", execution_profile=ddl_profile
             )
+            added.append(f"{table}.{column}")
         except InvalidRequest as exc:  # another worker added it first
             if "conflicts with an existing column" not in str(exc):
                 raise
+    return tuple(added)

@@ -90,3 +90,8 @@ class WriterMayBeLiveError(StateStoreError):
     writer may be paused mid-batch and would send the rest of that batch into the emptied
     store, where (for this layout) nothing can shadow it, and the store cannot move to a new
     table generation either (its name would be over 48 characters)."""
+
+
+class StoreSchemaError(StateStoreError):
+    """A store whose schema version is not this release's: an older one must be migrated
+    (`statestore migrate`) before a stream writes it, a newer one needs a newer release."""

@@ -34,7 +34,7 @@ from statestore.core.errors import (
     StoreFencedError,
 )
 from statestore.core.model import StoreSpec, StoreType
-from statestore.store.book import registry, stream_log
+from statestore.store.book import registry, schema, stream_log
 from statestore.store.book.lease import LeaseHeldError, LeaseLostError, StoreLease
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.store.tables import options_with_compaction
@@ -56,10 +56,13 @@ class JobConfig:
 
 
 def resolve_store(session, job: JobConfig) -> StoreSpec:
-    """The store to write: as registered, or a new one with the requested layout."""
+    """The store to write: as registered, or a new one with the requested layout. A registered
+    store of another schema version is refused before anything is written (schema)."""
     require_keyspace(session, job.cassandra.keyspace)
-    registry.ensure_table(session, job.cassandra.keyspace)
     existing = registry.find(session, job.cassandra.keyspace, job.stream.store)
+    if existing is not None:
+        schema.require_current(session, job.cassandra.keyspace, job.stream.store)
+    registry.ensure_table(session, job.cassandra.keyspace)
     windowing = job.stream.windowing
     store_type = StoreType(job.stream.store_type) if job.stream.store_type else None
     if store_type is None and job.stream.window is not None:

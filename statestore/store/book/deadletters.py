@@ -58,18 +58,19 @@ def create_cql(keyspace: str, store: str) -> str:
 
 def ensure_table(
     session, keyspace: str, store: str, ddl_profile: object = DDL_PROFILE, retention_s: int | None = None
-) -> None:
-    """Create the table, or add the columns a table created by an older release lacks.
-    `retention_s`: how long a dead letter is kept, the table's default TTL (0: forever; None:
-    as the table has it), changed when the table has another."""
+) -> tuple[str, ...]:
+    """Create the table, or add the columns a table created by an older release lacks (returned,
+    as table.column). `retention_s`: how long a dead letter is kept, the table's default TTL (0:
+    forever; None: as the table has it), changed when the table has another."""
     session.execute(create_cql(keyspace, store), execution_profile=ddl_profile)
-    add_missing_columns(session, keyspace, deadletter_table(store), _LATER_COLUMNS, ddl_profile)
+    added = add_missing_columns(session, keyspace, deadletter_table(store), _LATER_COLUMNS, ddl_profile)
     if retention_s is not None and table_ttl_s(session, keyspace, deadletter_table(store)) != retention_s:
         session.execute(
             f"ALTER TABLE {validate_keyspace(keyspace)}.{deadletter_table(store)}"
             f" WITH default_time_to_live = {int(retention_s)}",
             execution_profile=ddl_profile,
         )
+    return added
 
 
 def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurrency: int = 16) -> None:

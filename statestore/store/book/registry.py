@@ -42,6 +42,8 @@ from statestore.core.names import table_generation, validate_keyspace, validate_
 from statestore.core.windows import SessionSpec, WindowSpec
 
 REGISTRY_TABLE = "statestore_stores"
+# The schema version this release registers stores at (statestore.store.book.schema: the rules).
+CURRENT_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -146,25 +148,30 @@ def create_cql(keyspace: str) -> str:
         " key_format text, value_format text, created_at timestamp, source_topic text,"
         " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
         " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
-        " last_ts bigint, epoch bigint, outside_writes bigint, windowing text, topic_id text)"
+        " last_ts bigint, epoch bigint, outside_writes bigint, windowing text, topic_id text, schema_version int)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
 
-def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> None:
+# Columns a registry made by an older release lacks (fencing epochs, outside-write marks,
+# windowing, the topic's id, sub-partitions, retention, the TTL horizon, schema versions).
+_LATER_COLUMNS = (
+    ("epoch", "bigint"),
+    ("outside_writes", "bigint"),
+    ("windowing", "text"),
+    ("topic_id", "text"),
+    ("subpartitions", "int"),
+    ("retention_ms", "bigint"),
+    ("ttl_expiring_until", "bigint"),
+    ("schema_version", "int"),
+)
+
+
+def ensure_table(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> tuple[str, ...]:
+    """Create the registry, or add the columns an older release's lacks (idempotent); returns
+    the columns added, as table.column."""
     session.execute(create_cql(keyspace), execution_profile=ddl_profile)
-    # A registry made before fencing (epoch), outside-write marks or window stores existed
-    # lacks their columns: add them (idempotent).
-    columns = (
-        ("epoch", "bigint"),
-        ("outside_writes", "bigint"),
-        ("windowing", "text"),
-        ("topic_id", "text"),
-        ("subpartitions", "int"),
-        ("retention_ms", "bigint"),
-        ("ttl_expiring_until", "bigint"),
-    )
-    add_missing_columns(session, keyspace, REGISTRY_TABLE, columns, ddl_profile)
+    return add_missing_columns(session, keyspace, REGISTRY_TABLE, _LATER_COLUMNS, ddl_profile)
 
 
 def _spec(keyspace: str, row) -> StoreSpec:
@@ -205,8 +212,8 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
     insert = prepare(
         session,
         f"INSERT INTO {spec.keyspace}.{REGISTRY_TABLE} (name, store_type, table_name, partitions,"
-        " key_format, value_format, created_at, source_topic, windowing, subpartitions)"
-        " VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now()), ?, ?, ?) IF NOT EXISTS",
+        " key_format, value_format, created_at, source_topic, windowing, subpartitions, schema_version)"
+        " VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now()), ?, ?, ?, ?) IF NOT EXISTS",
     )
     row = session.execute(
         insert,
@@ -220,6 +227,7 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
             source_topic,
             _windowing_text(spec),
             spec.subpartitions,
+            CURRENT_SCHEMA_VERSION,
         ),
         execution_profile=bookkeeping_profile(session),
     ).one()
@@ -250,7 +258,8 @@ def register(session, spec: StoreSpec, source_topic: str | None = None) -> Store
     return existing
 
 
-def lookup(session, keyspace: str, name: str) -> StoreSpec:
+def _row(session, keyspace: str, name: str):
+    """Store `name`'s registry row; StoreNotFoundError when there is none."""
     validate_store_name(name)
     if table_metadata(session, keyspace, REGISTRY_TABLE) is None:
         raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}': it holds no stores yet")
@@ -260,7 +269,29 @@ def lookup(session, keyspace: str, name: str) -> StoreSpec:
     ).one()
     if row is None:
         raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}' (see `statestore stores` for the list)")
-    return _spec(keyspace, row)
+    return row
+
+
+def lookup(session, keyspace: str, name: str) -> StoreSpec:
+    return _spec(keyspace, _row(session, keyspace, name))
+
+
+def stored_schema_version(session, keyspace: str, name: str) -> int | None:
+    """The schema version recorded for store `name` (None: none recorded, as before versions
+    existed; statestore.store.book.schema has the rules); StoreNotFoundError when unregistered."""
+    return getattr(_row(session, keyspace, name), "schema_version", None)
+
+
+def record_schema_version(session, keyspace: str, name: str, version: int) -> None:
+    """Record store `name`'s schema version (a lightweight transaction: never a row for a store
+    dropped meanwhile)."""
+    update = prepare(
+        session,
+        f"UPDATE {validate_keyspace(keyspace)}.{REGISTRY_TABLE} SET schema_version = ? WHERE name = ? IF EXISTS",
+    )
+    row = session.execute(update, (version, name), execution_profile=bookkeeping_profile(session)).one()
+    if not row.applied:
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}': it was dropped during the migration")
 
 
 def find(session, keyspace: str, name: str) -> StoreSpec | None:
@@ -297,18 +328,11 @@ def _progress(row) -> StoreProgress:
     )
 
 
-_PROGRESS_COLUMNS = (
-    "last_batch_id, last_batch_at, max_event_time, source_topic, query_id, batch_base,"
-    " offsets, pending_batch_id, pending_ts, pending_offsets, last_ts, epoch, outside_writes, topic_id,"
-    " retention_ms, ttl_expiring_until"
-)
-
-
 def progress(session, keyspace: str, name: str) -> StoreProgress:
-    """The store's progress, read serially: every committed update of any writer is in it."""
-    select = prepare(
-        session, f"SELECT {_PROGRESS_COLUMNS} FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"
-    )
+    """The store's progress, read serially: every committed update of any writer is in it.
+    Every column (`*`): a registry an earlier release made lacks the later ones until it is
+    migrated (statestore.store.book.schema), and readers still read its stores meanwhile."""
+    select = prepare(session, f"SELECT * FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?")
     row = serial_read(session, select, (validate_store_name(name),)).one()
     if row is None:
         raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}'")

@@ -109,10 +109,12 @@ def create_cql(keyspace: str) -> list[str]:
 _LATER_STATE_COLUMNS = (("writer", "text"),)  # added to a states table an older release made
 
 
-def ensure_tables(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> None:
+def ensure_tables(session, keyspace: str, ddl_profile: object = DDL_PROFILE) -> tuple[str, ...]:
+    """Create the stream log's tables, or add the columns an older release's lack; returns the
+    columns added, as table.column."""
     for statement in create_cql(keyspace):
         session.execute(statement, execution_profile=ddl_profile)
-    add_missing_columns(session, keyspace, STATES_TABLE, _LATER_STATE_COLUMNS, ddl_profile)
+    return add_missing_columns(session, keyspace, STATES_TABLE, _LATER_STATE_COLUMNS, ddl_profile)
 
 
 def record_batch(session, keyspace: str, store: str, batch: BatchRecord) -> None:

@@ -180,7 +180,7 @@ def test_format_choices_and_defaults_per_command():
         expected[name] = (rows, "table")
     for name in ("create-keyspace", "create-topic", "produce", "reset", "serve"):
         expected[name] = None
-    for name in ("create-store", "set-retention", "relayout"):  # what was done, as lines
+    for name in ("create-store", "set-retention", "relayout", "migrate"):  # what was done, as lines
         expected[name] = None
     assert {name: _format_choices(p) for name, p in commands.items()} == expected
 
