@@ -27,7 +27,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-overload bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
 help: ## this list of targets (what a bare `make` prints)
 	@echo 'usage: make TARGET [VARIABLE=value ...] (variables: the top of the Makefile)'
@@ -143,6 +143,11 @@ bench-rescale: stack-up cluster-up ## partitions added mid-stream; twice the exe
 bench-query: stack-up ## HTTP point-get latency, the concurrency sweep and a 1M-entry scan
 	mkdir -p $(BENCH_OUT)/query_api
 	set -o pipefail; $(BIN)/python bench/query_api/query_api.py | tee $(BENCH_OUT)/query_api/query_api.md
+
+# The API under overload: one worker's capacity, then offered rates of 1, 1.5, 2 and 4 times it
+# from an outside load generator in Go (an open loop), goodput and p99 (BENCHMARKS.md; about 5 min).
+bench-overload: stack-up ## HTTP goodput and p99 at 1x-4x one worker's capacity, offered by a Go load generator
+	$(BENCH_ENV) $(BIN)/python bench/query_api/overload.py
 
 # Audit and expiry rows/s at 1M and 10M entries (BENCHMARKS.md; not timed on today's code).
 bench-maintenance: stack-up ## audit and expiry rows/s at 1M and 10M entries

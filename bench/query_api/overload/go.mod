@@ -1,0 +1,3 @@
+module statestore/bench/overload
+
+go 1.22
