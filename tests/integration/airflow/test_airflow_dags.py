@@ -14,7 +14,7 @@ import tests.airflow_env as airflow_env
 # isort: split
 import pytest
 
-from statestore.store.book import registry
+from statestore.store.book import registry, schema
 from statestore.store.book.lease import current_holder
 from statestore.store.builder import open_store, open_window_store
 from tests.corpus import generate
@@ -262,3 +262,17 @@ def test_state_store_admin_relayout_then_drop_old_table(dags, connections, sessi
     assert state == "failed"  # the store's name is the confirmation
     state, dropped = _admin(dags, action="drop_old_table", store=store_name, table=old, confirm=store_name)
     assert (state, dropped) == ("success", {"dropped": f"{keyspace}.{old}"})
+
+
+def test_state_store_admin_migrates_a_store_of_an_earlier_release(dags, connections, session, keyspace, store_name):
+    state, _ = _admin(dags, action="create", store=store_name, partitions=2)
+    assert state == "success" and schema.stored_version(session, keyspace, store_name) == schema.SCHEMA_VERSION
+    # As a release before schema versions left it: no version recorded.
+    session.execute(f"UPDATE {keyspace}.statestore_stores SET schema_version = null WHERE name = %s", (store_name,))
+    assert schema.stored_version(session, keyspace, store_name) == schema.BEFORE_VERSIONS
+
+    state, migrated = _admin(dags, action="migrate", store=store_name)
+    assert (state, migrated) == ("success", [{"store": store_name, "from": 1, "to": 2, "added": []}])
+    assert schema.stored_version(session, keyspace, store_name) == schema.SCHEMA_VERSION
+    state, everything = _admin(dags, action="migrate")  # no store: every store of the keyspace
+    assert state == "success" and {"store": store_name, "from": 2, "to": 2, "added": []} in everything
