@@ -314,10 +314,15 @@ class TopicIds:
 
 def _transient(reported: KafkaErrorCode | None) -> bool:
     """Whether librdkafka's error says the failed call may succeed if made again (a timeout, no
-    leader or controller yet); an exception without one is not transient."""
+    leader or controller yet, the connection to the broker asked lost: that broker was killed
+    mid-request, and librdkafka does not mark it retriable); an exception without one is not
+    transient."""
     if reported is None:
         return False
-    return reported.code() in (KafkaErrorCode._TIMED_OUT, KafkaErrorCode.REQUEST_TIMED_OUT) or reported.retriable()
+    return reported.code() in _AGAIN or reported.retriable()
+
+
+_AGAIN = (KafkaErrorCode._TIMED_OUT, KafkaErrorCode.REQUEST_TIMED_OUT, KafkaErrorCode._TRANSPORT)
 
 
 def end_offsets(config: KafkaConfig, topic: str) -> dict[int, int] | None:

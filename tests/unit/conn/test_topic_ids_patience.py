@@ -72,6 +72,14 @@ def test_a_timed_out_question_is_asked_again_until_kafka_answers():
     assert admin.asked_by == [1, 2, 3]
 
 
+def test_a_lost_connection_to_the_broker_asked_is_asked_again_through_a_new_client():
+    """The broker the question went to killed mid-request: librdkafka reports a transport
+    failure, not marked retriable (the cluster test of a killed controller met it)."""
+    admin = StandInAdmin(_failure(KafkaErrorCode._TRANSPORT), _TopicId())
+    assert TopicIds(KafkaConfig(), patience_s=60, new_admin=admin).of("words") == "AbCdEf"
+    assert admin.asked_by == [1, 2]
+
+
 def test_a_retriable_error_is_asked_again():
     admin = StandInAdmin(_failure(KafkaErrorCode.LEADER_NOT_AVAILABLE, retriable=True), _TopicId())
     assert TopicIds(KafkaConfig(), patience_s=60, new_admin=admin).of("words") == "AbCdEf"
