@@ -312,6 +312,10 @@ class TopicIds:
                 self._connect()
 
 
+# librdkafka's errors worth asking again although it does not mark them retriable (_transient).
+_AGAIN = (KafkaErrorCode._TIMED_OUT, KafkaErrorCode.REQUEST_TIMED_OUT, KafkaErrorCode._TRANSPORT)
+
+
 def _transient(reported: KafkaErrorCode | None) -> bool:
     """Whether librdkafka's error says the failed call may succeed if made again (a timeout, no
     leader or controller yet, the connection to the broker asked lost: that broker was killed
@@ -320,9 +324,6 @@ def _transient(reported: KafkaErrorCode | None) -> bool:
     if reported is None:
         return False
     return reported.code() in _AGAIN or reported.retriable()
-
-
-_AGAIN = (KafkaErrorCode._TIMED_OUT, KafkaErrorCode.REQUEST_TIMED_OUT, KafkaErrorCode._TRANSPORT)
 
 
 def end_offsets(config: KafkaConfig, topic: str) -> dict[int, int] | None:

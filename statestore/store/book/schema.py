@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from statestore.core.errors import StoreSchemaError
-from statestore.core.names import validate_store_name
 from statestore.store.book import deadletters, history, registry, stream_log
 from statestore.store.book.lease import StoreLease, describe_self
 
@@ -88,7 +87,7 @@ def require_current(session, keyspace: str, name: str) -> None:
 def migrate_store(session, keyspace: str, name: str) -> Migration:
     """Bring store `name` up to SCHEMA_VERSION (see the module doc); idempotent: a store already
     there is left alone (its lease not taken, so a running stream is no obstacle)."""
-    found = stored_version(session, keyspace, validate_store_name(name))  # StoreNotFoundError first
+    found = stored_version(session, keyspace, name)  # the name checked, StoreNotFoundError: before anything
     if found == SCHEMA_VERSION:
         return Migration(name, found, found, ())
     if found > SCHEMA_VERSION:
