@@ -27,7 +27,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-overload bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-overload bench-soak bench-stores bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
 
 help: ## this list of targets (what a bare `make` prints)
 	@echo 'usage: make TARGET [VARIABLE=value ...] (variables: the top of the Makefile)'
@@ -148,6 +148,16 @@ bench-query: stack-up ## HTTP point-get latency, the concurrency sweep and a 1M-
 # from an outside load generator in Go (an open loop), goodput and p99 (BENCHMARKS.md; about 5 min).
 bench-overload: stack-up ## HTTP goodput and p99 at 1x-4x one worker's capacity, offered by a Go load generator
 	$(BENCH_ENV) $(BIN)/python bench/query_api/overload.py
+
+# The soak: the stream for an hour at a steady rate, the API under light load, the maintenance
+# jobs once in the middle; memory, disk, lag and batch durations every minute (BENCHMARKS.md).
+bench-soak: stack-up ## an hour of the stream with the API and maintenance beside it, sampled every minute
+	$(BENCH_ENV) $(BIN)/python bench/soak/soak.py
+
+# 500 stores in one keyspace, each written by a short stream; what grows and what readers wait
+# for every 50 stores (BENCHMARKS.md; about 20 min).
+bench-stores: stack-up ## 500 stores in one keyspace: Cassandra's heap, prepared statements, listing times
+	$(BENCH_ENV) $(BIN)/python bench/many_stores/many_stores.py
 
 # Audit and expiry rows/s at 1M and 10M entries (BENCHMARKS.md; not timed on today's code).
 bench-maintenance: stack-up ## audit and expiry rows/s at 1M and 10M entries

@@ -6,17 +6,19 @@ from statestore_airflow.charts) for the templates; the figures' rules live in th
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from statestore.conn.cassandra import table_metadata
-from statestore.conn.kafka import end_offsets_source
+from statestore.conn.kafka import end_offsets_of_topics, end_offsets_source
 from statestore.core.codecs import millis_of
-from statestore.core.errors import StateStoreError
+from statestore.core.config import KafkaConfig
+from statestore.core.errors import KafkaError, StateStoreError
 from statestore.core.names import validate_store_name
 from statestore.present.text import parse_key, to_text
 from statestore.store.book import history, stream_log
-from statestore.store.book.status import dead_letters_between, last_recorded_before, stream_status
+from statestore.store.book.status import EndOffsets, dead_letters_between, last_recorded_before, stream_status
 from statestore.store.book.stream_log import BatchRecord, StateChange
 from statestore.store.builder import open_store
 from statestore_airflow import charts
@@ -29,11 +31,31 @@ HOUR_MS = 3_600_000
 VALIDATION_REPORTS = "validate_idempotency"
 
 
-def stream_figures(session, kafka, keyspace: str, store: str) -> dict[str, Any]:
-    """The stream's figures (without Kafka, or when it does not answer, no lag). `state` is
-    the store's writer's run's state (statestore.store.book.status.store_state), never a run that
+def end_offsets_for(kafka: KafkaConfig | None, topics: Iterable[str]) -> EndOffsets | None:
+    """End offsets of `topics` asked once, for a page of stores (each store asking would open
+    a Kafka client of its own); a Kafka that does not answer fails each store's lag alone, as
+    stream_figures then shows."""
+    if kafka is None:
+        return None
+    try:
+        ends = end_offsets_of_topics(kafka, topics)
+    except KafkaError as exc:
+        failure = exc
+
+        def unanswered(_topic: str):
+            raise failure
+
+        return unanswered
+    return ends.get
+
+
+def stream_figures(session, kafka: KafkaConfig | EndOffsets | None, keyspace: str, store: str) -> dict[str, Any]:
+    """The stream's figures (without Kafka, or when it does not answer, no lag). `kafka`: the
+    settings to ask with, or the end offsets already asked (end_offsets_for). `state` is the
+    store's writer's run's state (statestore.store.book.status.store_state), never a run that
     was refused at the lease."""
-    s = stream_status(session, end_offsets_source(kafka), keyspace, store, lenient=True)
+    source = kafka if callable(kafka) else end_offsets_source(kafka)
+    s = stream_status(session, source, keyspace, store, lenient=True)
     return {
         "state": s.state or "never streamed",
         "state_since_ms": s.state_since_ms,

@@ -55,6 +55,9 @@ _TEMPLATES = Environment(
 _REPORT_FILE = re.compile(r"[a-z][a-z0-9_]*\.(html|md|json|png)")
 AUDIT_REPORT = "audit_partitions"
 LATEST_WINDOWS = 3  # window stores: the page shows the newest windows, each with its top keys
+# Stores per page of the list: each row costs a few Cassandra reads and, with Kafka, an end-offset
+# question, so a keyspace of hundreds of stores is listed a page at a time (BENCHMARKS.md).
+STORES_PER_PAGE = 50
 
 
 def last_audit(report_dir: Path) -> dict[str, Any] | None:
@@ -95,23 +98,38 @@ def _env_filters(now_ms: int) -> dict[str, Any]:
 
 
 def list_data(
-    session, keyspace: str, report_dir: Path, kafka: KafkaConfig | None = None, now_ms: int | None = None
+    session,
+    keyspace: str,
+    report_dir: Path,
+    kafka: KafkaConfig | None = None,
+    now_ms: int | None = None,
+    page: int | None = 1,
+    per_page: int = STORES_PER_PAGE,
 ) -> dict[str, Any]:
-    """The store list: per store the columns that matter at a glance (the rest is the detail's)."""
+    """The store list: per store the columns that matter at a glance (the rest is the detail's),
+    `per_page` stores in name order from `page` (1, 2, ...: a page past the last shows the
+    last; None: every store on one page)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     audit = last_audit(report_dir)
     audited = (audit or {}).get("stores", {})
+    listings = admin.list_stores(session, keyspace)  # the registry alone: names in order, cheap
+    pages = max(1, -(-len(listings) // per_page)) if page is not None else 1
+    page = min(max(page or 1, 1), pages)
+    shown = listings if pages == 1 else listings[(page - 1) * per_page : page * per_page]
     rows = []
-    for listing in admin.list_stores(session, keyspace):
+    ends = store_monitor.end_offsets_for(kafka, {s.progress.source_topic for s in shown if s.progress.source_topic})
+    for listing in shown:
         described = admin.describe_store(session, keyspace, listing.spec.name, count_partitions=False)
         figures = described.as_dict()
         figures["estimated_size"] = human_bytes(figures["estimated_bytes"])
         figures["audit"] = audited.get(listing.spec.name)
-        figures["stream"] = store_monitor.stream_figures(session, kafka, keyspace, listing.spec.name)
+        figures["stream"] = store_monitor.stream_figures(session, ends, keyspace, listing.spec.name)
         rows.append(figures)
     if audit and not audit.get("error"):
         audit = {**audit, "generated_ms": _instant_ms(audit.get("generated_at"))}
-    return {"keyspace": keyspace, "stores": rows, "audit": audit, **_env_filters(now_ms)}
+    first = (page - 1) * per_page + 1 if rows else 0
+    paging = {"page": page, "pages": pages, "total": len(listings), "first": first, "last": first + len(rows) - 1}
+    return {"keyspace": keyspace, "stores": rows, "audit": audit, "paging": paging, **_env_filters(now_ms)}
 
 
 def _instant_ms(text: str | None) -> int | None:
@@ -189,11 +207,13 @@ def create_store_app(
     authenticate: bool = True,
     kafka: Callable[[], KafkaConfig | None] | None = None,
     connection_id: str = CASSANDRA_CONN_ID,
+    per_page: int = STORES_PER_PAGE,
 ) -> FastAPI:
     """The page plus the read-only API under /api, every path of both open only to Airflow users
     allowed to read the connection `connection_id` (the one `cassandra` reads). `authenticate`
     off only for tests of the page alone (outside Airflow there is no auth manager to ask).
-    `kafka`: where the page and /api/metrics ask for end offsets (lag); None: no lag."""
+    `kafka`: where the page and /api/metrics ask for end offsets (lag); None: no lag.
+    `per_page`: stores per page of the list (`?page=N`)."""
     app = FastAPI(title="statestore in Airflow", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/api", create_app(cassandra, kafka=kafka))
 
@@ -201,14 +221,14 @@ def create_store_app(
         app.middleware("http")(require_connection_access(connection_id))
 
     @app.get("/", response_class=HTMLResponse, response_model=None)
-    async def store_list(store: str | None = None) -> HTMLResponse | RedirectResponse:
+    async def store_list(store: str | None = None, page: int = Query(1, ge=1)) -> HTMLResponse | RedirectResponse:
         if store is not None:  # the page's earlier address of a store: ?store=NAME
             return RedirectResponse(f"stores/{quote(store, safe='')}", status_code=307)
         config = cassandra()
 
         def collect() -> dict[str, Any]:
             streams = None if kafka is None else kafka()
-            return list_data(session_for(config), config.keyspace, report_dir(), streams)
+            return list_data(session_for(config), config.keyspace, report_dir(), streams, page=page, per_page=per_page)
 
         try:
             data = await run_in_threadpool(collect)

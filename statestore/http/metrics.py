@@ -2,9 +2,11 @@
 
 Gathered at scrape time from what outlives the driver (statestore.store.book.status: the registry,
 the lease, the stream log, Kafka's end offsets), cached for `ttl_s` so a burst of scrapes costs
-one round of queries. Counters carry on across drivers: they come from the running sums each
-batch row keeps (statestore.store.book.stream_log.Totals). The API's own request latency is a
-histogram observed by a middleware, per route template, method and status.
+one round of queries: off the event loop (other requests go on meanwhile), several stores at a
+time, and Kafka asked once for the end offsets of every store's topic. Counters carry on across
+drivers: they come from the running sums each batch row keeps
+(statestore.store.book.stream_log.Totals). The API's own request latency is a histogram
+observed by a middleware, per route template, method and status.
 
 Kafka is optional: without settings or when it does not answer, the lag series are left out
 and statestore_kafka_up is 0; every other series is still served.
@@ -18,16 +20,18 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from statestore.conn.kafka import end_offsets_source
+from statestore.conn.kafka import end_offsets_of_topics
 from statestore.core.config import KafkaConfig
-from statestore.core.errors import StateStoreError
+from statestore.core.errors import KafkaError, StateStoreError
 from statestore.http.answers import DRIVER_ERRORS
 from statestore.http.paths import app_path
 from statestore.store import admin
@@ -37,6 +41,7 @@ from statestore.store.builder import open_session_store, open_store, open_window
 
 _log = logging.getLogger(__name__)
 KAFKA_RETRY_S = 60.0  # after Kafka failed to answer, gather without it this long (its timeout is 15 s)
+_GATHER_THREADS = 8  # stores whose figures are read at once (the driver's session is shared)
 KafkaSource = KafkaConfig | Callable[[], KafkaConfig | None] | None
 # prometheus-client's own variable: read when the package is imported, so set before that.
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -82,13 +87,24 @@ class StoreCollector:
                 return self._cached[1]
             session, keyspace = self.catalog.session(), self.catalog.keyspace
             kafka, kafka_up = self._kafka(), True
-            found = []
-            for listing in admin.list_stores(session, keyspace):
-                status = stream_status(session, end_offsets_source(kafka), keyspace, listing.spec.name, lenient=True)
-                if status.kafka_error is not None:  # not asked again for the other stores
-                    _log.warning("metrics: Kafka did not answer (%s); lag left out", status.kafka_error)
+            listings = admin.list_stores(session, keyspace)
+            ends: dict[str, dict[int, int]] = {}
+            topics = [s.progress.source_topic for s in listings if s.progress.source_topic]
+            if kafka is not None:  # every store's topic in one question, not one per store
+                try:
+                    ends = end_offsets_of_topics(kafka, topics)
+                except KafkaError as exc:
+                    _log.warning("metrics: Kafka did not answer (%s); lag left out", exc)
                     kafka, kafka_up, self._kafka_failed_at = None, False, time.monotonic()
-                found.append((status, entries_estimate(session, listing.spec)))
+            source = None if kafka is None else ends.get  # a topic not found: gone, no lag
+
+            def figures(listing) -> tuple[StreamStatus, int | None]:
+                name = listing.spec.name
+                return stream_status(session, source, keyspace, name), entries_estimate(session, listing.spec)
+
+            # Each store's figures take several reads one after another: stores side by side.
+            with ThreadPoolExecutor(_GATHER_THREADS, thread_name_prefix="statestore-metrics") as pool:
+                found = list(pool.map(figures, listings))
             gathered = (found, kafka_up and kafka is not None)
             self._cached = (time.monotonic(), gathered)
             return gathered
@@ -233,7 +249,9 @@ def _template_of(scope) -> str:
 
 
 async def metrics_route(request: Request) -> Response:
-    return request.app.state.metrics.answer()
+    # In a worker thread: gathering reads every store (seconds for hundreds of them), which on
+    # the event loop would hold every other request of the worker for as long.
+    return await run_in_threadpool(request.app.state.metrics.answer)
 
 
 __all__ = ["Metrics", "RequestTimer", "StoreCollector", "metrics_route"]

@@ -34,6 +34,7 @@ from fastapi import FastAPI
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError
+from statestore.http.admission import admission_protocol
 from statestore.http.app import create_app
 from statestore.http.metrics import MULTIPROCESS_DIR_ENV
 from statestore.http.serving import ServeConfig
@@ -46,8 +47,11 @@ BIND_FAILED = 3  # a worker's exit code when it could not bind the port
 
 def build_app(serve: ServeConfig, cassandra: CassandraConfig) -> FastAPI:
     cache = CacheOptions(serve.cache_entries, serve.cache_ttl_s) if serve.cache_entries else None
-    limits = ShedLimits(serve.max_active, serve.max_queue, serve.retry_after_s)
-    return create_app(cassandra, cache=cache, shedding=limits)
+    return create_app(cassandra, cache=cache, shedding=shed_limits(serve))
+
+
+def shed_limits(serve: ServeConfig) -> ShedLimits:
+    return ShedLimits(serve.max_active, serve.max_queue, serve.retry_after_s)
 
 
 def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
@@ -74,7 +78,7 @@ def run(serve: ServeConfig, cassandra: CassandraConfig, *, access_log: bool, log
     options = {"host": serve.http_host, "port": serve.http_port, "access_log": access_log, "log_level": log_level}
     if serve.workers == 1:
         sock = listening_socket(serve.http_host, serve.http_port, reuse_port=False)
-        _serve(build_app(serve, cassandra), sock, options)
+        _serve(serve, cassandra, sock, options)
         return
     # Checked here, before any worker starts: a port held by another program is one clear error.
     listening_socket(serve.http_host, serve.http_port, reuse_port=True).close()
@@ -97,10 +101,14 @@ def _worker(options: dict) -> None:
     except ConfigError as exc:
         print(f"statestore serve worker {os.getpid()}: {exc}", file=sys.stderr)
         sys.exit(BIND_FAILED)
-    _serve(build_app(serve, cassandra), sock, options)
+    _serve(serve, cassandra, sock, options)
 
 
-def _serve(app: FastAPI, sock: socket.socket, options: dict) -> None:
+def _serve(serve: ServeConfig, cassandra: CassandraConfig, sock: socket.socket, options: dict) -> None:
+    app = build_app(serve, cassandra)
+    protocol = admission_protocol(shed_limits(serve), on_shed=app.state.metrics.shed.inc)
+    if protocol is not None:
+        options = options | {"http": protocol}
     # Everything imported and built so far lives as long as the process: frozen, the cyclic
     # garbage collector stops walking it, so its full collections over FastAPI's, pydantic's
     # and the driver's objects no longer stall the event loop (tail latency of point gets).

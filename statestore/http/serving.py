@@ -52,10 +52,10 @@ class ServeConfig:
         parse_positive_int,
     )
     max_queue: int = setting(
-        32,
+        224,
         "STATESTORE_HTTP_MAX_QUEUE",
         "--max-queue",
-        "requests a worker lets wait for a slot (default 32); beyond it, 503 with Retry-After at once",
+        "requests a worker lets wait for a slot (default 224); beyond it, 503 with Retry-After at once",
         _count,
     )
     retry_after_s: int = setting(

@@ -2,9 +2,14 @@
 
 Each worker serves at most `max_active` requests at a time; up to `max_queue` more wait, in
 arrival order, for a slot; any request beyond those is answered 503 with `Retry-After` before
-anything is read (no Cassandra query, no parsing of the key), so shedding costs almost nothing
-and the requests that are admitted keep a bounded latency: at worst the queue's length times
+anything is read (no Cassandra query, no parsing of the key), and the requests that are
+admitted keep a bounded latency: at worst the queue's length times
 the time a slot takes. `/metrics` is never shed, so an overload stays visible.
+
+Under `statestore serve` most shedding happens before this middleware, in the connection
+protocol (statestore.http.admission), with the same limits; this middleware keeps the order of
+who waits and sheds for the apps that run without that protocol (mounted in Airflow's API
+server, or under another ASGI server).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from statestore.http.paths import app_path
 
 NEVER_SHED = ("/metrics",)
 # The app's ErrorBody, made once: a shed request must cost next to nothing.
-_SHED_BODY = json.dumps(
+SHED_BODY = json.dumps(
     {
         "status": 503,
         "error": "unavailable",
@@ -37,7 +42,7 @@ class ShedLimits:
     (0: none wait); retry_after_s: what a shed request is told."""
 
     max_active: int = 32
-    max_queue: int = 32
+    max_queue: int = 224
     retry_after_s: int = 1
 
     def __post_init__(self) -> None:
@@ -79,7 +84,7 @@ class LoadShedder:
 
 
 async def _shed(send: Send, retry_after_s: int) -> None:
-    body = _SHED_BODY
+    body = SHED_BODY
     await send(
         {
             "type": "http.response.start",

@@ -1,6 +1,8 @@
 """/metrics' families from store statuses (gathering stubbed: the real one is an integration
 test): names, types and labels as docs/monitoring.md lists them, counters from the running sums."""
 
+import time
+
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -93,3 +95,37 @@ def test_a_routed_request_and_a_fast_path_one_share_their_route_label():
         if sample.name.endswith("_count")
     }
     assert labels == {_template_of({"path": "/stores/counts/keys/river"})} == {"/stores/{store}/keys/{key}"}
+
+
+def test_a_slow_gathering_holds_no_other_request():
+    """/metrics gathers in a worker thread: a gathering that takes its time (hundreds of stores)
+    does not hold the event loop, so a request arriving meanwhile is answered first."""
+    import asyncio
+    import threading
+
+    import httpx
+
+    from statestore.http import create_app
+
+    app = create_app(kafka=None)
+    gathering, finished = threading.Event(), []
+
+    def slow_gather():
+        gathering.set()
+        time.sleep(1.0)
+        finished.append("metrics")
+        return [], True
+
+    app.state.metrics.stores.gather = slow_gather
+
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            scrape = asyncio.create_task(client.get("/metrics"))
+            while not gathering.is_set():
+                await asyncio.sleep(0.01)
+            answered = await asyncio.wait_for(client.get("/openapi.json"), 0.8)
+            finished.append("openapi")
+            assert answered.status_code == 200 and (await scrape).status_code == 200
+
+    asyncio.run(scenario())
+    assert finished == ["openapi", "metrics"]
