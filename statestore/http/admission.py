@@ -13,8 +13,10 @@ the apps that run without this protocol: mounted in Airflow, or under another se
 
 Kept by this protocol: a pipelined request behind one still being answered goes to uvicorn (the
 answers must keep the requests' order), as does `/metrics` (never shed, so an overload stays
-visible) and any upgrade. A shed request is counted (`on_shed`) but, answered before the ASGI
-app, is not in the request-duration metrics.
+visible) and any upgrade. The answer keeps the connection as uvicorn would (closed for HTTP/1.0
+and `Connection: close`), and closes it on a client that has stopped reading its answers; a
+HEAD request gets the answer's head alone. A shed request is counted (`on_shed`) but, answered
+before the ASGI app, is neither in the request-duration metrics nor in the access log.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from statestore.http.shedding import NEVER_SHED, SHED_BODY, ShedLimits
 _NEVER_SHED = tuple(path.encode() for path in NEVER_SHED)
 
 
-def shed_answer(retry_after_s: int, keep_alive: bool) -> bytes:
-    """The whole 503 answer, status line to body, as sent on the connection."""
+def shed_answer(retry_after_s: int, keep_alive: bool, body: bool = True) -> bytes:
+    """The whole 503 answer, status line to body, as sent on the connection (`body` False: a
+    HEAD request's, the same head without the body)."""
     head = [
         b"HTTP/1.1 503 Service Unavailable",
         b"content-type: application/json",
@@ -36,7 +39,7 @@ def shed_answer(retry_after_s: int, keep_alive: bool) -> bytes:
     ]
     if not keep_alive:
         head.append(b"connection: close")
-    return b"\r\n".join(head) + b"\r\n\r\n" + SHED_BODY
+    return b"\r\n".join(head) + b"\r\n\r\n" + (SHED_BODY if body else b"")
 
 
 def admission_protocol(limits: ShedLimits, on_shed: Callable[[], None] = lambda: None) -> type | None:
@@ -48,8 +51,11 @@ def admission_protocol(limits: ShedLimits, on_shed: Callable[[], None] = lambda:
     except ImportError:
         return None
     room = limits.max_active + limits.max_queue
-    keep_open = shed_answer(limits.retry_after_s, keep_alive=True)
-    closing = shed_answer(limits.retry_after_s, keep_alive=False)
+    answers = {
+        (keep_alive, body): shed_answer(limits.retry_after_s, keep_alive, body)
+        for keep_alive in (True, False)
+        for body in (True, False)
+    }
 
     class AdmissionProtocol(HttpToolsProtocol):
         shedding = False  # the request being parsed was shed: its body and end are not the cycle's
@@ -58,23 +64,27 @@ def admission_protocol(limits: ShedLimits, on_shed: Callable[[], None] = lambda:
             self.shedding = (
                 len(self.tasks) >= room
                 and (self.cycle is None or self.cycle.response_complete)
-                and not self.url.startswith(_NEVER_SHED)
+                and self.url.split(b"?", 1)[0] not in _NEVER_SHED
                 and not self.parser.should_upgrade()
             )
             if not self.shedding:
+                # A shed request before this one in the same read armed the idle timer: not for
+                # a request being served (uvicorn arms it again once this one is answered).
+                self._unset_keepalive_if_required()
                 super().on_headers_complete()
                 return
             on_shed()
             self.server_state.total_requests += 1
-            if not self.parser.should_keep_alive():
-                self.transport.write(closing)
+            # As uvicorn decides it; and a client that does not read its answers is closed on,
+            # so the 503s it does not read do not pile up in the server's write buffer.
+            keep_alive = (
+                self.parser.get_http_version() != "1.0"
+                and self.parser.should_keep_alive()
+                and not self.flow.write_paused
+            )
+            self.transport.write(answers[keep_alive, self.parser.get_method() != b"HEAD"])
+            if not keep_alive:
                 self.transport.close()
-                return
-            self.transport.write(keep_open)
-            if self.timeout_keep_alive_task is not None:
-                self.timeout_keep_alive_task.cancel()
-            idle = self.timeout_keep_alive_handler
-            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, idle)
 
         def on_body(self, body: bytes) -> None:
             if not self.shedding:
@@ -83,5 +93,10 @@ def admission_protocol(limits: ShedLimits, on_shed: Callable[[], None] = lambda:
         def on_message_complete(self) -> None:
             if not self.shedding:
                 super().on_message_complete()
+                return
+            if not self.transport.is_closing():  # idle now, as after an answer: the keep-alive timer
+                self._unset_keepalive_if_required()
+                idle = self.timeout_keep_alive_handler
+                self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, idle)
 
     return AdmissionProtocol

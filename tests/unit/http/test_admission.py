@@ -44,25 +44,30 @@ def _get(path: str, *, close: bool = False) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: t\r\n{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n".encode()
 
 
+async def _full_server(app: HeldApp, shed: list[int], **config) -> tuple[uvicorn.Server, asyncio.Task, int, list]:
+    """A server with room for two requests in flight, both taken by held requests."""
+    protocol = admission_protocol(ShedLimits(max_active=1, max_queue=1, retry_after_s=7), lambda: shed.append(1))
+    assert protocol is not None
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, http=protocol, lifespan="off", log_level="warning", **config))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+    for _reader, writer in held:
+        writer.write(_get("/stores/s/keys/held"))
+    while len(app.entered) < 2:
+        await asyncio.sleep(0.01)
+    return server, serving, port, held
+
+
 def test_requests_beyond_the_room_are_shed_by_the_protocol_before_the_app():
     async def scenario():
         app = HeldApp()
         shed: list[int] = []
-        limits = ShedLimits(max_active=1, max_queue=1, retry_after_s=7)
-        protocol = admission_protocol(limits, on_shed=lambda: shed.append(1))
-        assert protocol is not None
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(app, http=protocol, lifespan="off", log_level="warning"))
-        serving = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            await asyncio.sleep(0.01)
-        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
-        for _reader, writer in held:
-            writer.write(_get("/stores/s/keys/held"))
-        while len(app.entered) < 2:
-            await asyncio.sleep(0.01)
+        server, serving, port, held = await _full_server(app, shed)
 
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         for _ in range(3):  # one keep-alive connection, shed three times
@@ -103,3 +108,31 @@ def test_the_shed_answer_is_a_complete_503_with_retry_after():
     assert b"retry-after: 3" in lines and b"connection: close" in lines
     assert f"content-length: {len(body)}".encode() in lines and b"overloaded" in body
     assert b"connection: close" not in shed_answer(3, keep_alive=True)
+
+
+def test_a_shed_request_then_a_served_one_in_one_write_keep_the_connection_and_their_order():
+    """Pipelined: a shed request's idle timer is not left running under the /metrics request
+    behind it (held longer than the keep-alive timeout); HEAD gets the answer's head alone, so
+    the answers after it still parse."""
+
+    async def scenario():
+        app = HeldApp()
+        shed: list[int] = []
+        server, serving, port, held = await _full_server(app, shed, timeout_keep_alive=1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"HEAD /stores/s/keys/k HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == shed_answer(7, True, body=False)
+        writer.write(_get("/stores/s/keys/k") + _get("/metrics"))
+        assert await _answer(reader) == shed_answer(7, keep_alive=True)
+        while "/metrics" not in app.entered:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(1.5)  # past the keep-alive timeout, /metrics still held
+        app.gate.set()
+        assert (await _answer(reader)).endswith(b"ok")  # the connection was kept for it
+        assert len(shed) == 2
+        for _reader, held_writer in [*held, (reader, writer)]:
+            held_writer.close()
+        server.should_exit = True
+        await serving
+
+    asyncio.run(scenario())
