@@ -155,7 +155,9 @@ bench-soak: stack-up ## an hour of the stream with the API and maintenance besid
 	$(BENCH_ENV) $(BIN)/python bench/soak/soak.py
 
 # 500 stores in one keyspace, each written by a short stream; what grows and what readers wait
-# for every 50 stores (BENCHMARKS.md; about 20 min).
+# for every 50 stores (BENCHMARKS.md; about 10 min). On the stack's default 1 GB heap Cassandra
+# runs out of heap at about 255 stores (the finding); for all 500, start the stack with
+# STATESTORE_CASSANDRA_HEAP=3g (`scripts/stack down --only cassandra` first).
 bench-stores: stack-up ## 500 stores in one keyspace: Cassandra's heap, prepared statements, listing times
 	$(BENCH_ENV) $(BIN)/python bench/many_stores/many_stores.py
 

@@ -28,7 +28,9 @@ the client settings. Like Cassandra's, the mode is recorded in .stack/run/ for `
 Ports come from STATESTORE_CASSANDRA_PORT (9042), STATESTORE_CASSANDRA_STORAGE_PORT (7000),
 STATESTORE_CASSANDRA_JMX_PORT (7199), STATESTORE_KAFKA_PORT (9092) and
 STATESTORE_KAFKA_CONTROLLER_PORT (9093). STATESTORE_STACK_DIR puts the state (.stack/) elsewhere,
-e.g. for a second stack beside the first.
+e.g. for a second stack beside the first. STATESTORE_CASSANDRA_HEAP sets Cassandra's heap (1g;
+each table costs heap whether used or not: a keyspace of hundreds of stores needs more,
+BENCHMARKS.md "Hundreds of stores in one keyspace").
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -235,7 +238,7 @@ def start_cassandra(ports: Ports, auth: bool, tls: bool = False) -> None:
         data_dir,
         log_dir,
         ports.cassandra_jmx,
-        heap="1g",
+        heap=cassandra_heap(),
         # One node, no peers: nothing to wait for in gossip.
         gossip=["-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=0"],
     )
@@ -399,6 +402,14 @@ def single_status_rows(only: tuple[str, ...] = COMPONENTS) -> list[dict]:
                 state = "not answering"
         rows.append({"name": name, "address": "127.0.0.1", "pid": pid, "state": state})
     return rows
+
+
+def cassandra_heap() -> str:
+    """The single node's heap from STATESTORE_CASSANDRA_HEAP (default 1g), checked before start."""
+    heap = os.environ.get("STATESTORE_CASSANDRA_HEAP", "1g").strip().lower()
+    if not re.fullmatch(r"[1-9][0-9]*[mg]", heap):
+        raise SystemExit(f"STATESTORE_CASSANDRA_HEAP={heap!r}: give a size like 1g or 3072m")
+    return heap
 
 
 def single_connection_env() -> dict[str, str]:

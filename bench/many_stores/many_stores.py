@@ -19,8 +19,11 @@ At the end every store's counts are compared with the corpus'.
     .venv/bin/python bench/many_stores/many_stores.py                 # make bench-stores: 500
     .venv/bin/python bench/many_stores/many_stores.py --stores 40 --step 20   # a short try
 
-Writes .stack/bench-results/many_stores/many_stores.json (bench/results/many_stores/ with
-STATESTORE_BENCH_PUBLISH=1). Needs the local stack; works in keyspace bench_many (dropped at
+Writes .stack/bench-results/many_stores/many_stores_<heap>.json, and the lines of Cassandra's
+log about its heap and prepared-statement cache during the run as cassandra_<heap>.log
+(bench/results/many_stores/ with STATESTORE_BENCH_PUBLISH=1; <heap>: STATESTORE_CASSANDRA_HEAP,
+the local stack's Cassandra heap, 1g unless set when the stack started). Needs the local
+stack; works in keyspace bench_many (dropped at
 the start, kept at the end for a look: `--drop` drops it).
 """
 
@@ -59,6 +62,7 @@ from statestore.stream.job import JobConfig, start
 KEYSPACE = "bench_many"
 BIN = Path(sys.executable).parent
 DISCARDED = re.compile(r"prepared statements discarded", re.IGNORECASE)
+EVIDENCE = re.compile(r"prepared statements discarded|OutOfMemoryError|GCInspector|JVMStabilityInspector")
 
 
 def _timed(action) -> float:
@@ -77,6 +81,19 @@ def discarded_prepared(log: Path, since: int) -> int:
     with open(log, "rb") as handle:
         handle.seek(since)
         return sum(1 for line in handle if DISCARDED.search(line.decode(errors="replace")))
+
+
+def log_excerpt(log: Path, since: str, until: str) -> str:
+    """Cassandra's log lines from `since` to `until` ("YYYY-MM-DD HH:MM:SS") about its heap and
+    its prepared-statement cache: the run's raw evidence of what failed first."""
+    kept, keep = [], False
+    for line in open(log, errors="replace"):
+        stamp = re.match(r"^(INFO|WARN|ERROR|DEBUG)\s+\[[^\]]*\]\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", line)
+        if stamp:
+            keep = since <= stamp.group(2) <= until
+        if keep and EVIDENCE.search(line):
+            kept.append(line)
+    return "".join(kept)
 
 
 def readers(session, url: str) -> dict:
@@ -139,6 +156,7 @@ def main() -> int:
     nodetool = Nodetool.locate(cfg.resolve(NodetoolConfig))
     log = PROJECT / ".stack" / "logs" / "cassandra" / "system.log"
     log_start = log.stat().st_size if log.exists() else 0
+    run_began = time.strftime("%Y-%m-%d %H:%M:%S")
     spark = build_session("bench-many-stores", "local[2]", {"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("WARN")
     sys.path.insert(1, str(PROJECT / "bench" / "query_api"))
@@ -185,27 +203,37 @@ def main() -> int:
         server.terminate()
         server.wait(30)
         spark.stop()
-    wrong = []
-    for spec, _progress in registry.list_stores(session, KEYSPACE):
+    wrong, unwritten = [], []
+    for spec, progress in registry.list_stores(session, KEYSPACE):
+        if progress.last_batch_id is None:  # its stream failed before a batch (the failure above)
+            unwritten.append(spec.name)
+            continue
         counted = {decode_text(e.key): decode_long(e.value) for e in table_for(spec).scan_sorted(session)}
         if counted != dict(truth):
             wrong.append(spec.name)
+    heap = os.environ.get("STATESTORE_CASSANDRA_HEAP", "1g")
     result = {
+        "date": run_began + " UTC",
         "machine": bench_common.machine_description(),
-        "settings": vars(args) | {"keyspace": KEYSPACE},
+        "settings": vars(args) | {"keyspace": KEYSPACE, "cassandra_heap": heap},
         "steps": steps,
         "failure": failure,
-        "stores_checked": len(registry.list_stores(session, KEYSPACE)),
+        "stores_registered": len(registry.list_stores(session, KEYSPACE)),
+        "stores_unwritten": unwritten,
         "stores_wrong": wrong,
-        "exact": not wrong and failure is None,
+        "exact": not wrong,
     }
     if args.drop:
         session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", execution_profile=DDL_PROFILE, timeout=300)
-    out = bench_common.results_dir("many_stores", "many_stores.json")
+    out = bench_common.results_dir("many_stores", f"many_stores_{heap}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: result[k] for k in ("failure", "stores_checked", "stores_wrong", "exact")}, indent=1))
-    return 0 if result["exact"] else 1
+    if log.exists():
+        ended = time.strftime("%Y-%m-%d %H:%M:%S")
+        out.with_name(f"cassandra_{heap}.log").write_text(log_excerpt(log, run_began, ended))
+    shown = ("failure", "stores_registered", "stores_unwritten", "stores_wrong", "exact")
+    print(json.dumps({k: result[k] for k in shown}, indent=1))
+    return 0 if result["exact"] and failure is None else 1
 
 
 if __name__ == "__main__":

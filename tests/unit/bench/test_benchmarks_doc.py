@@ -22,7 +22,16 @@ def test_the_current_figures_come_from_the_latest_runs_only():
     rows = [r for r in cf.checked_rows(cf.BENCHMARKS.read_text(encoding="utf-8")) if r.id]
     assert len(rows) > 30
     # the benchmarks re-run on today's code; the others' runs are listed apart, never current
-    current = {"streaming_compare", "timed_compare", "dataframe_scan", "rescale", "cluster_throughput", "overload"}
+    current = {
+        "streaming_compare",
+        "timed_compare",
+        "dataframe_scan",
+        "rescale",
+        "cluster_throughput",
+        "overload",
+        "soak",
+        "many_stores",
+    }
     assert {r.raw.split("/")[0] for r in rows} == current
     assert not any(r.raw.startswith("history/") for r in rows)
 
