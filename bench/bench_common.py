@@ -305,6 +305,25 @@ def scratch_keyspace(keyspace: str):
         session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", execution_profile=DDL_PROFILE, timeout=120)
 
 
+def fresh_run(benchmark: str, keyspace: str):
+    """(work folder, Cassandra settings, Kafka settings, session) for one run of a benchmark
+    that keeps its keyspace for a look afterwards: its folder under .stack/bench/ emptied, and
+    `keyspace` dropped and made anew on the local stack."""
+    import shutil
+
+    from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
+    from statestore.core.config import CassandraConfig, KafkaConfig, resolve
+
+    workdir = PROJECT / ".stack" / "bench" / benchmark
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    cassandra = resolve(CassandraConfig, overrides={"keyspace": keyspace})
+    session = session_for(cassandra)
+    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", execution_profile=DDL_PROFILE, timeout=300)
+    create_keyspace(session, keyspace)
+    return workdir, cassandra, resolve(KafkaConfig), session
+
+
 def delete_topics(kafka, topics: list[str]) -> None:
     from confluent_kafka.admin import AdminClient
 

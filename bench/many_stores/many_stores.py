@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -49,11 +48,11 @@ import httpx
 from bench_common import PROJECT, generate
 
 from statestore.conn import kafka as kafka_io
-from statestore.conn.cassandra import DDL_PROFILE, create_keyspace, session_for
+from statestore.conn.cassandra import DDL_PROFILE
 from statestore.conn.spark import build_session
 from statestore.core import config as cfg
 from statestore.core.codecs import decode_long, decode_text
-from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
+from statestore.core.config import StreamConfig
 from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
 from statestore.store.book import registry
 from statestore.store.tables import table_for
@@ -142,14 +141,7 @@ def main() -> int:
     args = parser.parse_args()
 
     lines, truth = generate(args.words, 500, 1.1, 10, seed=500)
-    workdir = PROJECT / ".stack" / "bench" / "many_stores"
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    cassandra = cfg.resolve(CassandraConfig, overrides={"keyspace": KEYSPACE})
-    kafka = cfg.resolve(KafkaConfig)
-    session = session_for(cassandra)
-    session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", execution_profile=DDL_PROFILE, timeout=300)
-    create_keyspace(session, KEYSPACE)
+    workdir, cassandra, kafka, session = bench_common.fresh_run("many_stores", KEYSPACE)
     topic = f"bench-many-{uuid.uuid4().hex[:6]}"
     kafka_io.ensure_topic(kafka, topic, 1)
     kafka_io.produce(kafka, topic, iter(lines))

@@ -32,7 +32,6 @@ import http.client
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -48,11 +47,9 @@ import bench_common
 from bench_common import PROJECT, generate
 
 from statestore.conn import kafka as kafka_io
-from statestore.conn.cassandra import create_keyspace, session_for
 from statestore.conn.spark import connector_jars
-from statestore.core import config as cfg
 from statestore.core.codecs import decode_long, decode_text
-from statestore.core.config import CassandraConfig, KafkaConfig
+from statestore.core.config import KafkaConfig
 from statestore.store.book import registry, stream_log
 from statestore.store.tables import table_for
 
@@ -386,14 +383,7 @@ def main() -> int:
 
     corpus_words = int(args.rate * min(360, args.minutes * 60 / 4))
     lines, truth = generate(corpus_words, args.vocab, 1.1, 12, seed=34)
-    workdir = PROJECT / ".stack" / "bench" / "soak"
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    cassandra = cfg.resolve(CassandraConfig, overrides={"keyspace": KEYSPACE})
-    kafka = cfg.resolve(KafkaConfig)
-    session = session_for(cassandra)
-    session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", timeout=120)
-    create_keyspace(session, KEYSPACE)
+    workdir, _cassandra, kafka, session = bench_common.fresh_run("soak", KEYSPACE)
     topic = f"bench-soak-{uuid.uuid4().hex[:6]}"
     kafka_io.ensure_topic(kafka, topic, 4)
     checkpoint = workdir / "checkpoint"

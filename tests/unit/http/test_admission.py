@@ -13,20 +13,7 @@ import uvicorn
 
 from statestore.http.admission import admission_protocol, shed_answer
 from statestore.http.shedding import ShedLimits
-
-
-class HeldApp:
-    """Each request waits for `gate`; its path is kept in `entered`."""
-
-    def __init__(self) -> None:
-        self.entered: list[str] = []
-        self.gate = asyncio.Event()
-
-    async def __call__(self, scope, receive, send):
-        self.entered.append(scope["path"])
-        await self.gate.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
+from tests.unit.http.test_shedding import GatedApp
 
 
 async def _answer(reader: asyncio.StreamReader) -> bytes:
@@ -44,7 +31,7 @@ def _get(path: str, *, close: bool = False) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: t\r\n{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n".encode()
 
 
-async def _full_server(app: HeldApp, shed: list[int], **config) -> tuple[uvicorn.Server, asyncio.Task, int, list]:
+async def _full_server(app: GatedApp, shed: list[int], **config) -> tuple[uvicorn.Server, asyncio.Task, int, list]:
     """A server with room for two requests in flight, both taken by held requests."""
     protocol = admission_protocol(ShedLimits(max_active=1, max_queue=1, retry_after_s=7), lambda: shed.append(1))
     assert protocol is not None
@@ -65,7 +52,7 @@ async def _full_server(app: HeldApp, shed: list[int], **config) -> tuple[uvicorn
 
 def test_requests_beyond_the_room_are_shed_by_the_protocol_before_the_app():
     async def scenario():
-        app = HeldApp()
+        app = GatedApp()
         shed: list[int] = []
         server, serving, port, held = await _full_server(app, shed)
 
@@ -86,10 +73,10 @@ def test_requests_beyond_the_room_are_shed_by_the_protocol_before_the_app():
 
         app.gate.set()
         for held_reader, _writer in held:
-            assert (await _answer(held_reader)).endswith(b"ok")
-        assert (await _answer(reader)).endswith(b"ok")  # the /metrics answer, on the shed connection
+            assert (await _answer(held_reader)).endswith(b"/stores/s/keys/held")
+        assert (await _answer(reader)).endswith(b"/metrics")  # the /metrics answer, on the shed connection
         writer.write(_get("/stores/s/keys/k"))  # room again: admitted
-        assert (await _answer(reader)).endswith(b"ok")
+        assert (await _answer(reader)).endswith(b"/stores/s/keys/k")
         assert app.entered[-1] == "/stores/s/keys/k" and len(shed) == 4
 
         for _reader, held_writer in [*held, (reader, writer)]:
@@ -116,7 +103,7 @@ def test_a_shed_request_then_a_served_one_in_one_write_keep_the_connection_and_t
     the answers after it still parse."""
 
     async def scenario():
-        app = HeldApp()
+        app = GatedApp()
         shed: list[int] = []
         server, serving, port, held = await _full_server(app, shed, timeout_keep_alive=1)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -128,7 +115,7 @@ def test_a_shed_request_then_a_served_one_in_one_write_keep_the_connection_and_t
             await asyncio.sleep(0.01)
         await asyncio.sleep(1.5)  # past the keep-alive timeout, /metrics still held
         app.gate.set()
-        assert (await _answer(reader)).endswith(b"ok")  # the connection was kept for it
+        assert (await _answer(reader)).endswith(b"/metrics")  # the connection was kept for it
         assert len(shed) == 2
         for _reader, held_writer in [*held, (reader, writer)]:
             held_writer.close()

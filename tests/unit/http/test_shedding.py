@@ -22,8 +22,9 @@ class GatedApp:
     async def __call__(self, scope, receive, send):
         self.entered.append(scope["path"])
         await self.gate.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": scope["path"].encode()})
+        body = scope["path"].encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
 
 
 async def _request(app, path: str) -> dict:
