@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -217,7 +218,13 @@ def test_the_provider_installs_into_a_clean_airflow(
         token = json.loads(body)["access_token"]
         assert _http(f"{base}/statestore/")[0] in (401, 403)  # not without a login
         status, page = _http(f"{base}/statestore/", token)
-        assert status == 200 and store_name in page
+        for _ in range(100):  # the list shows a page of stores: follow its "next" links to this one
+            assert status == 200, page
+            following = re.search(r'id="next" href="\?page=(\d+)"', page)
+            if store_name in page or following is None:
+                break
+            status, page = _http(f"{base}/statestore/?page={following.group(1)}", token)
+        assert store_name in page
         word, count = next(iter(dict(truth).items()))
         status, answer = _http(f"{base}/statestore/api/stores/{store_name}/keys/{word}", token)
         assert status == 200 and json.loads(answer)["value"] == count, answer
