@@ -329,17 +329,7 @@ def _transient(reported: KafkaErrorCode | None) -> bool:
 def end_offsets(config: KafkaConfig, topic: str) -> dict[int, int] | None:
     """Each partition's end offset (the next offset to be written) now, or None if the topic
     does not exist: one ListOffsets request for all partitions."""
-    validate_topic(topic)
-    admin, problems = _admin(config)
-    count = _partitions(_metadata(admin, problems, topic), topic)
-    if count is None:
-        return None
-    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(count)}
-    try:
-        futures = admin.list_offsets(asked, request_timeout=_TIMEOUT_S)
-        return {tp.partition: future.result().offset for tp, future in futures.items()}
-    except KafkaException as exc:
-        raise problems.error(admin, exc) from None
+    return end_offsets_of_topics(config, [topic]).get(topic)
 
 
 def end_offsets_of_topics(config: KafkaConfig, topics: Iterable[str]) -> dict[str, dict[int, int]]:
@@ -350,7 +340,7 @@ def end_offsets_of_topics(config: KafkaConfig, topics: Iterable[str]) -> dict[st
     if not wanted:
         return {}
     admin, problems = _admin(config)
-    metadata = _metadata(admin, problems)
+    metadata = _metadata(admin, problems, wanted[0] if len(wanted) == 1 else None)  # one: its own only
     asked = {
         TopicPartition(topic, p): OffsetSpec.latest()
         for topic in wanted
