@@ -141,10 +141,10 @@ class Entry(NamedTuple):
     time_ms: int | None = None
 
 
-@dataclass(frozen=True)
-class WindowedEntry:
+class WindowedEntry(NamedTuple):
     """A window store's entry: a key's value in the window starting at `start_ms` (its end is
-    the store's window size later), the batch that last wrote it and its latest event time."""
+    the store's window size later), the batch that last wrote it and its latest event time.
+    A named tuple, as Entry: the stream's apply makes one per window it writes."""
 
     key: bytes
     start_ms: int

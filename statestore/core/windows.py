@@ -152,6 +152,16 @@ class WindowSpec(_Segmented):
         plan (statestore.stream.windowed) states this same rule in Spark SQL."""
         return self.late(start_ms, stream_time_ms) or self.expired(start_ms, stream_time_ms)
 
+    def first_open_start(self, stream_time_ms: int | None) -> int:
+        """The smallest window start `closed` leaves open at `stream_time_ms` (0 when nothing
+        has been applied): both of its tests close every start below some bound, so the open
+        windows are exactly those starting at or after this one."""
+        if stream_time_ms is None:
+            return 0
+        not_late = stream_time_ms - self.size_ms - self.grace_ms
+        not_expired = stream_time_ms - self.retention_ms + 1
+        return max(0, not_late, not_expired)
+
 
 @dataclass(frozen=True)
 class SessionSpec(_Segmented):

@@ -257,26 +257,7 @@ def partition_applier(
         )
 
     def apply_cached(rows: Iterator) -> ApplyStats:
-        files: dict[int, BucketCache] = {}
-        try:
-            total = ApplyStats()
-            for deltas in deltas_of(rows):
-                by_bucket: dict[int, list[Delta]] = {}
-                if len({delta.bucket for delta in deltas}) == 1:  # as a task's rows normally are
-                    by_bucket[deltas[0].bucket] = deltas
-                else:
-                    for delta in deltas:
-                        by_bucket.setdefault(delta.bucket, []).append(delta)
-                for number, group in by_bucket.items():
-                    if number not in files:
-                        files[number] = BucketCache.open(cache, number)
-                    total += apply_slice(group, files[number])
-            tokens = tuple((number, file.finish()) for number, file in files.items())
-            return total + ApplyStats(cache_tokens=tokens)
-        finally:
-            for file in files.values():
-                file.close()
-            sweep_stale(cache)
+        return cached_task(deltas_of(rows), cache, lambda delta: delta.bucket, apply_slice)
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
         if cache is None or spec.store_type.versioned:
@@ -285,6 +266,42 @@ def partition_applier(
             yield timed(timer, "task", lambda: apply_cached(rows))
 
     return apply_partition
+
+
+def cached_task(
+    slices: Iterator[list],
+    cache: CachePlan,
+    bucket_of: Callable[[object], int],
+    apply_slice: Callable[[list, BucketCache], ApplyStats],
+    on_open: Callable[[BucketCache], object] | None = None,
+) -> ApplyStats:
+    """One task's apply with the apply cache: each slice's items split by their bucket
+    (`bucket_of`; a task's rows are normally one bucket's), each bucket's file opened once
+    (then `on_open(file)`), `apply_slice(items, file)` per part, and every file finished once
+    all its writes are done, its token in the returned stats for the driver's ledger."""
+    files: dict[int, BucketCache] = {}
+    try:
+        total = ApplyStats()
+        for items in slices:
+            by_bucket: dict[int, list] = {}
+            numbers = {bucket_of(item) for item in items}
+            if len(numbers) == 1:  # as a task's rows normally are
+                by_bucket[numbers.pop()] = items
+            else:
+                for item in items:
+                    by_bucket.setdefault(bucket_of(item), []).append(item)
+            for number, group in by_bucket.items():
+                if number not in files:
+                    files[number] = BucketCache.open(cache, number)
+                    if on_open is not None:
+                        on_open(files[number])
+                total += apply_slice(group, files[number])
+        tokens = tuple((number, file.finish()) for number, file in files.items())
+        return total + ApplyStats(cache_tokens=tokens)
+    finally:
+        for file in files.values():
+            file.close()
+        sweep_stale(cache)
 
 
 def slices_applier(
@@ -325,13 +342,15 @@ DRIVER_ROW_BYTES = 1024
 
 
 def with_buckets(df, buckets: int | None):
-    """`df` (rows of a `word`) with each word's apply-cache bucket as its last column, named
-    `bucket` (None: no cache, `df` as it is)."""
+    """`df` (rows of a `word`, and of a `window_start` for window stores) with each row's
+    apply-cache bucket as its last column, named `bucket` (None: no cache, `df` as it is):
+    Spark's hash partitioning of the apply's grouping key, so a task holds one bucket."""
     if buckets is None:
         return df
     from pyspark.sql import functions as F
 
-    return df.withColumn("bucket", F.expr(bucket_expression(buckets)))
+    columns = ("word", "window_start") if "window_start" in df.columns else ("word",)
+    return df.withColumn("bucket", F.expr(bucket_expression(buckets, columns)))
 
 
 def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:

@@ -75,9 +75,25 @@ class CachePlan:
     issued_at: float = 0.0
 
 
-def bucket_expression(buckets: int) -> str:
-    """Spark SQL of a word's bucket: Spark's hash partitioning of `word` into `buckets`."""
-    return f"pmod(hash(word), {int(buckets)})"
+def bucket_expression(buckets: int, columns: tuple[str, ...] = ("word",)) -> str:
+    """Spark SQL of a row's bucket: Spark's hash partitioning of `columns` (the apply's grouping
+    key: the word, or the word and its window) into `buckets`, so each task of the apply holds
+    one bucket, and every row of a bucket is in that task."""
+    return f"pmod(hash({', '.join(columns)}), {int(buckets)})"
+
+
+def tokens_by_bucket(reported: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """Pure: the token to expect of each bucket at the next batch, from the (bucket, token) pairs
+    a batch's tasks reported, leaving out any bucket reported more than once: two tasks then
+    shared its file (a layout that cut a bucket's rows apart), and the one that opened it second
+    emptied what the first wrote, so no single file holds the bucket's batch."""
+    tokens: dict[int, str] = {}
+    twice: set[int] = set()
+    for bucket, token in reported:
+        if bucket in tokens:
+            twice.add(bucket)
+        tokens[bucket] = token
+    return {bucket: token for bucket, token in tokens.items() if bucket not in twice}
 
 
 @dataclass
@@ -115,13 +131,15 @@ class CacheLedger:
         batch: int,
         buckets: int,
         outside_writes: int | None,
-        tokens: dict[int, str],
+        reported: Iterable[tuple[int, str]],
     ) -> None:
+        """What batch `batch` ended with: the (bucket, token) pairs its tasks reported
+        (tokens_by_bucket decides which to trust)."""
         self.batch, self.buckets, self.outside_writes, self.tokens = (
             batch,
             buckets,
             outside_writes,
-            dict(tokens),
+            tokens_by_bucket(reported),
         )
 
     def forget(self) -> None:
@@ -290,6 +308,17 @@ class BucketCache:
         from it)."""
         longest = self.longest_key
         self.txn.cursor(db=self.entries).putmulti([item for item in records if len(item[0]) <= longest])
+
+    def forget_below(self, bound: bytes) -> int:
+        """Drop every entry whose key sorts before `bound` (bytewise); returns how many went.
+        Window stores' keys start with the window's start (statestore.stream.apply_windows), so
+        the windows a stream has closed are one prefix of the file, forgotten in one pass."""
+        cursor = self.txn.cursor(db=self.entries)
+        dropped = 0
+        while cursor.first() and cursor.key() < bound:
+            cursor.delete()
+            dropped += 1
+        return dropped
 
     def finish(self) -> str:
         """After every write of the task reached Cassandra: a new token, committed with the

@@ -4,7 +4,9 @@ The same rule as the key-value apply (statestore.stream.apply, `advance`), per w
 window row remembers the batch that last wrote it; batch B skips a row already written by B or
 later and writes old + delta with batch_id = B to any other, as an absolute value. A replay
 of B, which has the same records and (statestore.stream.windowed) the same stream time and so
-the same open windows, completes exactly the rows the first attempt did not reach.
+the same open windows, completes exactly the rows the first attempt did not reach. The rule
+runs as the key-value plan's arrays (statestore.stream.plan) over keys that name a window:
+the window's start, then the key (`window_cache_key`).
 
 Windows after the stream time are not read. Every window row the stream wrote holds an event
 time it counted, and the store's stream time (recorded with the previous batch) is the largest
@@ -13,73 +15,126 @@ alone. An attempt of B before a crash, deciding from the same stream time, wrote
 so a replay writes it again unchanged. This holds while the stream is the store's only writer
 besides the expire job (which only deletes), the apply cache's condition, so it is used only
 with the cache on (statestore.stream.batch_apply).
+
+The apply cache (statestore.stream.apply_cache) serves window stores as it serves key-value
+ones, with the same trust rules, keyed by `window_cache_key`: a window this executor wrote at
+the previous batch is not read again. Start first, so the windows the stream time has closed
+(which no batch writes again) are one prefix of a bucket's file, forgotten when a task opens it:
+the file holds the open windows only, not every window the stream ever wrote.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from functools import partial
+import struct
+from collections.abc import Iterable, Iterator, Sequence
 
+from statestore.conn.cassandra import session_for
+from statestore.conn.retry import with_retries
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec, WindowedEntry
 from statestore.store.tables import window_table_for
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, advance, slices_applier, timed, write_all
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, cached_task, slices_applier, timed, write_all
+from statestore.stream.apply_cache import BucketCache, CachePlan
+from statestore.stream.plan import SlicePlan, plan_slice, stored_record
 
 WindowKey = tuple[bytes, int]  # (key, window start)
+_START = struct.Struct(">q")
 
 
-def plan_window_writes(
-    current: dict[WindowKey, WindowedEntry], deltas: Iterable[tuple[int, Delta]], batch_id: int
-) -> tuple[list[WindowedEntry], int]:
-    """Pure: the window rows batch `batch_id` writes for (window start, delta) pairs, and how
-    many it had already written."""
-    writes: list[WindowedEntry] = []
-    skipped = 0
-    for start, delta in deltas:
-        new = advance(current.get((delta.key, start)), delta, batch_id)
-        if new is None:
-            skipped += 1
-        else:
-            writes.append(WindowedEntry(delta.key, start, new[0], batch_id, new[1]))
-    return writes, skipped
+def window_cache_key(key: bytes, start_ms: int) -> bytes:
+    """The plan's and the apply cache's key of `key`'s window at `start_ms` (0 or more, so
+    bytewise order is start order): the start, then the key."""
+    return _START.pack(start_ms) + key
+
+
+def window_of(cache_key: bytes) -> WindowKey:
+    """(key, window start) of a window_cache_key."""
+    return cache_key[_START.size :], _START.unpack_from(cache_key)[0]
+
+
+def _may_hold(start_ms: int, stream_time_ms: int | None) -> bool:
+    """Whether the store may hold a row of the stream's in the window starting at `start_ms`:
+    not after the stream time (see the module doc; None: any)."""
+    return stream_time_ms is None or start_ms <= stream_time_ms
 
 
 def windows_to_read(deltas: Iterable[tuple[int, Delta]], stream_time_ms: int | None) -> list[WindowKey]:
     """Pure: the (key, window start) pairs a batch must read, all but those starting after
     `stream_time_ms`, which the store cannot hold (see the module doc; None: read them all)."""
-    if stream_time_ms is None:
-        return [(delta.key, start) for start, delta in deltas]
-    return [(delta.key, start) for start, delta in deltas if start <= stream_time_ms]
+    return [(delta.key, start) for start, delta in deltas if _may_hold(start, stream_time_ms)]
+
+
+def keyed(deltas: Iterable[tuple[int, Delta]]) -> list[Delta]:
+    """(window start, delta) pairs as the apply takes them: deltas keyed by window_cache_key."""
+    return [delta._replace(key=window_cache_key(delta.key, start)) for start, delta in deltas]
+
+
+def plan_window_slice(stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id: int) -> tuple[list, SlicePlan]:
+    """Pure: the window rows batch `batch_id` writes for deltas keyed by window_cache_key over
+    their windows' stored records (statestore.stream.plan's; None: absent), and the plan
+    itself (its records as the apply cache keeps them)."""
+    plan = plan_slice(stored, deltas, batch_id)
+    writes = [WindowedEntry(*window_of(e.key), e.value, e.batch_id, e.time_ms) for e in plan.writes]
+    return writes, plan
+
+
+def plan_window_writes(
+    current: dict[WindowKey, WindowedEntry], deltas: Iterable[tuple[int, Delta]], batch_id: int
+) -> tuple[list[WindowedEntry], int]:
+    """Pure: the window rows batch `batch_id` writes over the `current` rows of its windows
+    ((window start, delta) pairs), and how many it had already written."""
+    deltas = list(deltas)
+    stored = [None if (e := current.get((d.key, start))) is None else stored_record(e) for start, d in deltas]
+    writes, plan = plan_window_slice(stored, keyed(deltas), batch_id)
+    return writes, plan.skipped
 
 
 def apply_window_deltas(
     session,
     spec: StoreSpec,
     batch_id: int,
-    deltas: list[tuple[int, Delta]],
+    deltas: list[Delta],
     concurrency: int,
     write_ts: int,
     timer: Timer | None = None,
     stream_time_ms: int | None = None,
+    cache: BucketCache | None = None,
 ) -> ApplyStats:
-    """Read the batch's windows of its keys (those the store may hold: windows_to_read), then
-    write their new absolute values."""
+    """Apply deltas keyed by window_cache_key: read the windows the store may hold (_may_hold)
+    that `cache` (the keys' bucket file, if any) cannot vouch for, then write their new
+    absolute values, and keep every window's record as the store now holds it in `cache`."""
     if not deltas:
         return ApplyStats()
     table = window_table_for(spec)
-    windows = windows_to_read(deltas, stream_time_ms)
-    current = timed(timer, "read", lambda: table.read(session, windows, concurrency)) if windows else {}
-    writes, skipped = timed(timer, "plan", lambda: plan_window_writes(current, deltas, batch_id))
+    keys = [delta.key for delta in deltas]
+    if cache is None:
+        stored: list[bytes | None] = [None] * len(keys)
+        unknown: Iterable[int] = range(len(keys))
+    else:
+        stored, unknown = timed(timer, "cache", lambda: cache.lookup(keys))
+    windows = {i: window_of(keys[i]) for i in unknown}
+    to_read = {i: window for i, window in windows.items() if _may_hold(window[1], stream_time_ms)}
+    if to_read:
+        found = timed(timer, "read", lambda: table.read(session, list(to_read.values()), concurrency))
+        for i, window in to_read.items():
+            entry = found.get(window)
+            stored[i] = None if entry is None else stored_record(entry)
+    writes, plan = timed(timer, "plan", lambda: plan_window_slice(stored, deltas, batch_id))
     write_all(batch_id, lambda rows: table.write(session, rows, concurrency, write_ts), writes, timer)
-    return ApplyStats.of_slice([d for _, d in deltas], len(writes), skipped, read=len(windows))
+    if cache is not None:
+        timed(timer, "cache", lambda: cache.remember(plan.records))
+    return ApplyStats(len(keys), len(writes), plan.skipped, plan.max_time_ms, read=len(to_read), words=plan.words)
 
 
-def window_deltas_of(rows: Iterable) -> Iterator[list[tuple[int, Delta]]]:
-    """A task's rows of (word, delta, last_ms, window_start) as slices of at most SLICE
-    (at least one slice, maybe empty, so every task reports its stats)."""
-    deltas: list[tuple[int, Delta]] = []
+def window_deltas_of(rows: Iterable) -> Iterator[list[Delta]]:
+    """A task's rows of (word, delta, last_ms, window_start[, bucket]) as slices of at most
+    SLICE deltas keyed by window_cache_key (at least one slice, maybe empty, so every task
+    reports its stats)."""
+    deltas: list[Delta] = []
+    pack = _START.pack
     for row in rows:
-        deltas.append((int(row[3]), Delta(row[0].encode("utf-8"), int(row[1]), row[2])))
+        key = pack(int(row[3])) + row[0].encode("utf-8")
+        deltas.append(Delta(key, int(row[1]), row[2], row[4] if len(row) > 4 else None))
         if len(deltas) >= SLICE:
             yield deltas
             deltas = []
@@ -93,10 +148,40 @@ def window_applier(
     write_ts: int,
     timer: Timer | None = None,
     stream_time_ms: int | None = None,
+    cache: CachePlan | None = None,
 ):
-    """A function over one task's rows of (word, delta, last_ms, window_start), run by
-    statestore.stream.apply.run_applier (slices_applier: bounded slices, retried).
-    `stream_time_ms`: the store's stream time at the batch's start, when no window after it
-    needs reading (None: every window is read)."""
-    apply = partial(apply_window_deltas, stream_time_ms=stream_time_ms)
-    return slices_applier(config, spec, batch_id, write_ts, window_deltas_of, apply, timer)
+    """A function over one task's rows of (word, delta, last_ms, window_start[, bucket]), run by
+    statestore.stream.apply.run_applier: bounded slices, each retried on transient Cassandra
+    errors within the retry budget (repeating a slice is safe). `stream_time_ms`: the store's
+    stream time at the batch's start, when no window after it needs reading (None: every
+    window is read). `cache`: the batch's apply-cache plan (rows then carry their bucket); a
+    file opened forgets the windows closed at `stream_time_ms`."""
+
+    def apply(session, spec, batch_id, part, concurrency, write_ts, timer, file=None):
+        return apply_window_deltas(session, spec, batch_id, part, concurrency, write_ts, timer, stream_time_ms, file)
+
+    if cache is None:
+        return slices_applier(config, spec, batch_id, write_ts, window_deltas_of, apply, timer)
+    closed_below = window_cache_key(b"", spec.windowing.first_open_start(stream_time_ms))
+
+    def apply_slice(part: list[Delta], file: BucketCache) -> ApplyStats:
+        return with_retries(
+            config,
+            f"applying batch {batch_id} to store {spec.name}",
+            lambda: apply(session_for(config), spec, batch_id, part, config.write_concurrency, write_ts, timer, file),
+        )
+
+    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
+        yield timed(
+            timer,
+            "task",
+            lambda: cached_task(
+                window_deltas_of(rows),
+                cache,
+                lambda delta: delta.bucket,
+                apply_slice,
+                lambda f: f.forget_below(closed_below),
+            ),
+        )
+
+    return apply_partition

@@ -38,7 +38,7 @@ from statestore.stream.writer import DRIVER, EXECUTORS, BatchResult, StoreWriter
 
 def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None = None) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records, the batch at `position`. `cache`: the
-    batch's apply-cache plan (key-value stores; None reads every key). A record whose time is
+    batch's apply-cache plan (key-value and window stores; None reads every key). A record whose time is
     further ahead of the batch's clock (its write timestamp) than `writer.max_future_ms` is a
     dead letter `future` and moves no stream time (transforms.with_future_limit)."""
     return timed(
@@ -49,8 +49,9 @@ def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: C
 
 
 def cacheable(spec: StoreSpec) -> bool:
-    """The apply cache holds single current entries: not versions, windows or sessions."""
-    return not (spec.store_type.versioned or spec.store_type.timed)
+    """The apply cache holds single current entries, of keys or of (key, window) pairs: not
+    versions or sessions, whose change spans rows."""
+    return not (spec.store_type.versioned or spec.store_type.sessioned)
 
 
 def on_driver_for(start: KafkaOffsets, end: KafkaOffsets, driver_records: int) -> bool:
@@ -136,7 +137,7 @@ def _applier(writer: StoreWriter, batch_df, position: BatchPosition, cache: Cach
     if spec.store_type.sessioned:
         return session_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after)
     if spec.windowing is not None:
-        return window_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after)
+        return window_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after, cache=cache)
     # Drop-in appliers (benchmarks) take the four arguments, plus timer and cache if used.
     extra = dict(retention) if timer is None else {"timer": timer, **retention}
     if cache is not None:

@@ -21,7 +21,7 @@ from statestore.core.errors import StateStoreError
 from statestore.store.book import registry
 from statestore.store.book.lease import StoreLease
 from statestore.store.book.registry import BatchPosition, KafkaOffsets, StoreProgress
-from statestore.store.tables import table_for
+from statestore.store.tables import table_for, window_table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import timed
 from statestore.stream.apply_cache import CacheLedger, CachePlan, ttl_expiry_to_record
@@ -82,8 +82,7 @@ class BatchApplier:
                 self.ledger.forget()
             raise
         if plan is not None:
-            tokens = dict(result.stats.cache_tokens)
-            self.ledger.record(position.batch_id, plan.buckets, progress.outside_writes, tokens)
+            self.ledger.record(position.batch_id, plan.buckets, progress.outside_writes, result.stats.cache_tokens)
         self.last = result
         self._log_batch(position, result, began)
 
@@ -175,12 +174,17 @@ class BatchApplier:
         return self.ledger.plan(f"{spec.keyspace}.{spec.name}", batch_id, buckets, progress.outside_writes, fresh)
 
     def _store_is_empty(self, session) -> bool:
-        table = table_for(self.writer.spec)
-        return with_retries(
-            self.writer.config,
-            f"checking whether store {self.writer.spec.name} is empty",
-            lambda: next(iter(table.scan_unordered(session, page_size=1)), None) is None,
+        spec = self.writer.spec
+        return not with_retries(
+            self.writer.config, f"checking whether store {spec.name} is empty", lambda: _holds_rows(session, spec)
         )
+
+
+def _holds_rows(session, spec) -> bool:
+    """Whether the store holds any row (one asked for, not a scan)."""
+    if spec.store_type.windowed:
+        return window_table_for(spec).has_rows(session)
+    return next(iter(table_for(spec).scan_unordered(session, page_size=1)), None) is not None
 
 
 def finish_pending_batch(spark, writer: StoreWriter, kafka: KafkaConfig) -> BatchResult | None:

@@ -142,6 +142,30 @@ def run_stream(spark, cassandra_config, kafka_config, topic, store, checkpoint, 
         running.stop()
 
 
+def run_batches(spark, cassandra_config, kafka_config, topic, store, checkpoint, on_batch=None, **stream_overrides):
+    """An available-now run of the word count; every batch's result (BatchResult), in order.
+    `on_batch` hears each one as it is applied."""
+    from statestore.stream.writer import BatchSeams
+
+    results = []
+
+    def seen(result):
+        results.append(result)
+        if on_batch is not None:
+            on_batch(result)
+
+    stream = StreamConfig(topic=topic, store=store, checkpoint=str(checkpoint), **stream_overrides)
+    running = start(spark, JobConfig(stream, cassandra_config, kafka_config), BatchSeams(on_batch=seen))
+    try:
+        try:
+            assert running.query.awaitTermination(timeout=600), "the run did not finish within 600 s"
+        except StreamingQueryException as exc:
+            raise RuntimeError(str(exc)) from None
+    finally:
+        running.stop()
+    return results
+
+
 def compaction_class_of(session, keyspace: str, table: str) -> str:
     """The compaction class of a table, as Cassandra's schema holds it."""
     row = session.execute(

@@ -44,6 +44,20 @@ def _order(entry: SessionEntry) -> tuple[bytes, int, int]:
     return (entry.key, entry.end_ms, entry.start_ms)
 
 
+def _row(home: tuple[int, int], e: SessionEntry) -> tuple:
+    """The values of a session's INSERT (partition, segment, key, end, start, value, time, batch)."""
+    return (*home, e.key, e.end_ms, e.start_ms, e.value, _time(e), e.batch_id)
+
+
+def _pair_batches(pairs: list[tuple[SessionEntry, SessionEntry]]) -> Iterator[list[tuple[SessionEntry, SessionEntry]]]:
+    """(replaced, new) session pairs cut as write_batches cuts their new sessions, at half the
+    rows (a pair is two statements)."""
+    start = 0
+    for rows in write_batches([new for _, new in pairs], _BATCH_ROWS // 2):
+        yield pairs[start : start + len(rows)]
+        start += len(rows)
+
+
 @dataclass(frozen=True)
 class SessionChange:
     """One key's change by one batch: sessions to delete (replaced by a merge) and to write."""
@@ -79,9 +93,10 @@ class PartitionedSessionTable(SegmentedTable):
         """Write every change (idempotent: absolute values, deletes of fixed rows), at
         `write_ts` microseconds (None: the server's clock), each change whole: a change that
         is one new session (one row) goes with others of its Cassandra partition in prepared
-        UNLOGGED batches; other changes within one partition share UNLOGGED batch statements
-        with others of that partition (a single-partition batch lands whole), never cut; a
-        change across partitions is a LOGGED batch statement of its own."""
+        UNLOGGED batches, and so does a change that replaces one session with one (a delete and
+        an insert, never cut apart); other changes within one partition share UNLOGGED batch
+        statements with others of that partition (a single-partition batch lands whole), never
+        cut; a change across partitions is a LOGGED batch statement of its own."""
         using = " USING TIMESTAMP ?" if write_ts is not None else ""
         stamp = () if write_ts is None else (write_ts,)
         insert = (
@@ -109,12 +124,16 @@ class PartitionedSessionTable(SegmentedTable):
 
         work = []
         single_rows: dict[tuple[int, int], list[SessionEntry]] = defaultdict(list)
+        moves: dict[tuple[int, int], list[tuple[SessionEntry, SessionEntry]]] = defaultdict(list)
         one_home: dict[tuple[int, int], list[SessionChange]] = defaultdict(list)
         for change in changes:
             if not change.deletes and len(change.writes) == 1:
                 single_rows[self._home(change.writes[0].key, change.writes[0].end_ms)].append(change.writes[0])
                 continue
             homes = {self._home(e.key, e.end_ms) for e in (*change.deletes, *change.writes)}
+            if len(homes) == 1 and len(change.deletes) == 1 and len(change.writes) == 1:
+                moves[homes.pop()].append((change.deletes[0], change.writes[0]))
+                continue
             if len(homes) == 1:
                 one_home[homes.pop()].append(change)
                 continue
@@ -132,11 +151,23 @@ class PartitionedSessionTable(SegmentedTable):
                 rows += size
             work.append((batch, ()))
         rows_of_batches = (
-            [(*home, e.key, e.end_ms, e.start_ms, e.value, _time(e), e.batch_id) for e in rows]
+            [_row(home, e) for e in rows]
             for home, group in single_rows.items()
             for rows in write_batches(group, _BATCH_ROWS)
         )
         write_unlogged(session, self.profile, insert, rows_of_batches, concurrency, write_ts)
+        # A session that grew (one replaced by one, the usual merge) is a delete and an insert of
+        # one partition: a prepared pair, many pairs to an UNLOGGED batch, a pair never cut.
+        delete_cql = (
+            f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"
+            " AND session_end = ? AND session_start = ?"
+        )
+        pairs_of_batches = (
+            [(*home, old.key, old.end_ms, old.start_ms, *_row(home, new)) for old, new in pairs]
+            for home, group in moves.items()
+            for pairs in _pair_batches(group)
+        )
+        write_unlogged(session, self.profile, f"{delete_cql}; {insert}", pairs_of_batches, concurrency, write_ts)
         execute_concurrent(
             session, work, concurrency=concurrency, raise_on_first_error=True, execution_profile=self.profile
         )

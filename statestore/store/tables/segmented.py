@@ -61,6 +61,11 @@ class SegmentedTable:
         )
         return sorted({row.segment for row in rows})
 
+    def has_rows(self, session) -> bool:
+        """Whether the table holds any live row (one row asked for, not a scan)."""
+        rows = session.execute(f"SELECT partition FROM {self.qualified} LIMIT 1", execution_profile=self.profile)
+        return rows.one() is not None
+
     def drop_segment(self, session, segment: int, concurrency: int = 8) -> None:
         """Delete every row of `segment`: one partition delete per store partition."""
         statement = prepare(session, f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ?")

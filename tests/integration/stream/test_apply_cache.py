@@ -5,38 +5,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pyspark.errors import StreamingQueryException
-
 from statestore.core.codecs import decode_long, encode_text
-from statestore.core.config import StreamConfig
 from statestore.store.book import registry
 from statestore.store.builder import open_store
 from statestore.store.tables import table_for
-from statestore.stream.job import JobConfig, start
-from statestore.stream.writer import DRIVER, EXECUTORS, BatchSeams
+from statestore.stream.writer import DRIVER, EXECUTORS
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines, run_stream
-
-
-def _run_batches(spark, cassandra_config, kafka_config, topic, store, checkpoint, on_batch=None, **overrides):
-    """An available-now run of several batches; every batch's result, in order."""
-    results = []
-
-    def seen(result):
-        results.append(result)
-        if on_batch is not None:
-            on_batch(result)
-
-    stream = StreamConfig(topic=topic, store=store, checkpoint=str(checkpoint), **overrides)
-    running = start(spark, JobConfig(stream, cassandra_config, kafka_config), BatchSeams(on_batch=seen))
-    try:
-        try:
-            assert running.query.awaitTermination(timeout=600), "the run did not finish within 600 s"
-        except StreamingQueryException as exc:
-            raise RuntimeError(str(exc)) from None
-    finally:
-        running.stop()
-    return results
+from tests.integration.conftest import dump, produce_lines, run_batches, run_stream
 
 
 def test_batches_of_a_new_store_read_nothing_and_count_exactly(
@@ -45,7 +20,7 @@ def test_batches_of_a_new_store_read_nothing_and_count_exactly(
     lines, truth = generate(2000, seed=31)
     produce_lines(kafka_config, topic, lines)
     # Every batch on the executors (their Python workers keep the files).
-    results = _run_batches(
+    results = run_batches(
         spark,
         cassandra_config,
         kafka_config,
@@ -64,7 +39,7 @@ def test_batches_of_a_new_store_read_nothing_and_count_exactly(
     assert all(r.stats.cache_tokens for r in results)
 
     # The same input into another store without the cache: every key is read.
-    uncached = _run_batches(
+    uncached = run_batches(
         spark,
         cassandra_config,
         kafka_config,
@@ -88,7 +63,7 @@ def test_the_driver_applying_a_small_batch_trusts_the_files_the_executors_finish
     so they are emptied and the keys read, which the unit tests of the ledger cover.)"""
     lines, truth = generate(2500, seed=37)
     produce_lines(kafka_config, topic, lines)
-    results = _run_batches(
+    results = run_batches(
         spark,
         cassandra_config,
         kafka_config,
@@ -134,7 +109,7 @@ def test_deletes_marked_as_outside_writes_are_seen_by_the_next_batch(
         table.delete(session, encode_text("alpha"))
         registry.mark_outside_writes(session, spec, ongoing=False, now_us=2_000)
 
-    results = _run_batches(
+    results = run_batches(
         spark,
         cassandra_config,
         kafka_config,
@@ -159,7 +134,7 @@ def test_the_sweep_batch_keeps_every_file_the_next_batch_trusts(
 
     lines, truth = generate(40 * (SWEEP_EVERY + 3), seed=37)
     produce_lines(kafka_config, topic, lines)
-    results = _run_batches(
+    results = run_batches(
         spark,
         cassandra_config,
         kafka_config,

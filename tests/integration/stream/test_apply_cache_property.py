@@ -32,15 +32,61 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statestore.core.codecs import decode_long
-from statestore.core.model import StoreSpec, StoreType
+from statestore.core.model import EVERYTHING, StoreSpec, StoreType
+from statestore.core.windows import WindowSpec
 from statestore.store.provision import provision_store
-from statestore.store.tables import table_for
+from statestore.store.tables import table_for, window_table_for
 from statestore.stream.apply import Delta, apply_deltas
 from statestore.stream.apply_cache import BucketCache, CacheLedger
+from statestore.stream.apply_windows import apply_window_deltas, window_cache_key, window_of
 
 BUCKETS = 2
 EXECUTORS = 2
 _WORDS = [w.encode() for w in ("a", "b", "c", "d", "e", "f", "g", "école", "日本語", "🙂")]
+
+
+class KeyValueStores:
+    """The steps' keys are words of a key-value store."""
+
+    keys = tuple(_WORDS)
+
+    def __init__(self, session, keyspace) -> None:
+        name = f"c{uuid.uuid4().hex[:16]}"
+        self.spec = provision_store(session, StoreSpec(keyspace, name, StoreType.PARTITIONED_KV, 4))
+        self.table = table_for(self.spec)
+
+    def apply(self, session, batch, deltas, write_ts, cache):
+        return apply_deltas(session, self.spec, batch, deltas, concurrency=4, write_ts=write_ts, cache=cache)
+
+    def delete(self, session, key) -> None:
+        self.table.delete(session, key)
+
+    def scan(self, session) -> dict[bytes, int]:
+        return {bytes(e.key): decode_long(e.value) for e in self.table.scan_unordered(session)}
+
+
+class WindowStores:
+    """The steps' keys are (word, window) pairs of a window store, as the window apply keys
+    them (statestore.stream.apply_windows.window_cache_key), over two segments."""
+
+    keys = tuple(window_cache_key(word, start) for word in _WORDS[:5] for start in (0, 60_000, 7_200_000))
+
+    def __init__(self, session, keyspace) -> None:
+        windowing = WindowSpec(60_000, segment_ms=3_600_000)
+        name = f"c{uuid.uuid4().hex[:16]}"
+        spec = StoreSpec(keyspace, name, StoreType.PARTITIONED_WINDOW, 4, windowing=windowing)
+        self.spec = provision_store(session, spec)
+        self.table = window_table_for(self.spec)
+
+    def apply(self, session, batch, deltas, write_ts, cache):
+        return apply_window_deltas(session, self.spec, batch, deltas, 4, write_ts, cache=cache)
+
+    def delete(self, session, key) -> None:
+        self.table.delete(session, *window_of(key))
+
+    def scan(self, session) -> dict[bytes, int]:
+        rows = self.table.fetch_range(session, self.table.segments(session), EVERYTHING)
+        return {window_cache_key(bytes(e.key), e.start_ms): decode_long(e.value) for e in rows}
 
 
 def _bucket(key: bytes) -> int:
@@ -71,16 +117,16 @@ class Expiry:
 
 
 @st.composite
-def steps(draw):
+def steps(draw, keys):
     out = []
     for _ in range(draw(st.integers(1, 8))):
         kind = draw(st.sampled_from(["batch", "batch", "batch", "restart", "expiry"]))
         if kind == "restart":
             out.append(Restart(draw(st.booleans())))
         elif kind == "expiry":
-            out.append(Expiry(draw(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4, unique=True))))
+            out.append(Expiry(draw(st.lists(st.sampled_from(keys), min_size=1, max_size=4, unique=True))))
         else:
-            words = draw(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=len(_WORDS), unique=True))
+            words = draw(st.lists(st.sampled_from(keys), min_size=1, max_size=len(keys), unique=True))
             deltas = [Delta(w, draw(st.integers(1, 5)), None) for w in words]
             attempts, duplicate = {}, {}
             for bucket in range(BUCKETS):
@@ -113,10 +159,6 @@ class Model:
         return sum(1 for k in keys if k not in self.seen[where])
 
 
-def _scan(session, table) -> dict[bytes, int]:
-    return {bytes(e.key): decode_long(e.value) for e in table.scan_unordered(session)}
-
-
 # The driver's event-loop thread uses the global `random` while Hypothesis generates an example.
 @pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
 @settings(
@@ -126,13 +168,15 @@ def _scan(session, table) -> dict[bytes, int]:
     report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(run=steps())
+@given(data=st.data())
+@pytest.mark.parametrize("kind", [KeyValueStores, WindowStores], ids=["key-value", "window"])
 def test_cached_batches_are_exactly_once_and_read_only_what_no_trusted_file_vouches_for(
-    session, keyspace, tmp_path_factory, run
+    session, keyspace, tmp_path_factory, kind, data
 ):
+    run = data.draw(steps(kind.keys))
     # A store per example: completeness is about the whole store being empty at its first batch.
-    spec = provision_store(session, StoreSpec(keyspace, f"c{uuid.uuid4().hex[:16]}", StoreType.PARTITIONED_KV, 4))
-    table = table_for(spec)
+    store = kind(session, keyspace)
+    spec = store.spec
     roots = [tmp_path_factory.mktemp("executor") for _ in range(EXECUTORS)]
     ledger, model = CacheLedger(), Model()
     batch_id, write_ts, outside_writes = 0, 1, 0
@@ -160,7 +204,7 @@ def test_cached_batches_are_exactly_once_and_read_only_what_no_trusted_file_vouc
                 must_read = model.expected_reads(where, expected, plan.fresh, [d.key for d in reached])
                 cache = BucketCache(str(roots[attempt.executor] / f"b{bucket}"), expected, plan.fresh)
                 try:
-                    stats = apply_deltas(session, spec, batch, reached, concurrency=4, write_ts=write_ts, cache=cache)
+                    stats = store.apply(session, batch, reached, write_ts, cache)
                     assert stats.read == must_read, (where, [d.key for d in reached], number)
                     if attempt.share < 1.0:
                         continue  # dies: its transaction is dropped with the file's token already cleared
@@ -172,7 +216,7 @@ def test_cached_batches_are_exactly_once_and_read_only_what_no_trusted_file_vouc
                         tokens[bucket] = token  # the driver hears of the first attempt that succeeded only
                 finally:
                     cache.close()
-        ledger.record(batch, BUCKETS, outside_writes, tokens)
+        ledger.record(batch, BUCKETS, outside_writes, tokens.items())
 
     for position, step in enumerate(run):
         if isinstance(step, BatchStep):
@@ -189,8 +233,8 @@ def test_cached_batches_are_exactly_once_and_read_only_what_no_trusted_file_vouc
             last = None
             outside_writes = -1  # the expire job's mark while it deletes
             for key in step.keys:
-                table.delete(session, key)
+                store.delete(session, key)
                 model.values.pop(key, None)
             outside_writes = position + 1  # and its mark when done: a new value
-        assert _scan(session, table) == model.values
+        assert store.scan(session) == model.values
     session.execute(f"DROP TABLE {spec.keyspace}.{spec.table}")

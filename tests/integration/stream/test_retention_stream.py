@@ -8,18 +8,15 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from pyspark.errors import StreamingQueryException
 
 from statestore.conn import kafka as kafka_io
 from statestore.core.codecs import decode_long, decode_text
-from statestore.core.config import StreamConfig
 from statestore.core.event_time import TimedValue
 from statestore.store import admin
 from statestore.store.builder import open_store
 from statestore.store.tables import table_for
-from statestore.stream.job import JobConfig, start
-from statestore.stream.writer import DRIVER, EXECUTORS, BatchSeams
-from tests.integration.conftest import delete_topic
+from statestore.stream.writer import DRIVER, EXECUTORS
+from tests.integration.conftest import delete_topic, run_batches
 from tests.integration.maintenance.test_maintenance_audit import load_job
 
 HOUR = 3_600_000
@@ -73,21 +70,14 @@ def test_a_word_past_the_retention_is_absent_and_counts_from_zero_when_it_return
 
 def _run(spark, cassandra_config, kafka_config, topic, store, checkpoint, apply_cache, driver_records) -> list:
     """One available-now run, two records per batch; every batch's result, in order."""
-    results = []
-    stream = StreamConfig(
-        topic=topic,
-        store=store,
-        checkpoint=str(checkpoint),
+    return run_batches(
+        spark,
+        cassandra_config,
+        kafka_config,
+        topic,
+        store,
+        checkpoint,
         max_offsets_per_trigger=2,
         apply_cache=apply_cache,
         driver_apply_records=driver_records,
     )
-    running = start(spark, JobConfig(stream, cassandra_config, kafka_config), BatchSeams(on_batch=results.append))
-    try:
-        try:
-            assert running.query.awaitTermination(timeout=600), "the run did not finish within 600 s"
-        except StreamingQueryException as exc:
-            raise RuntimeError(str(exc)) from None
-    finally:
-        running.stop()
-    return results

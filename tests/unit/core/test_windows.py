@@ -29,6 +29,15 @@ def test_a_time_falls_in_exactly_the_aligned_windows_that_contain_it(spec, time)
     assert spec.starts_of(time) == expected
 
 
+@given(windowings(), st.none() | st.integers(min_value=0, max_value=400))
+def test_the_first_open_start_parts_every_closed_window_from_every_open_one(spec, now):
+    """What the apply cache forgets (statestore.stream.apply_windows): every start below
+    first_open_start is closed, and none from it on."""
+    first = spec.first_open_start(now)
+    assert all(spec.closed(s, now) for s in range(0, first))
+    assert not any(spec.closed(s, now) for s in range(first, first + 600))
+
+
 @given(st.integers(min_value=1, max_value=20), st.integers(min_value=1, max_value=20), st.integers(0, 10**6))
 def test_hopping_windows_count_a_time_size_over_hop_times_when_the_hop_divides(hops, hop, time):
     spec = WindowSpec(hops * hop, hop)

@@ -15,7 +15,7 @@ KEYS = [b"alpha", b"beta", b"gamma"]
 
 def _ledger_after_batch(batch: int, outside_writes: int | None = 7) -> CacheLedger:
     ledger = CacheLedger()
-    ledger.record(batch, 4, outside_writes, {0: "t0", 3: "t3"})
+    ledger.record(batch, 4, outside_writes, [(0, "t0"), (3, "t3")])
     return ledger
 
 
@@ -44,6 +44,15 @@ def test_no_cache_while_the_table_has_a_ttl_nor_for_that_long_after():
 def test_a_fresh_store_may_start_complete_files():
     assert CacheLedger().plan("ks.s", 0, 4, None, fresh=True).fresh is True
     assert bucket_expression(4) == "pmod(hash(word), 4)"
+    assert bucket_expression(4, ("word", "window_start")) == "pmod(hash(word, window_start), 4)"
+
+
+def test_a_bucket_two_tasks_reported_is_trusted_by_neither():
+    """Two tasks of one batch that shared a bucket's file: the second emptied what the first
+    wrote, so neither token may be expected at the next batch (the others still are)."""
+    ledger = CacheLedger()
+    ledger.record(5, 4, None, [(0, "a"), (1, "b"), (0, "c"), (2, "d")])
+    assert ledger.plan("ks.s", 6, 4, None, fresh=False).expected == {1: "b", 2: "d"}
 
 
 def _records(entries):
@@ -133,7 +142,7 @@ def test_files_no_plan_will_trust_again_are_swept_once_per_batch(tmp_path):
     for bucket in (0, 1, 2):
         os.utime(tmp_path / f"ks.s-4-{bucket}" / "data.mdb", (1_000, 1_000))
     ledger = CacheLedger()
-    ledger.record(SWEEP_EVERY - 1, 4, None, {0: kept, 1: "the other executor's token"})
+    ledger.record(SWEEP_EVERY - 1, 4, None, [(0, kept), (1, "the other executor's token")])
     plan = ledger.plan("ks.s", SWEEP_EVERY, 4, None, fresh=False)
     just_done = finished(3)  # a task of this very batch finished it: no plan has seen its token
     other_store = BucketCache(str(tmp_path / "ks.t-4-1"), None, fresh=True)
@@ -150,3 +159,22 @@ def test_files_no_plan_will_trust_again_are_swept_once_per_batch(tmp_path):
     assert not is_stale(None, [], 0.0, 1.0) and not is_stale("t", ["t"], 0.0, 1.0)
     assert not is_stale("t", [], 2.0, 1.0) and is_stale("t", ["u"], 0.0, 2.0)
     assert not is_stale("t", ["u"], 0.5, 1.0)  # within the file clock's slack of the plan
+
+
+def test_forgetting_below_a_bound_drops_exactly_the_keys_before_it(file):
+    from statestore.stream.apply_windows import window_cache_key
+
+    starts = [0, 59_999, 60_000, 60_001, 2**40]
+    keys = [window_cache_key(word, start) for start in starts for word in (b"a", b"\xff" * 40)]
+    token = _finished(file, [Entry(key, b"\x01", 1, None) for key in keys])
+    cache = BucketCache(str(file), token, fresh=False)
+    try:
+        assert cache.forget_below(window_cache_key(b"", 60_000)) == 4  # starts 0 and 59,999, both keys
+        stored, _ = cache.lookup(keys)
+        kept = [key for key, record in zip(keys, stored, strict=True) if record is not None]
+        assert kept == keys[4:]
+        assert cache.forget_below(window_cache_key(b"", 0)) == 0
+        assert cache.forget_below(window_cache_key(b"", 2**62)) == 6
+        assert cache.lookup(keys)[0] == [None] * len(keys)
+    finally:
+        cache.close()
