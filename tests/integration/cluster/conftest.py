@@ -160,6 +160,16 @@ def submit_to_cluster(
     )
 
 
+def apply_cache_buckets(cluster, store: str, buckets: int, since: float) -> dict[str, set[int]]:
+    """Per worker: the apply-cache buckets that a job's executors kept for `store` with
+    `buckets` shuffle partitions since `since` (statestore.stream.apply_cache's files)."""
+    found: dict[str, set[int]] = {}
+    for worker in ("spark-worker-1", "spark-worker-2"):
+        paths = (cluster.CLUSTER / worker / "work").glob(f"app-*/*/statestore-apply-cache/*.{store}-{buckets}-*")
+        found[worker] = {int(Path(p).name.rsplit("-", 1)[1]) for p in paths if p.stat().st_mtime >= since}
+    return found
+
+
 def stop_job(proc: subprocess.Popen) -> None:
     """End a submitted job and everything it started (its session), if it still runs."""
     if proc.poll() is None:

@@ -12,7 +12,6 @@ checkpoint's (bench/rescale/ does both: the 16 shuffle partitions asked are the 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from cassandra import ConsistencyLevel
 
@@ -20,7 +19,14 @@ from statestore.core.codecs import decode_text
 from statestore.store.book import registry, stream_log
 from statestore.store.tables import table_for
 from tests.corpus import generate
-from tests.integration.cluster.conftest import counts_at, finished, job_args, node_session, submit_to_cluster
+from tests.integration.cluster.conftest import (
+    apply_cache_buckets,
+    counts_at,
+    finished,
+    job_args,
+    node_session,
+    submit_to_cluster,
+)
 from tests.integration.conftest import produce_lines
 
 PINNED = "Updating the value of conf"  # Spark: a checkpoint's recorded setting overrides --conf
@@ -34,16 +40,6 @@ def _batch_tags(keyspace: str, store: str) -> dict[str, int]:
         return {decode_text(e.key): e.batch_id for e in table.scan_sorted(session)}
     finally:
         connection.shutdown()
-
-
-def _buckets(cluster, store: str, buckets: int, since: float) -> dict[str, set[int]]:
-    """Per worker: the apply-cache buckets (Spark's hash partitions of the words) that this
-    job's executors kept for `store` with `buckets` shuffle partitions (apply_cache's files)."""
-    found: dict[str, set[int]] = {}
-    for worker in ("spark-worker-1", "spark-worker-2"):
-        paths = (cluster.CLUSTER / worker / "work").glob(f"app-*/*/statestore-apply-cache/*.{store}-{buckets}-*")
-        found[worker] = {int(Path(p).name.rsplit("-", 1)[1]) for p in paths if p.stat().st_mtime >= since}
-    return found
 
 
 def test_a_second_job_with_twice_the_executors_continues_the_store_exactly(
@@ -63,7 +59,7 @@ def test_a_second_job_with_twice_the_executors_continues_the_store_exactly(
     job = submit_to_cluster(cluster_env, library_zip, log, *args, cores=1, conf={"spark.sql.shuffle.partitions": "4"})
     assert finished(job, log) == 0, log.read_text()[-3000:]
     assert counts_at("127.0.0.1", cluster_keyspace, store_name, ConsistencyLevel.ALL) == dict(first_truth)
-    one = _buckets(cluster, store_name, 4, began)
+    one = apply_cache_buckets(cluster, store_name, 4, began)
     assert sorted(len(b) for b in one.values()) == [0, 4], one  # one executor held all four buckets
     after_first = registry.progress(cluster_session, cluster_keyspace, store_name).last_batch_id
 
@@ -81,7 +77,7 @@ def test_a_second_job_with_twice_the_executors_continues_the_store_exactly(
         first_truth + second_truth
     )
     # Eight buckets, and an executor on each worker (each fetched the shipped library).
-    two = _buckets(cluster, store_name, 8, began)
+    two = apply_cache_buckets(cluster, store_name, 8, began)
     assert set().union(*two.values()) == set(range(8)), two
     for worker in ("spark-worker-1", "spark-worker-2"):
         shipped = (cluster.CLUSTER / worker / "work").glob("app-*/*/statestore.zip")

@@ -1,0 +1,51 @@
+"""A window store's stream on the local cluster: two executors on two workers, eight shuffle
+partitions, many batches. The apply cache's files live on the executors, one per bucket (Spark's
+hash partitions of the apply's (word, window) groups), and a batch trusts a file only if it is
+the one that finished that bucket at the batch before; a bucket that moved to the other executor
+is read instead. Whatever moved, every window's count is exact."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+from cassandra import ConsistencyLevel
+
+from statestore.conn import kafka as kafka_io
+from statestore.core.event_time import TimedValue
+from statestore.store.builder import open_window_store
+from tests.integration.cluster.conftest import apply_cache_buckets, finished, job_args, node_session, submit_to_cluster
+from tests.integration.stream.test_windowed_wordcount import BASE_MS, Reference, _records
+
+MINUTE = 60_000
+
+
+def _windows_at_all(keyspace: str, store: str) -> Counter:
+    connection, session = node_session("127.0.0.1", ConsistencyLevel.ALL)
+    try:
+        return Counter({(w.key, w.start_ms): w.value for w in open_window_store(session, keyspace, store).all()})
+    finally:
+        connection.shutdown()
+
+
+def test_hopping_windows_on_two_executors_count_exactly_with_the_apply_cache(
+    cluster, cluster_env, cluster_kafka, cluster_topic, cluster_keyspace, library_zip, store_name, tmp_path
+):
+    records = sorted(_records(random.Random(3301), 3_000, BASE_MS, BASE_MS + 60 * MINUTE, "k"))
+    kafka_io.produce(cluster_kafka, cluster_topic, [TimedValue(text.encode(), t) for t, text in records])
+    began = time.time()
+    log = tmp_path / "job.log"
+    windows = ("--window", "1m", "--hop", "20s", "--grace", "10m")
+    batches = ("--max-offsets-per-trigger", "400", "--driver-apply-records", "0")
+    args = job_args(cluster_topic, store_name, tmp_path / "cp", cluster_keyspace, *windows, *batches)
+    conf = {"spark.sql.shuffle.partitions": "8", "spark.scheduler.minRegisteredResourcesRatio": "1.0"}
+    job = submit_to_cluster(cluster_env, library_zip, log, *args, cores=2, conf=conf)
+    assert finished(job, log) == 0, log.read_text()[-3000:]
+    # In time order, with a grace wider than the partitions' skew, nothing is late.
+    reference = Reference(MINUTE, 20_000, 10 * MINUTE, 86_400_000)
+    reference.batch(records)
+    assert _windows_at_all(cluster_keyspace, store_name) == reference.counts
+    # The buckets' files were kept on both workers' executors.
+    held = apply_cache_buckets(cluster, store_name, 8, began)
+    assert set().union(*held.values()) == set(range(8)) and all(held.values()), held
