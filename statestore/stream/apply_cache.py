@@ -6,8 +6,9 @@ wrote are still the current ones at the next batch, provided nothing else wrote 
 between. The cache keeps them where the next batch of the same keys runs.
 
 Where. Keys are split into buckets, `pmod(hash(word), N)` with N the batch's shuffle
-partitions: Spark's own hash partitioning of the word, so a task of the apply normally holds
-exactly one bucket. Each bucket has one LMDB environment (a memory-mapped, transactional
+partitions (window stores: `pmod(hash(word, window_start), N)`): Spark's own hash partitioning
+of the apply's grouping key, so a task of the apply holds exactly one bucket, and no other task
+of the batch holds rows of it. Each bucket has one LMDB environment (a memory-mapped, transactional
 key-value file that several processes may open) in its executor's working directory (shared
 by the executor's Python workers; gone with the application), holding the entries the
 bucket's tasks read or wrote (as statestore.stream.plan's records, bytes the plan reads and
@@ -24,15 +25,19 @@ it). A task of batch B trusts its file only if the file's token is the one the d
 recorded for that bucket at batch B-1: then this file, and no other, received that bucket's
 writes of B-1, and (one writer per store, the lease) nothing of the stream wrote those keys
 since. Any other case (another executor ran the bucket, a task attempt died half-way, a
-restart, a replay, a changed number of buckets, the first batch of a run) empties the file
-and falls back to reading, exactly as without the cache. Keys absent from a trusted file are
-read too, unless the file is *complete*: started empty at a store's first batch (the store
-had no entries then), so absent from it means absent from the store.
+restart, a replay, a changed number of buckets, the first batch of a run, a bucket that two
+tasks reported) empties the file and falls back to reading, exactly as without the cache.
+Keys absent from a trusted file are read too, unless the file is *complete*: started empty at a
+store's first batch (the store had no entries then), so absent from it means absent from the
+store.
 
 Writes from outside the stream. The expire job deletes entries while a stream runs; it marks
 the store's registry row before its first delete and after its last (registry
 `outside_writes`), and the driver trusts no cache in a batch that starts while that mark is
-set or differs from the previous batch's. Other programs writing a store the stream feeds
+set or differs from the previous batch's. From window stores it drops whole segments of
+windows past retention, unmarked: those windows closed at a stream time no later than the
+stream's, so no batch writes them again, and a task forgets them from its file
+(statestore.stream.apply_windows). Other programs writing a store the stream feeds
 (the library's put/delete) are not seen: with the cache on, the stream must be the store's
 only writer besides the expire job (docs/streaming-job.md and docs/consistency.md).
 
@@ -42,7 +47,8 @@ under it can no longer expire (CacheLedger.admits). Every run that sees the TTL,
 off, records that time in the store's registry (`ttl_expiring_until`, ttl_expiry_to_record), so
 a later run distrusts the cache until then even when the TTL was removed before it started.
 
-Versioned stores keep reading: their values are versions, not single entries.
+Versioned and session stores keep reading: a change of theirs spans rows (versions, or
+sessions merged), not single entries.
 """
 
 from __future__ import annotations
@@ -258,9 +264,13 @@ class BucketCache:
     Opening decides whether the file is trusted (its token is `expected`) and clears the token
     either way, so a task that dies before `finish` leaves a file nobody trusts. The task then
     holds the environment's one write transaction until `finish` commits it (or `close`
-    drops it): a second attempt of the same task waits for the first."""
+    drops it): a second attempt of the same task waits for the first. Opening also leaves the
+    opener's own mark in the file, checked again once that transaction is held: had another
+    task opened the file in between (two tasks holding rows of one bucket; the ledger then
+    trusts that bucket at no later batch), what it did to the file is unknown here, so the file
+    is neither trusted nor complete for this task (`hold`)."""
 
-    def __init__(self, path: str, expected: str | None, fresh: bool) -> None:
+    def __init__(self, path: str, expected: str | None, fresh: bool, *, hold: bool = True) -> None:
         # No fsync: a cache lives as long as its application, which dies with the machine.
         self.env = lmdb.open(
             path,
@@ -273,6 +283,7 @@ class BucketCache:
         self.entries = self.env.open_db(b"entries")
         self.meta = self.env.open_db(b"meta")
         self.longest_key = self.env.max_key_size()  # longer keys are never cached, always read
+        self._mark = uuid.uuid4().bytes
         with self.env.begin(write=True) as txn:
             token = txn.get(b"token", db=self.meta)
             self.trusted = token is not None and expected is not None and token.decode() == expected
@@ -281,7 +292,17 @@ class BucketCache:
                 txn.drop(self.entries, delete=False)
             txn.delete(b"token", db=self.meta)
             txn.put(b"complete", b"1" if self.complete else b"0", db=self.meta)
+            txn.put(b"opener", self._mark, db=self.meta)
+        self.txn = None
+        if hold:
+            self.hold()
+
+    def hold(self) -> None:
+        """Take the write transaction the task works in, and keep the trust decided at opening
+        only if no other task opened the file since."""
         self.txn = self.env.begin(write=True)
+        if self.txn.get(b"opener", db=self.meta) != self._mark:
+            self.trusted = self.complete = False
 
     @classmethod
     def open(cls, plan: CachePlan, bucket: int) -> BucketCache:

@@ -20,7 +20,8 @@ The apply cache (statestore.stream.apply_cache) serves window stores as it serve
 ones, with the same trust rules, keyed by `window_cache_key`: a window this executor wrote at
 the previous batch is not read again. Start first, so the windows the stream time has closed
 (which no batch writes again) are one prefix of a bucket's file, forgotten when a task opens it:
-the file holds the open windows only, not every window the stream ever wrote.
+a file holds the windows open when it was last opened and those written since, not every
+window the stream ever wrote.
 """
 
 from __future__ import annotations

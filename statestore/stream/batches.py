@@ -132,13 +132,14 @@ class BatchApplier:
             self.monitor.batch(batch_record(position, self.monitor.run_id, result, time.monotonic() - began))
         stats = result.stats
         _log.info(
-            "batch %d (spark %d) of store %s, applied on the %s: %d keys, %d written, %d already applied, "
-            "%d dead letters, %.1fs",
+            "batch %d (spark %d) of store %s, applied on the %s: %d keys, %d read from Cassandra, %d written, "
+            "%d already applied, %d dead letters, %.1fs",
             position.batch_id,
             position.spark_batch_id,
             self.writer.spec.name,
             result.applied_on,
             stats.keys,
+            stats.read,
             stats.written,
             stats.skipped,
             result.dead_letters,

@@ -123,7 +123,7 @@ def refuse_future_cutoff(spec: StoreSpec, cutoff_ms: int, stream_ms: int, now_ms
         f"({format_instant(now_ms)}), "
         "and delete entries that are not old; nothing was deleted. Expire by processing time (--basis processing, "
         "key-value stores), or correct the store's stream time (registry max_event_time) once its future input "
-        "is known"
+        "is known, with its stream stopped (a running stream relies on its stream time only growing)"
     )
 
 

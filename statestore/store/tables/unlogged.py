@@ -13,10 +13,12 @@ descriptor and column-encryption lookup cost more than the value itself
 against it) and leaves to the driver any value it has no fast way for, and every statement under
 a column-encryption policy.
 
-Only for rows that need no atomicity across a batch's cut: a key-value entry, a window, or a
-session change that adds one session and deletes none is one row. The versioned table, and the
-session table's other changes, which span rows that must land together, build their batches row
-by row.
+Only for "rows" that need no atomicity across a batch's cut: a key-value entry, a window, or a
+session change that adds one session and deletes none is one row; a session change that
+replaces one session by one in the same partition is one "row" of two statements (a DELETE and
+an INSERT), never cut apart, in a single-partition batch, which lands whole. The versioned
+table, and the session table's other changes, which span rows that must land together, build
+their batches row by row.
 """
 
 from __future__ import annotations

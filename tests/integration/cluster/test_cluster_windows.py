@@ -1,12 +1,15 @@
-"""A window store's stream on the local cluster: two executors on two workers, eight shuffle
-partitions, many batches. The apply cache's files live on the executors, one per bucket (Spark's
-hash partitions of the apply's (word, window) groups), and a batch trusts a file only if it is
-the one that finished that bucket at the batch before; a bucket that moved to the other executor
-is read instead. Whatever moved, every window's count is exact."""
+"""A window store's stream on the local cluster: an executor on each of two workers, eight
+shuffle partitions, many batches, tasks placed wherever a core is free (no locality wait), so
+buckets move between executors from batch to batch. The apply cache's files live on the
+executors, one per bucket (Spark's hash partitions of the apply's (word, window) groups), and a
+batch trusts a file only if it is the one that finished that bucket at the batch before; a
+bucket that moved is read instead (only its windows up to the stream time). Whatever moved,
+every window's count is exact."""
 
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections import Counter
 
@@ -39,13 +42,28 @@ def test_hopping_windows_on_two_executors_count_exactly_with_the_apply_cache(
     windows = ("--window", "1m", "--hop", "20s", "--grace", "10m")
     batches = ("--max-offsets-per-trigger", "400", "--driver-apply-records", "0")
     args = job_args(cluster_topic, store_name, tmp_path / "cp", cluster_keyspace, *windows, *batches)
-    conf = {"spark.sql.shuffle.partitions": "8", "spark.scheduler.minRegisteredResourcesRatio": "1.0"}
+    conf = {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.executor.cores": "1",  # one executor on each worker
+        "spark.locality.wait": "0",  # tasks go to whichever executor is free: buckets move
+        "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    }
     job = submit_to_cluster(cluster_env, library_zip, log, *args, cores=2, conf=conf)
     assert finished(job, log) == 0, log.read_text()[-3000:]
     # In time order, with a grace wider than the partitions' skew, nothing is late.
     reference = Reference(MINUTE, 20_000, 10 * MINUTE, 86_400_000)
     reference.batch(records)
     assert _windows_at_all(cluster_keyspace, store_name) == reference.counts
-    # The buckets' files were kept on both workers' executors.
+    # An executor on each worker kept bucket files, and the files served: a new store's files
+    # start complete, so a batch reads only the windows of buckets whose trusted file is on the
+    # other executor (the driver's log line of each batch says how many).
+    for worker in ("spark-worker-1", "spark-worker-2"):
+        shipped = (cluster.CLUSTER / worker / "work").glob("app-*/*/statestore.zip")
+        assert any(path.stat().st_mtime >= began for path in shipped), f"no executor on {worker}"
     held = apply_cache_buckets(cluster, store_name, 8, began)
-    assert set().union(*held.values()) == set(range(8)) and all(held.values()), held
+    assert set().union(*held.values()) == set(range(8)), held
+    logged = re.findall(r"applied on the executors: (\d+) keys, (\d+) read from Cassandra", log.read_text())
+    batches = [(int(keys), int(read)) for keys, read in logged]
+    print(f"buckets by worker: {held}; (keys, read) by batch: {batches}")
+    assert len(batches) >= 6, log.read_text()[-3000:]
+    assert sum(read for _, read in batches) < sum(keys for keys, _ in batches[1:]) / 2, batches

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -178,3 +180,24 @@ def test_forgetting_below_a_bound_drops_exactly_the_keys_before_it(file):
         assert cache.lookup(keys)[0] == [None] * len(keys)
     finally:
         cache.close()
+
+
+def test_a_file_another_task_opened_in_between_is_neither_trusted_nor_complete(file):
+    """Two tasks holding rows of one bucket (two Python workers): the first clears the token it
+    trusted, the second opens before the first takes its working transaction (and, finding no
+    token, empties the file). The first must not go on trusting what it decided at opening."""
+    token = _finished(file, [Entry(b"alpha", b"\x01", 3, None)], fresh=True)
+    first = BucketCache(str(file), token, fresh=False, hold=False)
+    assert first.trusted and first.complete
+    second = (
+        "import sys; from statestore.stream.apply_cache import BucketCache; "
+        "c = BucketCache(sys.argv[1], sys.argv[2], fresh=True); "
+        "assert (c.trusted, c.complete) == (False, True); c.close()"
+    )
+    subprocess.run([sys.executable, "-c", second, str(file), token], check=True, timeout=60)
+    first.hold()
+    try:
+        assert (first.trusted, first.complete) == (False, False)
+        assert first.lookup([b"alpha", b"beta"]) == ([None, None], [0, 1])  # both read from Cassandra
+    finally:
+        first.close()
