@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from cassandra import InvalidRequest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -59,7 +60,7 @@ def entries_estimate(session, spec) -> int | None:
         else:
             store = open_store(session, spec.keyspace, spec.name)
         return store.approximate_num_entries()
-    except StateStoreError as exc:
+    except (StateStoreError, InvalidRequest, *DRIVER_ERRORS) as exc:  # InvalidRequest: a table dropped by hand
         _log.warning("metrics: no entries estimate for store %s: %s", spec.name, exc)
         return None
 

@@ -238,3 +238,4 @@ def test_cached_batches_are_exactly_once_and_read_only_what_no_trusted_file_vouc
             outside_writes = position + 1  # and its mark when done: a new value
         assert store.scan(session) == model.values
     session.execute(f"DROP TABLE {spec.keyspace}.{spec.table}")
+    session.execute(f"DELETE FROM {spec.keyspace}.statestore_stores WHERE name = %s", (spec.name,))
