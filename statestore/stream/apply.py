@@ -257,7 +257,7 @@ def partition_applier(
         )
 
     def apply_cached(rows: Iterator) -> ApplyStats:
-        return cached_task(deltas_of(rows), cache, lambda delta: delta.bucket, apply_slice)
+        return cached_task(deltas_of(rows), cache, apply_slice)
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
         if cache is None or spec.store_type.versioned:
@@ -269,27 +269,26 @@ def partition_applier(
 
 
 def cached_task(
-    slices: Iterator[list],
+    slices: Iterator[list[Delta]],
     cache: CachePlan,
-    bucket_of: Callable[[object], int],
-    apply_slice: Callable[[list, BucketCache], ApplyStats],
+    apply_slice: Callable[[list[Delta], BucketCache], ApplyStats],
     on_open: Callable[[BucketCache], object] | None = None,
 ) -> ApplyStats:
-    """One task's apply with the apply cache: each slice's items split by their bucket
-    (`bucket_of`; a task's rows are normally one bucket's), each bucket's file opened once
-    (then `on_open(file)`), `apply_slice(items, file)` per part, and every file finished once
-    all its writes are done, its token in the returned stats for the driver's ledger."""
+    """One task's apply with the apply cache: each slice's deltas split by their bucket (a
+    task's rows are normally one bucket's), each bucket's file opened once (then
+    `on_open(file)`), `apply_slice(deltas, file)` per part, and every file finished once all
+    its writes are done, its token in the returned stats for the driver's ledger."""
     files: dict[int, BucketCache] = {}
     try:
         total = ApplyStats()
-        for items in slices:
-            by_bucket: dict[int, list] = {}
-            numbers = {bucket_of(item) for item in items}
+        for deltas in slices:
+            by_bucket: dict[int, list[Delta]] = {}
+            numbers = {delta.bucket for delta in deltas}
             if len(numbers) == 1:  # as a task's rows normally are
-                by_bucket[numbers.pop()] = items
+                by_bucket[numbers.pop()] = deltas
             else:
-                for item in items:
-                    by_bucket.setdefault(bucket_of(item), []).append(item)
+                for delta in deltas:
+                    by_bucket.setdefault(delta.bucket, []).append(delta)
             for number, group in by_bucket.items():
                 if number not in files:
                     files[number] = BucketCache.open(cache, number)
@@ -312,21 +311,31 @@ def slices_applier(
     slices_of: Callable[[Iterator], Iterator[list]],
     apply_deltas: Callable[..., ApplyStats],
     timer: Timer | None = None,
+    cache: CachePlan | None = None,
+    on_open: Callable[[BucketCache], object] | None = None,
 ):
     """A function over one task's rows, run by run_applier: `slices_of` cuts them into bounded
     slices and `apply_deltas(session, spec, batch_id, slice, concurrency, write_ts, timer)`
-    applies one, retried within the retry budget on transient Cassandra errors (the window and
-    session appliers; repeating a slice is safe)."""
+    applies one, retried within the retry budget on transient Cassandra errors (the window
+    applier; repeating a slice is safe). With `cache` (the batch's apply-cache plan; slices of
+    Deltas carrying their bucket) each slice goes with its bucket's file as `cache=` (cached_task,
+    `on_open` hearing each file opened)."""
 
-    def apply_one(part: list) -> ApplyStats:
+    def apply_one(part: list, file: BucketCache | None = None) -> ApplyStats:
+        extra = {} if file is None else {"cache": file}
         return with_retries(
             config,
             f"applying batch {batch_id} to store {spec.name}",
-            lambda: apply_deltas(session_for(config), spec, batch_id, part, config.write_concurrency, write_ts, timer),
+            lambda: apply_deltas(
+                session_for(config), spec, batch_id, part, config.write_concurrency, write_ts, timer, **extra
+            ),
         )
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
-        yield timed(timer, "task", lambda: sum((apply_one(part) for part in slices_of(rows)), ApplyStats()))
+        if cache is None:
+            yield timed(timer, "task", lambda: sum((apply_one(part) for part in slices_of(rows)), ApplyStats()))
+        else:
+            yield timed(timer, "task", lambda: cached_task(slices_of(rows), cache, apply_one, on_open))
 
     return apply_partition
 

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 
-from statestore.conn.cassandra import session_for
-from statestore.conn.retry import with_retries
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec, WindowedEntry
 from statestore.store.tables import window_table_for
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, cached_task, slices_applier, timed, write_all
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, slices_applier, timed, write_all
 from statestore.stream.apply_cache import BucketCache, CachePlan
 from statestore.stream.plan import SlicePlan, plan_slice, stored_record
 
@@ -158,31 +157,8 @@ def window_applier(
     window is read). `cache`: the batch's apply-cache plan (rows then carry their bucket); a
     file opened forgets the windows closed at `stream_time_ms`."""
 
-    def apply(session, spec, batch_id, part, concurrency, write_ts, timer, file=None):
-        return apply_window_deltas(session, spec, batch_id, part, concurrency, write_ts, timer, stream_time_ms, file)
+    def forget_closed(file: BucketCache) -> None:
+        file.forget_below(window_cache_key(b"", spec.windowing.first_open_start(stream_time_ms)))
 
-    if cache is None:
-        return slices_applier(config, spec, batch_id, write_ts, window_deltas_of, apply, timer)
-    closed_below = window_cache_key(b"", spec.windowing.first_open_start(stream_time_ms))
-
-    def apply_slice(part: list[Delta], file: BucketCache) -> ApplyStats:
-        return with_retries(
-            config,
-            f"applying batch {batch_id} to store {spec.name}",
-            lambda: apply(session_for(config), spec, batch_id, part, config.write_concurrency, write_ts, timer, file),
-        )
-
-    def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
-        yield timed(
-            timer,
-            "task",
-            lambda: cached_task(
-                window_deltas_of(rows),
-                cache,
-                lambda delta: delta.bucket,
-                apply_slice,
-                lambda f: f.forget_below(closed_below),
-            ),
-        )
-
-    return apply_partition
+    apply = partial(apply_window_deltas, stream_time_ms=stream_time_ms)
+    return slices_applier(config, spec, batch_id, write_ts, window_deltas_of, apply, timer, cache, forget_closed)
