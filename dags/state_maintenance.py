@@ -32,10 +32,12 @@ points you can run by hand or with `make maintenance`):
    the plan): recounting needs a store at rest.
 
 `plan` decides which stores each job covers and logs every store it leaves out, and why; a
-job with no store is skipped. Each job runs whatever happened before it. A check that fails
-(exit code 3) or a bad setting (2) fails its task at once, with no retry; the run then ends
-failed. `publish_reports` announces the reports written in this run as Assets
-(`statestore_<job>_report`; the events carry path, status and stores).
+job with no store is skipped. **jobs** runs only the jobs named (empty: all four), such as
+`["validate_idempotency"]` to re-check a store without expiring or compacting it. Each job
+runs whatever happened before it. A check that fails (exit code 3) or a bad setting (2) fails
+its task at once, with no retry; the run then ends failed. `publish_reports` announces the
+reports written in this run as Assets (`statestore_<job>_report`; the events carry path,
+status and stores).
 
 Reports: `$STATESTORE_REPORT_DIR` (`<job>.json/.md/.html`, audit histograms per store;
 validation in `validate_idempotency/<store>/` with its Data Docs). Connections:
@@ -64,6 +66,9 @@ with DAG(
     default_args={"retries": 1, "retry_delay": timedelta(minutes=2), "owner": "statestore"},
     params={
         "stores": Param([], type="array", items={"type": "string"}, title="Stores (empty: every store)"),
+        "jobs": Param(
+            [], type="array", items={"type": "string", "enum": list(JOB_ORDER)}, title="Jobs (empty: all four)"
+        ),
         "retention": Param(
             None, type=["null", "string"], pattern=DURATION, title="Expire entries older than (empty: no expiry)"
         ),
@@ -106,7 +111,11 @@ with DAG(
             writers = hook.writers()
             facts = [StoreFacts.of(s.spec, s.progress, writers.get(s.spec.name)) for s in hook.list_stores()]
             chosen = plan_maintenance(
-                facts, requested, retention_set=params["retention"] is not None, basis=TimeBasis(params["basis"])
+                facts,
+                requested,
+                retention_set=params["retention"] is not None,
+                basis=TimeBasis(params["basis"]),
+                jobs=params["jobs"],
             ).as_dict()
         for skip in chosen["skipped"]:
             logging.getLogger(__name__).info("%(job)s leaves out store %(store)s: %(reason)s", skip)

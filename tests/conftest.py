@@ -13,6 +13,18 @@ from hypothesis import settings
 if os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
 
+# The JVMs the tests start through spark-submit (their jobs, the in-process SparkSession, the
+# DAGs' submissions) live for seconds to minutes: compiling with C1 alone and collecting with
+# the serial collector halves what they cost (a two-batch job here: 72 CPU-s with the JVM's
+# defaults, 36 with these), leaving the two cores to Cassandra, Kafka and the other test lane.
+# Nothing the tests assert depends on it; benchmarks never run under it. A SPARK_SUBMIT_OPTS
+# already set wins.
+TEST_SPARK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def pytest_configure(config):
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_SPARK_JVM_OPTIONS)
+
 
 @pytest.fixture(scope="session")
 def spark():

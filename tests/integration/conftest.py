@@ -107,13 +107,25 @@ def delete_topic(kafka_config: KafkaConfig, name: str) -> None:
         future.result(timeout=30)
 
 
-@pytest.fixture
-def topic(kafka_config, request):
+def _topic_for(kafka_config: KafkaConfig, request, partitions: int):
     name = f"it-{request.node.name[:40].replace('[', '-').replace(']', '')}-{uuid.uuid4().hex[:6]}"
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
-    kafka_io.ensure_topic(kafka_config, name, 4)
+    kafka_io.ensure_topic(kafka_config, name, partitions)
     yield name
     delete_topic(kafka_config, name)
+
+
+@pytest.fixture
+def topic(kafka_config, request):
+    yield from _topic_for(kafka_config, request, 4)
+
+
+@pytest.fixture
+def ordered_topic(kafka_config, request):
+    """One partition: every batch reads the next records in the order they were sent, so the
+    stream time moves as a test's reference assumes, whatever partitions the producer would
+    pick (with four, its runs on one partition put a batch's records minutes apart: late)."""
+    yield from _topic_for(kafka_config, request, 1)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from statestore.core.errors import StoreNotFoundError
+from statestore.core.errors import ConfigError, StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.maintenance.shared.selection import TimeBasis
 from statestore.store.book.registry import StoreProgress
@@ -96,8 +96,10 @@ def plan_maintenance(
     *,
     retention_set: bool,
     basis: TimeBasis = TimeBasis.STREAM,
+    jobs: Sequence[str] = (),
 ) -> MaintenancePlan:
-    """The stores of each job: `requested` ones (empty: every registered store).
+    """The stores of each job: `requested` ones (empty: every registered store), for the
+    `jobs` asked for (empty: all four; a job left out covers no store, each store named).
 
     expire: key-value stores, only with a retention, and on the stream basis only once the
     stream has recorded its time; window stores once they have a stream time (by their own
@@ -111,7 +113,11 @@ def plan_maintenance(
             f"no store named {', '.join(unknown)} is registered; list the stores with `statestore stores` "
             "(or the state_store_admin DAG) and fix the `stores` param"
         )
+    unknown_jobs = sorted(set(jobs) - set(JOB_ORDER))
+    if unknown_jobs:
+        raise ConfigError(f"no maintenance job named {', '.join(unknown_jobs)}; the jobs are {', '.join(JOB_ORDER)}")
     chosen = [by_name[n] for n in sorted(set(requested) or by_name)]
+    left_out = set(JOB_ORDER) - set(jobs or JOB_ORDER)
     reasons = {
         EXPIRE: lambda s: _expire_reason(s, retention_set, basis),
         COMPACT: lambda s: None,
@@ -123,7 +129,7 @@ def plan_maintenance(
     for job in JOB_ORDER:
         names = []
         for store in chosen:
-            reason = reasons[job](store)
+            reason = "not among the run's `jobs`" if job in left_out else reasons[job](store)
             if reason is None:
                 names.append(store.name)
             else:

@@ -29,6 +29,7 @@ from statestore.core.errors import NodetoolError
 from statestore.core.settings import parse_port, parse_positive_float, setting
 
 PROJECT = Path(__file__).resolve().parents[3]
+_CLI_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m")
 _MAIN_CLASS = "org.apache.cassandra.tools.NodeTool"
 # nodetool logs DEBUG lines to stdout without a logback file of its own; this one keeps
 # stdout for the command's answer.
@@ -139,7 +140,9 @@ class Nodetool:
         logback = Path(tempfile.gettempdir()) / "statestore-nodetool-logback.xml"
         if not logback.exists():
             logback.write_text(_QUIET_LOGBACK)
-        argv = [java, *_jpms_options(), f"-Dlogback.configurationFile={logback.as_uri()}"]
+        # A CLI that lives a second or two: C1 alone, the serial collector and a small heap cost
+        # about half the CPU of the JVM's server defaults (the maintenance jobs start it often).
+        argv = [java, *_CLI_JVM_OPTIONS, *_jpms_options(), f"-Dlogback.configurationFile={logback.as_uri()}"]
         argv += ["-cp", f"{jars}/*", _MAIN_CLASS, *target]
         return cls(argv, config.timeout_s)
 

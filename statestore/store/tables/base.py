@@ -145,6 +145,11 @@ def time_ms_of(moment: datetime | None) -> int | None:
 BATCH_BYTES = 4096
 
 
+def row_bytes(entry: Entry) -> int:
+    """What a row counts against BATCH_BYTES: its key, its value and about 24 bytes besides."""
+    return len(entry.key) + len(entry.value) + 24
+
+
 def write_batches(entries: Iterable[Entry], max_rows: int) -> Iterator[list[Entry]]:
     """`entries` cut into the groups one UNLOGGED batch writes, in order: each as many rows as
     fit (at most `max_rows`, and none added once the rows reach BATCH_BYTES: a single larger
@@ -157,7 +162,7 @@ def write_batches(entries: Iterable[Entry], max_rows: int) -> Iterator[list[Entr
         fit, size = 0, 0
         while start + fit < len(rows) and fit < max_rows and size < BATCH_BYTES:
             entry = rows[start + fit]
-            size += len(entry.key) + len(entry.value) + 24
+            size += row_bytes(entry)
             fit += 1
         take = 1 << (fit.bit_length() - 1)
         yield rows[start : start + take]

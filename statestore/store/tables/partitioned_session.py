@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
@@ -24,15 +25,19 @@ from cassandra.query import BatchStatement, BatchType
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, SessionEntry, StoreSpec
 from statestore.core.options import TableOptions
-from statestore.store.tables.base import chunked, range_condition, time_ms_of, write_batches
+from statestore.core.partitioner import partitions_for
+from statestore.store.tables.base import BATCH_BYTES, chunked, range_condition, row_bytes, time_ms_of, write_batches
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
 from statestore.store.tables.splits import Split
-from statestore.store.tables.unlogged import write_unlogged
+from statestore.store.tables.unlogged import atomic_batches, write_unlogged
 
 _COLUMNS = "key, session_start, session_end, value, batch_id, time"
 _BATCH_ROWS = 64  # the most new sessions of one Cassandra partition in one UNLOGGED batch
+# The largest row (key, value and the rest) that atomic_batches groups: _BATCH_ROWS of them,
+# padding included, stay within BATCH_BYTES. Larger ones go to write_batches, or row by row.
+_SMALL_ROW_BYTES = BATCH_BYTES // _BATCH_ROWS
 _READ_KEYS = 100  # the most keys of one query's `key IN ?` (as the key-value tables)
 
 
@@ -47,6 +52,11 @@ def _order(entry: SessionEntry) -> tuple[bytes, int, int]:
 def _row(home: tuple[int, int], e: SessionEntry) -> tuple:
     """The values of a session's INSERT (partition, segment, key, end, start, value, time, batch)."""
     return (*home, e.key, e.end_ms, e.start_ms, e.value, _time(e), e.batch_id)
+
+
+def _small(e: SessionEntry) -> bool:
+    """Whether a session's row is small enough for atomic_batches."""
+    return row_bytes(e) <= _SMALL_ROW_BYTES
 
 
 def _pair_batches(pairs: list[tuple[SessionEntry, SessionEntry]]) -> Iterator[list[tuple[SessionEntry, SessionEntry]]]:
@@ -92,11 +102,12 @@ class PartitionedSessionTable(SegmentedTable):
     def apply(self, session, changes: list[SessionChange], concurrency: int, write_ts: int | None) -> None:
         """Write every change (idempotent: absolute values, deletes of fixed rows), at
         `write_ts` microseconds (None: the server's clock), each change whole: a change that
-        is one new session (one row) goes with others of its Cassandra partition in prepared
-        UNLOGGED batches, and so does a change that replaces one session with one (a delete and
-        an insert, never cut apart); other changes within one partition share UNLOGGED batch
-        statements with others of that partition (a single-partition batch lands whole), never
-        cut; a change across partitions is a LOGGED batch statement of its own."""
+        only adds sessions of one Cassandra partition goes with others of that partition in
+        prepared UNLOGGED batches (one new session: a row of its own; several: rows never cut
+        apart, atomic_batches), and so does a change that replaces one session with one (a
+        delete and an insert, never cut apart); other changes within one partition share
+        UNLOGGED batch statements with others of that partition (a single-partition batch lands
+        whole), never cut; a change across partitions is a LOGGED batch statement of its own."""
         using = " USING TIMESTAMP ?" if write_ts is not None else ""
         stamp = () if write_ts is None else (write_ts,)
         insert = (
@@ -124,22 +135,36 @@ class PartitionedSessionTable(SegmentedTable):
 
         work = []
         single_rows: dict[tuple[int, int], list[SessionEntry]] = defaultdict(list)
+        # Small rows of one partition's changes that only add sessions: one session each (they
+        # need not land together) and several (each change's rows must).
+        small_singles: dict[tuple[int, int], list[tuple]] = defaultdict(list)
+        small_atoms: dict[tuple[int, int], list[list[tuple]]] = defaultdict(list)
         moves: dict[tuple[int, int], list[tuple[SessionEntry, SessionEntry]]] = defaultdict(list)
         one_home: dict[tuple[int, int], list[SessionChange]] = defaultdict(list)
-        for change in changes:
-            if not change.deletes and len(change.writes) == 1:
-                single_rows[self._home(change.writes[0].key, change.writes[0].end_ms)].append(change.writes[0])
+        changes = [change for change in changes if change.deletes or change.writes]
+        # A change is one key's: its partition hashed once, all keys together (partitions_for).
+        partitions = partitions_for([(c.writes or c.deletes)[0].key for c in changes], self.spec.partitions)
+        segment_of = self.windowing.segment_of
+        for change, partition in zip(changes, partitions, strict=True):
+            homes = {(partition, segment_of(e.end_ms)) for e in (*change.deletes, *change.writes)}
+            if len(homes) != 1:
+                batch = new_batch(BatchType.LOGGED)
+                add(batch, change)
+                work.append((batch, ()))
                 continue
-            homes = {self._home(e.key, e.end_ms) for e in (*change.deletes, *change.writes)}
-            if len(homes) == 1 and len(change.deletes) == 1 and len(change.writes) == 1:
-                moves[homes.pop()].append((change.deletes[0], change.writes[0]))
-                continue
-            if len(homes) == 1:
-                one_home[homes.pop()].append(change)
-                continue
-            batch = new_batch(BatchType.LOGGED)
-            add(batch, change)
-            work.append((batch, ()))
+            home = homes.pop()
+            if not change.deletes and all(map(_small, change.writes)) and len(change.writes) <= _BATCH_ROWS:
+                rows = [_row(home, e) for e in change.writes]
+                if len(rows) == 1:
+                    small_singles[home].extend(rows)
+                else:
+                    small_atoms[home].append(rows)
+            elif not change.deletes and len(change.writes) == 1:
+                single_rows[home].append(change.writes[0])
+            elif len(change.deletes) == 1 and len(change.writes) == 1:
+                moves[home].append((change.deletes[0], change.writes[0]))
+            else:
+                one_home[home].append(change)
         for group in one_home.values():
             batch, rows = new_batch(BatchType.UNLOGGED), 0
             for change in group:
@@ -150,13 +175,20 @@ class PartitionedSessionTable(SegmentedTable):
                 add(batch, change)
                 rows += size
             work.append((batch, ()))
-        rows_of_batches = (
-            [_row(home, e) for e in rows]
-            for home, group in single_rows.items()
-            for rows in write_batches(group, _BATCH_ROWS)
+        rows_of_batches = chain(
+            (
+                [_row(home, e) for e in rows]
+                for home, group in single_rows.items()
+                for rows in write_batches(group, _BATCH_ROWS)
+            ),
+            (
+                group
+                for home in small_singles.keys() | small_atoms.keys()
+                for group in atomic_batches(small_atoms.get(home, ()), small_singles.get(home, ()), _BATCH_ROWS)
+            ),
         )
         write_unlogged(session, self.profile, insert, rows_of_batches, concurrency, write_ts)
-        # A session that grew (one replaced by one, the usual merge) is a delete and an insert of
+        # A session that grew (one replaced by one) is a delete and an insert of
         # one partition: a prepared pair, many pairs to an UNLOGGED batch, a pair never cut.
         delete_cql = (
             f"DELETE FROM {self.qualified} WHERE partition = ? AND segment = ? AND key = ?"

@@ -16,9 +16,10 @@ a column-encryption policy.
 Only for "rows" that need no atomicity across a batch's cut: a key-value entry, a window, or a
 session change that adds one session and deletes none is one row; a session change that
 replaces one session by one in the same partition is one "row" of two statements (a DELETE and
-an INSERT), never cut apart, in a single-partition batch, which lands whole. The versioned
-table, and the session table's other changes, which span rows that must land together, build
-their batches row by row.
+an INSERT), never cut apart, in a single-partition batch, which lands whole. Rows that must land
+together otherwise (a session change adding several sessions of one partition) go as groups
+atomic_batches builds, which write_unlogged never cuts. The versioned table, and the session
+table's other changes, build their batches row by row.
 """
 
 from __future__ import annotations
@@ -131,6 +132,37 @@ def _serializers_of(statement) -> tuple[Callable[[object], object], ...]:
     types = [column.type for column in statement.column_metadata]
     by_type = {cql_type: value_serializer(cql_type, statement.protocol_version) for cql_type in set(types)}
     return tuple(by_type[cql_type] for cql_type in types)
+
+
+def atomic_batches(atoms: Sequence[Sequence[tuple]], fillers: Sequence[tuple], max_rows: int) -> Iterator[list[tuple]]:
+    """Pure: one partition's rows as the groups write_unlogged writes, no atom cut. `atoms`:
+    rows that must land together (each at most `max_rows` rows); `fillers`: rows that need not.
+    Atoms go in order into groups of at most `max_rows` rows, each topped up with fillers to a
+    power of two (write_unlogged then sends it as one batch statement of that length) or, with
+    no filler left, padded with its own last row again: an upsert of the same values at the
+    same timestamp, one write. The fillers left follow, `max_rows` at a time (write_unlogged
+    cuts those, which is harmless for rows that need not land together)."""
+    fillers = list(fillers)
+    group: list[tuple] = []
+
+    def topped_up() -> list[tuple]:
+        size = 1 << (len(group) - 1).bit_length()
+        take = min(size - len(group), len(fillers))
+        full = group + fillers[len(fillers) - take :]
+        del fillers[len(fillers) - take :]
+        return full + [full[-1]] * (size - len(full))
+
+    for atom in atoms:
+        if not 0 < len(atom) <= max_rows:
+            raise ValueError(f"an atom of {len(atom)} rows does not fit a batch of at most {max_rows}")
+        if len(group) + len(atom) > max_rows:
+            yield topped_up()
+            group = []
+        group.extend(atom)
+    if group:
+        yield topped_up()
+    for start in range(0, len(fillers), max_rows):
+        yield fillers[start : start + max_rows]
 
 
 def write_unlogged(

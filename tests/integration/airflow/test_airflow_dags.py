@@ -235,13 +235,16 @@ def test_state_maintenance_end_to_end(dags, connections, session, keyspace, kafk
         published = _result(run, "publish_reports")
         assert sorted(published) == ["audit_partitions", "compact_state", "expire_state", "validate_idempotency"]
 
-        # A wrong count: validation fails at once (no retry) and names the key; the run fails.
+        # A wrong count: validation alone (the `jobs` param) fails at once (no retry) and names
+        # the key; the run fails, and the jobs left out wrote nothing.
         open_store(session, keyspace, store_name).put("fresh3", 5)
-        run = dags["state_maintenance"].test(run_conf={"stores": [store_name], "replay_batches": 0})
+        run_conf = {"stores": [store_name], "replay_batches": 0, "jobs": ["validate_idempotency"]}
+        run = dags["state_maintenance"].test(run_conf=run_conf)
         assert run.state == "failed"
         report = json.loads((validated / "validate_idempotency.json").read_text())
         assert report["status"] == "fail" and "fresh3" in json.dumps(report["recompute"])
-        assert _result(run, "publish_reports")["validate_idempotency"][0]["status"] == "fail"
+        published = _result(run, "publish_reports")
+        assert list(published) == ["validate_idempotency"] and published["validate_idempotency"][0]["status"] == "fail"
     finally:
         os.environ.pop("STATESTORE_REPORT_DIR", None)
 

@@ -150,9 +150,12 @@ def test_a_frozen_driver_is_fenced_off_when_it_wakes_and_progress_never_goes_bac
     args = job_args(cluster_topic, store_name, checkpoint, cluster_keyspace, "--max-offsets-per-trigger", "2000")
     args = (*args, "--lease-ttl", "6")
     zombie_log = tmp_path / "zombie.log"
+    # The zombie's first request after minutes frozen may time out on a loaded machine: a
+    # long budget lets it retry until Cassandra answers, which is when the fence refuses it.
     zombie = submit_to_cluster(
-        cluster_env, library_zip, zombie_log, *args, cores=1, env={FAULT_ENV: f"pause-before-record:{paused_batch}"}
-    )
+        cluster_env, library_zip, zombie_log, *args, "--retry-budget", "240", cores=1,
+        env={FAULT_ENV: f"pause-before-record:{paused_batch}"},
+    )  # fmt: skip
     try:
         # The driver freezes itself after batch 1's writes, before recording it.
         wait_until(lambda: _stopped(zombie.pid), 300, "the first driver to freeze", every_s=0.5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from statestore.conn.retry import with_retries
 from statestore.core import config as cfg
 from statestore.maintenance.shared.crosscheck import figures_of
 from statestore.maintenance.shared.nodetool import Nodetool, NodetoolConfig
@@ -16,11 +17,13 @@ from statestore.store.table_stats import cluster_figures, node_figures
 KEYS = 6_000
 
 
-def test_sizes_sum_every_node_and_name_a_node_down(restore_cluster, cluster_env, cluster_session, cluster_keyspace,
-                                                   store_name):  # fmt: skip
+def test_sizes_sum_every_node_and_name_a_node_down(restore_cluster, cluster_env, cluster_cassandra, cluster_session,
+                                                   cluster_keyspace, store_name):  # fmt: skip
     cluster = restore_cluster
     admin.create_store(cluster_session, cluster_keyspace, store_name, "global-kv")
-    open_store(cluster_session, cluster_keyspace, store_name).put_all((f"key{i}", i) for i in range(KEYS))
+    store = open_store(cluster_session, cluster_keyspace, store_name)
+    # Setup, safe to repeat: a loaded cluster may time a write out (put_all does not retry).
+    with_retries(cluster_cassandra, "writing the keys", lambda: store.put_all((f"key{i}", i) for i in range(KEYS)))
     spec = registry.lookup(cluster_session, cluster_keyspace, store_name)
     nodetool_config = cfg.resolve(NodetoolConfig, env=cluster_env)
     every = Nodetool.locate(nodetool_config)

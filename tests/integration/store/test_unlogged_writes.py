@@ -62,7 +62,8 @@ def test_window_rows_carry_their_write_timestamp(session, keyspace):
 def test_session_changes_land_whole_at_their_write_timestamp(session, keyspace):
     """A change that adds one session rides in a prepared UNLOGGED batch with others of its
     partition; merges within one partition (deletes and a write, and two new sessions of one
-    key) share UNLOGGED batch statements, never cut; a merge across segments is LOGGED alone.
+    key) share UNLOGGED batch statements, never cut; several new sessions of one key ride in
+    prepared batches, never cut; a merge across segments is LOGGED alone.
     Every row lands, at the given timestamp."""
     windowing = SessionSpec(10, grace_ms=0, retention_ms=10_000, segment_ms=1_000)
     name = f"s{uuid.uuid4().hex[:12]}"
@@ -79,19 +80,28 @@ def test_session_changes_land_whole_at_their_write_timestamp(session, keyspace):
         two_new = tuple(SessionEntry(b"pair", t, t, encode_long(1), 5, t) for t in (300, 400))
         pairs = SessionChange((), two_new)
         spanning = SessionChange((across,), (SessionEntry(b"across", 995, 1003, encode_long(5), 5, 1003),))
-        table.apply(session, [*singles, *merges, pairs, spanning], 8, T0)
+        # Several new sessions of one key: atoms of small rows (topped up with the singles, or
+        # padded once none is left), and of a key too long for them (row by row).
+        several = {f"several-{n}".encode(): n for n in (3, 5, 7, 2, 3, 6, 64)}
+        several[b"long-" * 20] = 3
+        adds = [
+            SessionChange((), tuple(SessionEntry(k, 10 * t, 10 * t, encode_long(t + 1), 5, 10 * t) for t in range(n)))
+            for k, n in several.items()
+        ]
+        table.apply(session, [*singles, *merges, pairs, spanning, *adds], 8, T0)
         stale = [SessionChange((), (SessionEntry(k, 100, 100, encode_long(-1), 4, 100),)) for k in keys]
         table.apply(session, stale, 8, T0 - 1)  # older: loses
-        asks = [(k, 0, 2000) for k in [*keys, *merged, b"pair", b"across"]]
+        asks = [(k, 0, 2000) for k in [*keys, *merged, b"pair", b"across", *several]]
         found = table.find_many(session, asks, table.segments(session), 8)
         assert {k: [(e.start_ms, e.end_ms, decode_long(e.value)) for e in v] for k, v in found.items()} == {
             **{k: [(100, 100, 1)] for k in keys},
             **{k: [(0, 12, 3)] for k in merged},
             b"pair": [(300, 300, 1), (400, 400, 1)],
             b"across": [(995, 1003, 5)],
+            **{k: [(10 * t, 10 * t, t + 1) for t in range(n)] for k, n in several.items()},
         }
         rows = session.execute(f"SELECT WRITETIME(value) AS wt FROM {keyspace}.{store.spec.table}")
-        assert [r.wt for r in rows] == [T0] * (2 * ROWS + 3)
+        assert [r.wt for r in rows] == [T0] * (2 * ROWS + 3 + sum(several.values()))
     finally:
         session.execute(f"DROP TABLE {keyspace}.{store.spec.table}")
         session.execute(f"DELETE FROM {keyspace}.statestore_stores WHERE name = %s", (name,))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import random
 import struct
-import uuid
 
 import lmdb
 import pytest
@@ -18,20 +17,16 @@ from statestore.store.book import registry
 from statestore.store.builder import open_window_store
 from statestore.stream.apply_cache import _working_directory
 from statestore.stream.writer import EXECUTORS
-from tests.integration.conftest import delete_topic, run_batches
+from tests.integration.conftest import run_batches
 from tests.integration.stream.test_windowed_wordcount import BASE_MS, Reference, _records, _stored
 
 MINUTE = 60_000
 
 
 @pytest.fixture
-def topic(kafka_config):
-    """One partition: every batch reads the next records in time order, so the stream time
-    moves as the references here assume, whatever partitions the producer would pick."""
-    name = f"it-window-cache-{uuid.uuid4().hex[:8]}"
-    kafka_io.ensure_topic(kafka_config, name, 1)
-    yield name
-    delete_topic(kafka_config, name)
+def topic(ordered_topic):
+    """Every batch reads the next records in time order (conftest's ordered_topic)."""
+    return ordered_topic
 
 
 def _produce(kafka_config, topic, records) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from statestore.store.book import deadletters, registry
 from statestore.stream.faults import ENV as FAULT_ENV
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines, spark_submit_job
+from tests.integration.conftest import dump, produce_lines, spark_submit_job, wait_for
 
 PROJECT = Path(__file__).resolve().parents[3]
-RANDOM_KILLS = 8
+RANDOM_KILLS = 4
 FORCED_KILLS = 4  # inside a batch's writes, through the test-only fault switch
 BATCH_LINES = 10_000
 
@@ -52,6 +52,19 @@ def _failure(checkpoint) -> str:
     return "\n".join(line for line in lines if "wordcount_stream:" in line or "Error" in line)[-4000:]
 
 
+def launch_and_kill_at_random(launch, session, keyspace, store, rng: random.Random) -> subprocess.Popen:
+    """`launch()` the job and SIGKILL its whole session at a random moment once it has changed
+    the store's progress (its lease taken, or a batch begun): inside a batch's writes, between
+    batches or while Spark commits one. A kill while Spark starts up (10-30 s, by the machine)
+    would test nothing the store sees. The store must exist."""
+    before = registry.progress(session, keyspace, store)
+    proc = launch()
+    wait_for(lambda: registry.progress(session, keyspace, store) != before or proc.poll() is not None, 300, "a start")
+    time.sleep(rng.uniform(0.0, 6.0))
+    os.killpg(proc.pid, signal.SIGKILL)
+    return proc
+
+
 def test_sigkill_at_random_moments_and_inside_writes_keeps_counts_exact(
     session, keyspace, kafka_config, topic, store_name, tmp_path
 ):
@@ -67,12 +80,11 @@ def test_sigkill_at_random_moments_and_inside_writes_keeps_counts_exact(
     forced_hits = 0
     for kind in plan:
         target = forced_hits  # forced kill i stops inside batch i
-        fault = f"kill-mid-write:{target}" if kind == "forced" else None
-        proc = _launch(topic, store_name, checkpoint, keyspace, fault)
-        if kind == "random":
-            # Spark needs ~8 s to start here; batches take a few seconds each.
-            time.sleep(rng.uniform(6.0, 25.0))
-            os.killpg(proc.pid, signal.SIGKILL)
+        if kind == "random":  # the forced kills came first: the store exists
+            launch = lambda: _launch(topic, store_name, checkpoint, keyspace, None)  # noqa: E731
+            proc = launch_and_kill_at_random(launch, session, keyspace, store_name, rng)
+        else:
+            proc = _launch(topic, store_name, checkpoint, keyspace, f"kill-mid-write:{target}")
         proc.wait(timeout=600)
         assert proc.returncode in (-signal.SIGKILL, 0), _failure(checkpoint)
         if kind == "forced":

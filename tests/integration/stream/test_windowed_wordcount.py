@@ -131,7 +131,7 @@ def test_hopping_windows_count_each_word_in_size_over_hop_windows(
 
 
 def test_time_ordered_input_over_many_batches_counts_every_window_once(
-    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+    spark, session, keyspace, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path
 ):
     """Most windows of a batch start after the stream time and are written unread (the read
     elision); the windows a batch shares with the one before are added to, vouched for by the
@@ -140,13 +140,13 @@ def test_time_ordered_input_over_many_batches_counts_every_window_once(
     rng = random.Random(1833)
     minute = 60_000
     records = sorted(_records(rng, 3_000, BASE_MS, BASE_MS + 60 * minute, "t"))
-    kafka_io.produce(kafka_config, topic, [TimedValue(text.encode(), t) for t, text in records])
+    kafka_io.produce(kafka_config, ordered_topic, [TimedValue(text.encode(), t) for t, text in records])
     windows = {"window": minute, "hop": 20_000, "grace": 10 * minute}
     last, applier = run_stream(
         spark,
         cassandra_config,
         kafka_config,
-        topic,
+        ordered_topic,
         store_name,
         tmp_path / "cp",
         max_offsets_per_trigger=300,

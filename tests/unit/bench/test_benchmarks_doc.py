@@ -25,6 +25,7 @@ def test_the_current_figures_come_from_the_latest_runs_only():
     current = {
         "streaming_compare",
         "timed_compare",
+        "timed_sessions",
         "dataframe_scan",
         "rescale",
         "cluster_throughput",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from statestore.core.errors import StoreNotFoundError
+from statestore.core.errors import ConfigError, StoreNotFoundError
 from statestore.core.model import StoreType
 from statestore.maintenance.shared.coverage import AUDIT, COMPACT, EXPIRE, VALIDATE, StoreFacts, plan_maintenance
 from statestore.maintenance.shared.selection import TimeBasis
@@ -87,3 +87,14 @@ def test_window_stores_expire_by_their_own_retention_once_they_have_a_stream_tim
     # Validation recounts window and session stores like key-value ones, once a stream fed them.
     assert "per_minute" in plan.stores[VALIDATE]
     assert reasons(plan, VALIDATE)["per_hour"].startswith("no stream has applied a batch")
+
+
+def test_jobs_asked_for_run_as_planned_and_the_others_name_every_store_they_leave_out():
+    plan = plan_maintenance(STORES, retention_set=True, jobs=[VALIDATE])
+    assert plan.stores[VALIDATE] == plan_maintenance(STORES, retention_set=True).stores[VALIDATE]
+    for job in (EXPIRE, COMPACT, AUDIT):
+        assert plan.stores[job] == ()
+        assert reasons(plan, job) == {s.name: "not among the run's `jobs`" for s in STORES}
+    assert plan_maintenance(STORES, retention_set=True, jobs=[]).stores[AUDIT] == tuple(sorted(s.name for s in STORES))
+    with pytest.raises(ConfigError, match=r"no maintenance job named vacuum; the jobs are expire_state"):
+        plan_maintenance(STORES, retention_set=True, jobs=["vacuum", AUDIT])

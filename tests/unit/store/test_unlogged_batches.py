@@ -114,3 +114,55 @@ def test_the_driver_binds_under_column_encryption_or_a_short_list():
     assert calls  # the driver's bind consulted the policy
     short = _prepared([Int32Type, LongType])
     assert bind_serialized(short, [1]).values == short.bind([1]).values  # the rest is UNSET
+
+
+def _atoms_and_fillers():
+    from hypothesis import strategies as st
+
+    sizes = st.lists(st.integers(min_value=1, max_value=8), max_size=40)
+    return st.tuples(sizes, st.integers(min_value=0, max_value=100))
+
+
+def test_atomic_batches_cut_no_atom_and_send_powers_of_two():
+    """Every group atomic_batches makes of atoms is a power of two long (write_unlogged sends
+    it as one batch statement), holds whole atoms only, and is topped up with fillers or its
+    own last row again; every row is written, and nothing else."""
+    from hypothesis import given, settings
+
+    from statestore.store.tables.unlogged import atomic_batches
+
+    @settings(max_examples=300, deadline=None)
+    @given(_atoms_and_fillers())
+    def check(case):
+        sizes, filler_count = case
+        atoms = [[("atom", a, r) for r in range(size)] for a, size in enumerate(sizes)]
+        fillers = [("filler", f, 0) for f in range(filler_count)]
+        groups = list(atomic_batches(atoms, fillers, 8))
+        written = [row for group in groups for row in group]
+        assert set(written) == {row for atom in atoms for row in atom} | set(fillers)
+        assert len(written) == len(set(written)) + sum(len(g) - len(set(g)) for g in groups)  # repeats: padding
+        for i, group in enumerate(groups):
+            assert len(group) <= 8
+            held = {row[1] for row in group if row[0] == "atom"}
+            assert all(sum(1 for row in group if row[:2] == ("atom", a)) >= sizes[a] for a in held)  # whole
+            if held:
+                assert len(group) & (len(group) - 1) == 0
+            if len(set(group)) < len(group):  # padded: only once no filler was left
+                assert group[-1] == group[len(set(group)) - 1]
+                assert not any(row[0] == "filler" for later in groups[i + 1 :] for row in later)
+
+    check()
+
+
+def test_an_atom_longer_than_a_batch_is_refused():
+    from statestore.store.tables.unlogged import atomic_batches
+
+    with pytest.raises(ValueError, match="does not fit"):
+        list(atomic_batches([[(1,)] * 9], [], 8))
+
+
+def test_an_atom_is_padded_with_its_own_last_row_when_no_filler_is_left():
+    from statestore.store.tables.unlogged import atomic_batches
+
+    assert list(atomic_batches([[(1,), (2,), (3,)]], [], 8)) == [[(1,), (2,), (3,), (3,)]]
+    assert list(atomic_batches([[(1,), (2,), (3,)]], [(9,), (8,)], 8)) == [[(1,), (2,), (3,), (8,)], [(9,)]]
