@@ -18,8 +18,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cassandra import ConsistencyLevel
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.policies import WhiteListRoundRobinPolicy
 
 from statestore.conn import kafka as kafka_io
@@ -28,6 +28,7 @@ from statestore.conn.spark import connector_jars, library_archive
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.model import Replication
+from tests.conftest import TEST_SPARK_JVM_OPTIONS
 from tests.integration.conftest import PROJECT, delete_topic
 
 sys.path.insert(0, str(PROJECT / "stack"))
@@ -147,6 +148,8 @@ def submit_to_cluster(
         "spark-submit",
         *("--master", local_cluster.SPARK_MASTER_URL, "--total-executor-cores", str(cores)),
         *("--executor-memory", "768m", "--driver-memory", "768m"),
+        # The executors' JVMs, like the driver's (SPARK_SUBMIT_OPTS, tests/conftest.py).
+        *("--conf", f"spark.executor.extraJavaOptions={TEST_SPARK_JVM_OPTIONS}"),
         *(arg for key, value in (conf or {}).items() for arg in ("--conf", f"{key}={value}")),
         *("--py-files", str(library_zip), "--jars", ",".join(connector_jars())),
         "--driver-java-options",
@@ -190,7 +193,16 @@ def node_session(address: str, consistency=ConsistencyLevel.ONE):
     profile = ExecutionProfile(
         load_balancing_policy=WhiteListRoundRobinPolicy([address]), consistency_level=consistency, request_timeout=30
     )
-    connection = Cluster([address], port=local_cluster.CQL_PORT, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    # The product's own timeouts for connecting (statestore.conn.cassandra): on a loaded machine
+    # a node answers its control connection's queries in more than the driver's 2 s default.
+    connection = Cluster(
+        [address],
+        port=local_cluster.CQL_PORT,
+        protocol_version=5,
+        connect_timeout=30,
+        control_connection_timeout=30,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+    )
     return connection, connection.connect()
 
 
@@ -208,16 +220,28 @@ def counts_at(address: str, keyspace: str, store: str, consistency) -> dict[str,
         connection.shutdown()
 
 
+# What a poll's read through a loaded or recovering node may raise without saying anything of
+# the condition polled: wait_until asks again rather than failing the test on it.
+_TRANSIENT_READ_ERRORS = (NoHostAvailable, OperationTimedOut, ReadTimeout, Unavailable)
+
+
 def wait_until(condition, timeout_s: float, what: str, every_s: float = 1.0, explain=None) -> None:
     """Poll `condition` until it holds; on timeout fail with `explain()`'s account of the state
     (what a reader of a CI log needs to tell a stuck job from a miscount)."""
     deadline = time.monotonic() + timeout_s
+    last_error = ""
     while time.monotonic() < deadline:
-        if condition():
-            return
+        try:
+            if condition():
+                return
+        except _TRANSIENT_READ_ERRORS as exc:  # the poll's read failed, not the condition: ask again
+            last_error = f"\nthe last poll failed: {exc!r}"
         time.sleep(every_s)
-    detail = f"\n{explain()}" if explain is not None else ""
-    raise AssertionError(f"{what}: not within {timeout_s:.0f}s{detail}")
+    try:
+        detail = f"\n{explain()}" if explain is not None else ""
+    except _TRANSIENT_READ_ERRORS as exc:
+        detail = f"\n(no account of the state: {exc!r})"
+    raise AssertionError(f"{what}: not within {timeout_s:.0f}s{last_error}{detail}")
 
 
 def count_difference(counts: dict[str, int], truth: dict[str, int]) -> str:

@@ -9,7 +9,7 @@ import time
 from cassandra import ConsistencyLevel
 
 from tests.corpus import generate
-from tests.integration.cluster.conftest import counts_at, finished, job_args, submit_to_cluster
+from tests.integration.cluster.conftest import counts_at, finished, job_args, submit_to_cluster, wait_until
 from tests.integration.conftest import produce_lines
 
 
@@ -45,6 +45,7 @@ def test_the_job_runs_on_the_workers_and_counts_exactly(
 
 
 def test_topics_the_project_creates_are_replicated_as_configured(cluster_kafka, cluster_topic):
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     assert (cluster_kafka.topic_replication, cluster_kafka.min_insync_replicas) == (3, 2)
@@ -52,5 +53,18 @@ def test_topics_the_project_creates_are_replicated_as_configured(cluster_kafka, 
     partitions = admin.list_topics(topic=cluster_topic, timeout=10).topics[cluster_topic].partitions
     assert len(partitions) == 4 and all(len(p.replicas) == 3 for p in partitions.values())
     resource = ConfigResource(ConfigResource.Type.TOPIC, cluster_topic)
-    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    configs = {}
+
+    def described() -> bool:
+        # A broker learns a new topic from the controller's metadata a moment after it exists;
+        # on a loaded machine, asked before that, it answers UNKNOWN_TOPIC_OR_PART.
+        try:
+            configs.update(admin.describe_configs([resource])[resource].result(timeout=10))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+            return False
+        return True
+
+    wait_until(described, 60, f"the configs of {cluster_topic}")
     assert configs["min.insync.replicas"].value == "2"
