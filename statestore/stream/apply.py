@@ -274,7 +274,8 @@ def cached_task(
     apply_slice: Callable[[list[Delta], BucketCache], ApplyStats],
     on_open: Callable[[BucketCache], object] | None = None,
 ) -> ApplyStats:
-    """One task's apply with the apply cache: each slice's deltas split by their bucket (a
+    """One task's apply with the apply cache: each slice's deltas (anything with a `bucket`:
+    Deltas, or a session store's KeyTimes) split by their bucket (a
     task's rows are normally one bucket's), each bucket's file opened once (then
     `on_open(file)`), `apply_slice(deltas, file)` per part, and every file finished once all
     its writes are done, its token in the returned stats for the driver's ledger."""

@@ -47,8 +47,9 @@ under it can no longer expire (CacheLedger.admits). Every run that sees the TTL,
 off, records that time in the store's registry (`ttl_expiring_until`, ttl_expiry_to_record), so
 a later run distrusts the cache until then even when the TTL was removed before it started.
 
-Versioned and session stores keep reading: a change of theirs spans rows (versions, or
-sessions merged), not single entries.
+Session stores keep, per key, its sessions a batch can still touch, from a coverage time on
+(statestore.stream.session_cache; bucketed by the word alone). Versioned stores keep reading:
+a change of theirs spans versions.
 """
 
 from __future__ import annotations

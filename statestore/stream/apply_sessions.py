@@ -21,7 +21,13 @@ batch); a key whose first time in the batch is more than the gap after it joins 
 only adds sessions. A crashed attempt of B decided the same from the same stream time, so a
 replay writes the same new sessions again (it cannot tell them done, and need not). As for
 windows (statestore.stream.apply_windows), only while the stream is the store's only writer
-besides the expire job, i.e. with the apply cache on.
+besides the expire job, i.e. with the apply cache on; then a session expired at the batch's
+stream time is absent to the apply too, read or cached (the expire job may have dropped it).
+
+The apply cache (statestore.stream.apply_cache) serves session stores with the same trust
+rules as key-value ones: a trusted file holds, per key, every session from a coverage time on
+(statestore.stream.session_cache), and a key whose times reach back no further than that is
+planned on the file's record, not read (covered_sessions).
 
 Retries: a LOGGED batch that times out has an unknown outcome for a while
 (write type BATCH: the batch log holds it and Cassandra will apply all of it; BATCH_LOG: a
@@ -35,21 +41,33 @@ which gives the same rows whatever lands first, and never reads again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.config import CassandraConfig
 from statestore.core.model import SessionEntry, StoreSpec
-from statestore.core.windows import Session, merge_into_sessions
+from statestore.core.windows import Session, SessionSpec, merge_into_sessions
 from statestore.store.tables import session_table_for
 from statestore.store.tables.partitioned_session import SessionChange
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, timed, write_all
+from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, cached_task, timed, write_all
+from statestore.stream.apply_cache import BucketCache, CachePlan
+from statestore.stream.session_cache import EVERYTHING_FROM, after_change, decode_record, live
 
 P = TypeVar("P")
+_LATEST = 2**63 - 1  # no bound on a session's start: a cached key's record holds all its sessions from a time on
 
-KeyTimes = tuple[Delta, tuple[int, ...]]  # a key's delta (count, latest time) and its event times
+
+class KeyTimes(NamedTuple):
+    """A key's delta (count, latest time, apply-cache bucket) and its event times, ascending."""
+
+    delta: Delta
+    times: tuple[int, ...]
+
+    @property
+    def bucket(self) -> int | None:
+        return self.delta.bucket
 
 
 def plan_session_change(
@@ -132,7 +150,7 @@ def plan_session_deltas(
     current = timed(timer, "read", read) if asks else {}
     changes, skipped = [], 0
     for delta, times in deltas:
-        stored = current.get(delta.key)
+        stored = live(spec.windowing, current.get(delta.key, ()), stream_time_ms)
         if not stored:
             changes.append(new_sessions(delta.key, times, gap, batch_id))
             continue
@@ -142,6 +160,96 @@ def plan_session_deltas(
         else:
             changes.append(change)
     return changes, skipped, len(asks)
+
+
+def covered_sessions(
+    spec: SessionSpec,
+    deltas: list[KeyTimes],
+    records: list[bytes | None],
+    unknown: Iterable[int],
+    stream_time_ms: int | None,
+) -> tuple[list[tuple[int, list[SessionEntry]] | None], list[tuple[bytes, int, int]]]:
+    """Pure: per key, (coverage, sessions) where the apply cache's `records` (None: none; the
+    positions in `unknown` have none the file vouches for) or the stream time settle what the
+    store holds of it, else None; and the reads the others need (key, earliest end, no bound on
+    the start: all its sessions from the earliest end its times reach, which become its record).
+    A key whose times reach back no further than its record's coverage uses the record; one the
+    file has no record of, and which is not unknown, has no session at all (a complete file); one
+    whose earliest end is after the stream time has none it can touch (see the module doc)."""
+    unknown = set(unknown)
+    covered: list[tuple[int, list[SessionEntry]] | None] = []
+    asks = []
+    for i, (delta, times) in enumerate(deltas):
+        earliest_end = times[0] - spec.gap_ms
+        if records[i] is not None:
+            from_ms, sessions = decode_record(delta.key, records[i])
+            if earliest_end >= from_ms:
+                covered.append((from_ms, sessions))
+                continue
+        elif i not in unknown:
+            covered.append((EVERYTHING_FROM, []))
+            continue
+        if stream_time_ms is not None and earliest_end > stream_time_ms:
+            covered.append((earliest_end, []))
+            continue
+        covered.append(None)
+        asks.append((delta.key, earliest_end, _LATEST))
+    return covered, asks
+
+
+def plan_covered(
+    spec: SessionSpec,
+    batch_id: int,
+    deltas: list[KeyTimes],
+    covered: list[tuple[int, list[SessionEntry]]],
+    stream_time_ms: int | None,
+) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], int]:
+    """Pure: each key's change over its (coverage, sessions), as plan_session_change decides on
+    the live sessions its times could touch; (changes, the keys' records once the changes are
+    written, keys an earlier attempt of the batch already changed)."""
+    changes, records, skipped = [], [], 0
+    gap = spec.gap_ms
+    for (delta, times), (from_ms, sessions) in zip(deltas, covered, strict=True):
+        low, high = times[0] - gap, times[-1] + gap
+        current = [s for s in live(spec, sessions, stream_time_ms) if s.end_ms >= low and s.start_ms <= high]
+        change = plan_session_change(delta.key, current, times, gap, batch_id) if current else None
+        if current and change is None:
+            skipped += 1
+            records.append((delta.key, after_change(spec, from_ms, sessions, (), (), stream_time_ms)))
+            continue
+        change = change or new_sessions(delta.key, times, gap, batch_id)
+        changes.append(change)
+        record = after_change(spec, from_ms, sessions, change.deletes, change.writes, stream_time_ms)
+        records.append((delta.key, record))
+    return changes, records, skipped
+
+
+def plan_cached_session_deltas(
+    session,
+    spec: StoreSpec,
+    batch_id: int,
+    deltas: list[KeyTimes],
+    concurrency: int,
+    cache: BucketCache,
+    timer=None,
+    stream_time_ms: int | None = None,
+) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], int, int]:
+    """plan_session_deltas with the keys' bucket file: read only the keys it cannot vouch for
+    (covered_sessions); (changes, the keys' records after them, keys skipped, keys read)."""
+    table = session_table_for(spec)
+    records, unknown = timed(timer, "cache", lambda: cache.lookup([delta.key for delta, _ in deltas]))
+    covered, asks = covered_sessions(spec.windowing, deltas, records, unknown, stream_time_ms)
+    if asks:
+        found = timed(timer, "read", lambda: table.find_many(session, asks, table.segments(session), concurrency))
+        pending = iter(asks)
+        for i, known in enumerate(covered):
+            if known is None:
+                key, earliest_end, _ = next(pending)
+                covered[i] = (earliest_end, found.get(key, []))
+    changes, new_records, skipped = timed(
+        timer, "plan", lambda: plan_covered(spec.windowing, batch_id, deltas, covered, stream_time_ms)
+    )
+    return changes, new_records, skipped, len(asks)
 
 
 def apply_session_deltas(
@@ -154,29 +262,44 @@ def apply_session_deltas(
     timer=None,
     retry: Callable[[Callable], object] = lambda action: action(),
     stream_time_ms: int | None = None,
+    cache: BucketCache | None = None,
 ) -> ApplyStats:
-    """Read the sessions the batch's times could touch (of the keys session_reads names),
-    then write each key's change; `retry` runs the plan and the write (planned_then_written:
-    a retried write re-sends the same changes; default: no retry)."""
+    """Read the sessions the batch's times could touch (of the keys session_reads names, or
+    with `cache`, the keys' bucket file, of those it cannot vouch for), then write each key's
+    change, then keep each key's record in `cache`; `retry` runs the plan and the write
+    (planned_then_written: a retried write re-sends the same changes; default: no retry)."""
     if not deltas:
         return ApplyStats()
     table = session_table_for(spec)
-    changes, skipped, read = planned_then_written(
-        lambda: plan_session_deltas(session, spec, batch_id, deltas, concurrency, timer, stream_time_ms),
-        lambda planned: write_all(
-            batch_id, lambda rows: table.apply(session, rows, concurrency, write_ts), planned[0], timer
-        ),
-        retry,
-    )
+
+    def write(planned) -> None:
+        write_all(batch_id, lambda rows: table.apply(session, rows, concurrency, write_ts), planned[0], timer)
+
+    if cache is None:
+        changes, skipped, read = planned_then_written(
+            lambda: plan_session_deltas(session, spec, batch_id, deltas, concurrency, timer, stream_time_ms),
+            write,
+            retry,
+        )
+    else:
+        changes, records, skipped, read = planned_then_written(
+            lambda: plan_cached_session_deltas(
+                session, spec, batch_id, deltas, concurrency, cache, timer, stream_time_ms
+            ),
+            write,
+            retry,
+        )
+        timed(timer, "cache", lambda: cache.remember(records))
     return ApplyStats.of_slice([d for d, _ in deltas], len(changes), skipped, read=read)
 
 
 def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
-    """A task's rows of (word, delta, last_ms, times) as slices of at most SLICE keys (at least
-    one slice, maybe empty, so every task reports its stats)."""
+    """A task's rows of (word, delta, last_ms, times[, bucket]) as slices of at most SLICE keys
+    (at least one slice, maybe empty, so every task reports its stats)."""
     deltas: list[KeyTimes] = []
     for row in rows:
-        deltas.append((Delta(row[0].encode("utf-8"), int(row[1]), row[2]), tuple(row[3])))
+        bucket = row[4] if len(row) > 4 else None
+        deltas.append(KeyTimes(Delta(row[0].encode("utf-8"), int(row[1]), row[2], bucket), tuple(row[3])))
         if len(deltas) >= SLICE:
             yield deltas
             deltas = []
@@ -190,24 +313,29 @@ def session_applier(
     write_ts: int,
     timer: Timer | None = None,
     stream_time_ms: int | None = None,
+    cache: CachePlan | None = None,
 ):
-    """A function over one task's rows of (word, delta, last_ms, times), run by
+    """A function over one task's rows of (word, delta, last_ms, times[, bucket]), run by
     statestore.stream.apply.run_applier: bounded slices, each planned then written, each step
     retried on transient Cassandra errors within the retry budget (planned_then_written; not
     apply.slices_applier, whose retry of a whole slice reads again). `stream_time_ms`: the
     store's stream time at the batch's start, when keys that cannot reach back to it need no
-    read (None: every key is read)."""
+    read (None: every key is read). `cache`: the batch's apply-cache plan (rows then carry their
+    bucket; apply.cached_task opens each bucket's file and finishes it)."""
 
-    def apply_one(part: list[KeyTimes]) -> ApplyStats:
+    def apply_one(part: list[KeyTimes], file: BucketCache | None = None) -> ApplyStats:
         def retry(action):
             return with_retries(config, f"applying batch {batch_id} to store {spec.name}", action)
 
         session = session_for(config)
         return apply_session_deltas(
-            session, spec, batch_id, part, config.write_concurrency, write_ts, timer, retry, stream_time_ms
+            session, spec, batch_id, part, config.write_concurrency, write_ts, timer, retry, stream_time_ms, file
         )
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
-        yield timed(timer, "task", lambda: sum((apply_one(part) for part in session_deltas_of(rows)), ApplyStats()))
+        if cache is None:
+            yield timed(timer, "task", lambda: sum((apply_one(part) for part in session_deltas_of(rows)), ApplyStats()))
+        else:
+            yield timed(timer, "task", lambda: cached_task(session_deltas_of(rows), cache, apply_one))
 
     return apply_partition

@@ -38,7 +38,7 @@ from statestore.stream.writer import DRIVER, EXECUTORS, BatchResult, StoreWriter
 
 def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None = None) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records, the batch at `position`. `cache`: the
-    batch's apply-cache plan (key-value and window stores; None reads every key). A record whose time is
+    batch's apply-cache plan (key-value, window and session stores; None reads every key). A record whose time is
     further ahead of the batch's clock (its write timestamp) than `writer.max_future_ms` is a
     dead letter `future` and moves no stream time (transforms.with_future_limit)."""
     return timed(
@@ -49,9 +49,9 @@ def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: C
 
 
 def cacheable(spec: StoreSpec) -> bool:
-    """The apply cache holds single current entries, of keys or of (key, window) pairs: not
-    versions or sessions, whose change spans rows."""
-    return not (spec.store_type.versioned or spec.store_type.sessioned)
+    """The apply cache holds current entries, of keys or of (key, window) pairs, and a key's
+    sessions a batch can still touch (statestore.stream.session_cache): not versions."""
+    return not spec.store_type.versioned
 
 
 def on_driver_for(start: KafkaOffsets, end: KafkaOffsets, driver_records: int) -> bool:
@@ -135,7 +135,7 @@ def _applier(writer: StoreWriter, batch_df, position: BatchPosition, cache: Cach
     # only writer, as the apply cache assumes (apply_windows, apply_sessions).
     after = position.stream_time_ms if writer.apply_cache else None
     if spec.store_type.sessioned:
-        return session_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after)
+        return session_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after, cache=cache)
     if spec.windowing is not None:
         return window_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after, cache=cache)
     # Drop-in appliers (benchmarks) take the four arguments, plus timer and cache if used.

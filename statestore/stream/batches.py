@@ -21,7 +21,7 @@ from statestore.core.errors import StateStoreError
 from statestore.store.book import registry
 from statestore.store.book.lease import StoreLease
 from statestore.store.book.registry import BatchPosition, KafkaOffsets, StoreProgress
-from statestore.store.tables import table_for, window_table_for
+from statestore.store.tables import session_table_for, table_for, window_table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import timed
 from statestore.stream.apply_cache import CacheLedger, CachePlan, ttl_expiry_to_record
@@ -183,6 +183,8 @@ class BatchApplier:
 
 def _holds_rows(session, spec) -> bool:
     """Whether the store holds any row (one asked for, not a scan)."""
+    if spec.store_type.sessioned:
+        return session_table_for(spec).has_rows(session)
     if spec.store_type.windowed:
         return window_table_for(spec).has_rows(session)
     return next(iter(table_for(spec).scan_unordered(session, page_size=1)), None) is not None

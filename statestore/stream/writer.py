@@ -68,7 +68,7 @@ class StoreWriter:
     seams: BatchSeams = SHIPPED
     driver_records: int = 0  # a batch of at most this many records is applied by the driver (0: never)
     max_future_ms: int = DEFAULT_MAX_FUTURE_MS  # a record further ahead of its batch's clock: a dead letter
-    apply_cache: bool = True  # batches of key-value and window stores may use the apply cache (stream.apply_cache)
+    apply_cache: bool = True  # batches of all but versioned stores may use the apply cache (stream.apply_cache)
 
     @property
     def timer(self) -> Timer | None:
