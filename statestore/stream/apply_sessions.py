@@ -21,8 +21,7 @@ batch); a key whose first time in the batch is more than the gap after it joins 
 only adds sessions. A crashed attempt of B decided the same from the same stream time, so a
 replay writes the same new sessions again (it cannot tell them done, and need not). As for
 windows (statestore.stream.apply_windows), only while the stream is the store's only writer
-besides the expire job, i.e. with the apply cache on; then a session expired at the batch's
-stream time is absent to the apply too, read or cached (the expire job may have dropped it).
+besides the expire job, i.e. with the apply cache on.
 
 The apply cache (statestore.stream.apply_cache) serves session stores with the same trust
 rules as key-value ones: a trusted file holds, per key, every session from a coverage time on
@@ -53,7 +52,7 @@ from statestore.store.tables import session_table_for
 from statestore.store.tables.partitioned_session import SessionChange
 from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, cached_task, timed, write_all
 from statestore.stream.apply_cache import BucketCache, CachePlan
-from statestore.stream.session_cache import EVERYTHING_FROM, after_change, decode_record, live
+from statestore.stream.session_cache import EVERYTHING_FROM, after_change, decode_record, vouching_for_nothing
 
 P = TypeVar("P")
 _LATEST = 2**63 - 1  # no bound on a session's start: a cached key's record holds all its sessions from a time on
@@ -150,7 +149,7 @@ def plan_session_deltas(
     current = timed(timer, "read", read) if asks else {}
     changes, skipped = [], 0
     for delta, times in deltas:
-        stored = live(spec.windowing, current.get(delta.key, ()), stream_time_ms)
+        stored = current.get(delta.key)
         if not stored:
             changes.append(new_sessions(delta.key, times, gap, batch_id))
             continue
@@ -205,17 +204,18 @@ def plan_covered(
     stream_time_ms: int | None,
 ) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], int]:
     """Pure: each key's change over its (coverage, sessions), as plan_session_change decides on
-    the live sessions its times could touch; (changes, the keys' records once the changes are
-    written, keys an earlier attempt of the batch already changed)."""
+    the sessions its times could touch; (changes, the keys' records once the changes are
+    written, keys an earlier attempt of the batch already changed, whose records vouch for
+    nothing: what was read of them may have been that change half landed)."""
     changes, records, skipped = [], [], 0
     gap = spec.gap_ms
     for (delta, times), (from_ms, sessions) in zip(deltas, covered, strict=True):
         low, high = times[0] - gap, times[-1] + gap
-        current = [s for s in live(spec, sessions, stream_time_ms) if s.end_ms >= low and s.start_ms <= high]
+        current = [s for s in sessions if s.end_ms >= low and s.start_ms <= high]
         change = plan_session_change(delta.key, current, times, gap, batch_id) if current else None
         if current and change is None:
             skipped += 1
-            records.append((delta.key, after_change(spec, from_ms, sessions, (), (), stream_time_ms)))
+            records.append((delta.key, vouching_for_nothing()))
             continue
         change = change or new_sessions(delta.key, times, gap, batch_id)
         changes.append(change)

@@ -11,10 +11,17 @@ key from Cassandra, and the record starts again from what it read.
 The record stays small: each time a batch touches a key, the sessions no later batch can touch
 are dropped and the coverage moves up to match (`touchable_from`): a record on time has a
 time at or after stream time - grace, so it reaches back to sessions ending at or after stream
-time - grace - gap, and the stream time never goes back. Sessions expired at the stream time
-(ended `retention` or more before it) are dropped too: the expire job may have dropped their
-segment, so the apply takes them as absent whether it reads or uses the cache
-(statestore.stream.apply_sessions, `visible`).
+time - grace - gap, and the stream time never goes back. (The expire job drops only sessions
+ended `retention` >= gap + grace before a stream time no later than the batch's: none a record
+keeps but, when retention is exactly gap + grace, one ending right at that bound, which an
+on-time record at exactly the grace would still join; the record keeps and joins it, as
+sessionizing every record would.)
+
+A record vouches only for what the store held settled. A batch that finds a key already
+changed by an earlier attempt of itself (a task run again) may have read that change half
+landed (a merge across Cassandra partitions is a LOGGED batch: whole in the end, not isolated
+on the way), so the key's record then vouches for nothing (NOTHING_FROM) and the next batch
+reads it.
 
 Pure: no I/O here.
 """
@@ -24,16 +31,18 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from statestore.core.codecs import decode_long, encode_long
 from statestore.core.model import SessionEntry
 from statestore.core.windows import SessionSpec
 
-# A record: the coverage, then one (start, end, count, batch_id, time) per session, by end.
+# A record: the coverage, then per session, by end, (start, end, batch_id, time, value length)
+# and the value's bytes as stored (whatever its codec: only a session a batch joins is decoded).
 _FROM = struct.Struct(">q")
-_SESSION = struct.Struct(">qqqqq")
+_SESSION = struct.Struct(">qqqqI")
 _NONE = -(2**63)  # batch_id or time absent (a session another program wrote)
 # The coverage of a key nothing of the store holds at all (a file that is complete).
 EVERYTHING_FROM = _NONE
+# The coverage of a record that vouches for nothing: no batch's times reach back no further.
+NOTHING_FROM = 2**63 - 1
 
 
 def encode_record(from_ms: int, sessions: Iterable[SessionEntry]) -> bytes:
@@ -42,7 +51,9 @@ def encode_record(from_ms: int, sessions: Iterable[SessionEntry]) -> bytes:
     for s in sorted(sessions, key=lambda e: (e.end_ms, e.start_ms)):
         batch = _NONE if s.batch_id is None else s.batch_id
         time = _NONE if s.time_ms is None else s.time_ms
-        parts.append(_SESSION.pack(s.start_ms, s.end_ms, decode_long(s.value), batch, time))
+        value = bytes(s.value)
+        parts.append(_SESSION.pack(s.start_ms, s.end_ms, batch, time, len(value)))
+        parts.append(value)
     return b"".join(parts)
 
 
@@ -50,10 +61,15 @@ def decode_record(key: bytes, record: bytes) -> tuple[int, list[SessionEntry]]:
     """(coverage, sessions) of `key`'s record (encode_record's)."""
     (from_ms,) = _FROM.unpack_from(record)
     sessions = []
-    for start, end, count, batch, time in _SESSION.iter_unpack(memoryview(record)[_FROM.size :]):
+    at = _FROM.size
+    while at < len(record):
+        start, end, batch, time, length = _SESSION.unpack_from(record, at)
+        at += _SESSION.size
+        value = bytes(record[at : at + length])
+        at += length
         batch_id = None if batch == _NONE else batch
         time_ms = None if time == _NONE else time
-        sessions.append(SessionEntry(key, start, end, encode_long(count), batch_id, time_ms))
+        sessions.append(SessionEntry(key, start, end, value, batch_id, time_ms))
     return from_ms, sessions
 
 
@@ -66,11 +82,6 @@ def touchable_from(spec: SessionSpec, stream_time_ms: int | None) -> int:
     return stream_time_ms - spec.grace_ms - spec.gap_ms
 
 
-def live(spec: SessionSpec, sessions: Iterable[SessionEntry], stream_time_ms: int | None) -> list[SessionEntry]:
-    """`sessions` without those expired at `stream_time_ms` (their segment may be gone)."""
-    return [s for s in sessions if not spec.expired(s.end_ms, stream_time_ms)]
-
-
 def after_change(
     spec: SessionSpec,
     from_ms: int,
@@ -80,9 +91,13 @@ def after_change(
     stream_time_ms: int | None,
 ) -> bytes:
     """A key's record once a batch replaced `deletes` with `writes` among its covered `sessions`:
-    the coverage raised to touchable_from, and only the live sessions at or after it."""
+    the coverage raised to touchable_from, and only the sessions at or after it."""
     gone = {(s.start_ms, s.end_ms) for s in deletes}
     kept = [s for s in sessions if (s.start_ms, s.end_ms) not in gone]
     bound = max(from_ms, touchable_from(spec, stream_time_ms))
-    now = [s for s in live(spec, [*kept, *writes], stream_time_ms) if s.end_ms >= bound]
-    return encode_record(bound, now)
+    return encode_record(bound, [s for s in [*kept, *writes] if s.end_ms >= bound])
+
+
+def vouching_for_nothing() -> bytes:
+    """The record of a key whose sessions were not read settled (see the module doc)."""
+    return encode_record(NOTHING_FROM, ())

@@ -11,7 +11,7 @@ import pytest
 
 from statestore.store.builder import open_session_store
 from statestore.store.session import SessionKey
-from statestore.stream.writer import EXECUTORS
+from statestore.stream.writer import DRIVER, EXECUTORS
 from tests.integration.conftest import run_batches
 from tests.integration.stream.test_apply_cache_windows import _produce
 from tests.integration.stream.test_session_wordcount import BASE_MS, WORDS, sessions_of
@@ -69,7 +69,7 @@ def test_a_restart_reads_the_sessions_it_cached_before(
     """Between runs another program grows a session the files of the first run still hold: the
     new run's first batch trusts no file, reads the key and merges into the session as stored;
     a key whose times are past the gap of the stream time is not read."""
-    windows = {"session_gap": GAP, "grace": 10 * MINUTE, "driver_apply_records": 0}
+    windows = {"session_gap": GAP, "grace": 10 * MINUTE}  # small batches: applied by the driver, with its files
     _produce(kafka_config, topic, [(BASE_MS + 1_000, "river stone")] * 20)
     run_batches(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", **windows)
     store = open_session_store(session, keyspace, store_name)
@@ -81,4 +81,4 @@ def test_a_restart_reads_the_sessions_it_cached_before(
         "stone": {(BASE_MS + 1_000, BASE_MS + 1_000): 20},
         "heron": {(BASE_MS + 5 * MINUTE, BASE_MS + 5 * MINUTE): 3},
     }
-    assert (results[0].stats.keys, results[0].stats.read) == (2, 1)
+    assert (results[0].applied_on, results[0].stats.keys, results[0].stats.read) == (DRIVER, 2, 1)
