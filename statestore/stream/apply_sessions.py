@@ -149,16 +149,22 @@ def plan_session_deltas(
     current = timed(timer, "read", read) if asks else {}
     changes, skipped = [], 0
     for delta, times in deltas:
-        stored = current.get(delta.key)
-        if not stored:
-            changes.append(new_sessions(delta.key, times, gap, batch_id))
-            continue
-        change = plan_session_change(delta.key, stored, times, gap, batch_id)
+        change = key_change(delta.key, current.get(delta.key), times, gap, batch_id)
         if change is None:
             skipped += 1
         else:
             changes.append(change)
     return changes, skipped, len(asks)
+
+
+def key_change(
+    key: bytes, current: list[SessionEntry] | None, times: tuple[int, ...], gap_ms: int, batch_id: int
+) -> SessionChange | None:
+    """Pure: the change batch `batch_id` makes to `key` over its sessions `current` (those its
+    times could touch; none: new_sessions), or None when an earlier attempt of the batch made it."""
+    if not current:
+        return new_sessions(key, times, gap_ms, batch_id)
+    return plan_session_change(key, current, times, gap_ms, batch_id)
 
 
 def covered_sessions(
@@ -212,12 +218,11 @@ def plan_covered(
     for (delta, times), (from_ms, sessions) in zip(deltas, covered, strict=True):
         low, high = times[0] - gap, times[-1] + gap
         current = [s for s in sessions if s.end_ms >= low and s.start_ms <= high]
-        change = plan_session_change(delta.key, current, times, gap, batch_id) if current else None
-        if current and change is None:
+        change = key_change(delta.key, current, times, gap, batch_id)
+        if change is None:
             skipped += 1
             records.append((delta.key, vouching_for_nothing()))
             continue
-        change = change or new_sessions(delta.key, times, gap, batch_id)
         changes.append(change)
         record = after_change(spec, from_ms, sessions, change.deletes, change.writes, stream_time_ms)
         records.append((delta.key, record))
