@@ -27,7 +27,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-overload bench-soak bench-stores bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset clean
+.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-overload bench-soak bench-stores bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset stop-all clean
 
 help: ## this list of targets (what a bare `make` prints)
 	@echo 'usage: make TARGET [VARIABLE=value ...] (variables: the top of the Makefile)'
@@ -57,6 +57,15 @@ stack-status: ## what of the local stack runs, and where
 stack-reset: ## stop the local stack and delete its data and logs
 	scripts/stack reset
 
+# Everything this checkout's scripts started, by their recorded pids: Airflow, the local cluster,
+# the two-dc nodes, the single-node stack (benchmarks use the same stacks). Then the machine
+# report, which names any of the project's servers still running (from another checkout, say).
+# Run it before you finish: CI runs on the same machine, and servers left up take its cores.
+stop-all: ## stop everything this checkout started (Airflow, cluster, stack), then report the machine
+	scripts/airflow down
+	@if [ -x $(BIN)/python ]; then scripts/stack stop-all; fi
+	@python3 stack/machine.py report
+
 # The local cluster (docs/cluster.md): 3 Cassandra nodes, 3 Kafka brokers and a
 # Spark standalone master with 2 workers on 127.0.0.1-3, beside the single-node stack's ports.
 cluster-up: install dist ## start the local cluster: 3 Cassandra, 3 Kafka, Spark master + 2 workers
@@ -85,28 +94,35 @@ run: install dist ## count INPUT into STORE through Kafka and Spark, print the t
 # them failed once), on a node with few tables yet. The second lane's output follows the
 # first's. Each lane's temporary files live in its own folder outside the checkout (the
 # packaging tests tell an installed copy from the checkout by its path), kept when a test
-# failed. TEST_LANES=1 runs everything in one pytest.
+# failed. Each lane's time in seconds goes to .stack/logs/test-lane-times.txt and is printed at
+# the end (.ci/run prints it again beside the machine's load over the run). TEST_LANES=1 runs
+# everything in one pytest.
 TEST_LANES ?= 2
 CLUSTER_TESTS = tests/integration/cluster
 SECOND_LANE = $(CLUSTER_TESTS) tests/integration/packaging tests/integration/airflow
 OUTAGE_TESTS = tests/integration/stream/test_outages.py
 test: install browser netfilter ## every test, on the real stack (started and stopped if not running)
 	@if scripts/stack status >/dev/null 2>&1; then started=0; else started=1; scripts/stack up; fi; \
+	mkdir -p .stack/logs; times=.stack/logs/test-lane-times.txt; : > $$times; \
+	lap() { echo "$$1 $$(( $$(date +%s) - $$2 ))" >> $$times; }; \
 	if [ "$(TEST_LANES)" = 1 ]; then \
-	  $(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	  began=$$(date +%s); $(BIN)/pytest $(PYTEST_ARGS); rc=$$?; lap "one lane" $$began; \
 	else \
-	  mkdir -p .stack/logs; temp=$$(mktemp -d -t statestore-tests.XXXXXX); \
+	  temp=$$(mktemp -d -t statestore-tests.XXXXXX); \
 	  echo "== the outage tests, first and alone ($(OUTAGE_TESTS)):"; \
-	  $(BIN)/pytest $(OUTAGE_TESTS) $(PYTEST_ARGS) --basetemp=$$temp/outages; outage_rc=$$?; \
-	  $(BIN)/pytest $(SECOND_LANE) $(PYTEST_ARGS) --basetemp=$$temp/second \
-	    > .stack/logs/test-second-lane.log 2>&1 & lane=$$!; \
+	  began=$$(date +%s); $(BIN)/pytest $(OUTAGE_TESTS) $(PYTEST_ARGS) --basetemp=$$temp/outages; outage_rc=$$?; \
+	  lap "outage tests" $$began; began=$$(date +%s); \
+	  ( $(BIN)/pytest $(SECOND_LANE) $(PYTEST_ARGS) --basetemp=$$temp/second; second_rc=$$?; \
+	    lap "second lane" $$began; exit $$second_rc ) > .stack/logs/test-second-lane.log 2>&1 & lane=$$!; \
 	  echo "== the first lane (every other test):"; \
 	  $(BIN)/pytest $(addprefix --ignore=,$(SECOND_LANE) $(OUTAGE_TESTS)) $(PYTEST_ARGS) --basetemp=$$temp/main; rc=$$?; \
+	  lap "first lane" $$began; \
 	  wait $$lane; second_rc=$$?; \
 	  echo "== the second lane ($(SECOND_LANE), exit $$second_rc):"; cat .stack/logs/test-second-lane.log; \
 	  for lane_rc in $$outage_rc $$second_rc; do if [ $$rc = 0 ]; then rc=$$lane_rc; fi; done; \
 	  if [ $$rc = 0 ]; then rm -rf $$temp; fi; \
 	fi; \
+	echo "== lanes (seconds):"; cat $$times; \
 	if [ $$started = 1 ]; then scripts/stack down; fi; exit $$rc
 
 # Unit tests only: no services needed.
@@ -116,71 +132,75 @@ test-unit: venv ## the unit tests only: no services needed
 # The bench* targets write their raw results to .stack/bench-results/<benchmark>/ (git-ignored);
 # PUBLISH=1 writes bench/results/<benchmark>/, the committed runs BENCHMARKS.md cites (bench/README.md).
 BENCH_ENV = STATESTORE_BENCH_PUBLISH=$(PUBLISH)
+# Each benchmark runs through scripts/with-stack: it starts the stack (and the cluster) if they are
+# down and stops what it started at the end (STATESTORE_KEEP_STACK=1 keeps it; `make stop-all`).
+WITH_STACK = scripts/with-stack
+WITH_CLUSTER = scripts/with-stack --cluster
 BENCH_OUT = $(if $(filter-out 0,$(PUBLISH)),bench/results,.stack/bench-results)
 
 # Our job side by side with Spark's RocksDB and HDFS state stores and a stateless ceiling
 # (BENCHMARKS.md): the full run (5M words, seven systems, every phase; last timed whole at 34
 # minutes with five systems, on older code: BENCHMARKS.md, "How long make bench takes") and a
 # 100k-word run to try the harness (never published).
-bench: stack-up ## our job beside Spark's RocksDB and HDFS stores: the full run
-	$(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py
-bench-quick: stack-up ## the same on 100k words, to try the harness
-	$(BIN)/python bench/streaming_compare/streaming_compare.py --quick
+bench: install ## our job beside Spark's RocksDB and HDFS stores: the full run
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py
+bench-quick: install ## the same on 100k words, to try the harness
+	$(WITH_STACK) $(BIN)/python bench/streaming_compare/streaming_compare.py --quick
 
 # Windows (tumbling and hopping) and sessions beside key-value, ours and Spark's on RocksDB, over
 # a corpus spanning an hour of event time; throughput, two rounds (BENCHMARKS.md; about 11 min).
-bench-timed: stack-up ## windows, hopping windows, sessions and key-value: ours beside Spark's RocksDB
-	$(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --timed
+bench-timed: install ## windows, hopping windows, sessions and key-value: ours beside Spark's RocksDB
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --timed
 
 # The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
-bench-replay: stack-up ## the replay-safety overhead against a blind increment
+bench-replay: install ## the replay-safety overhead against a blind increment
 	mkdir -p $(BENCH_OUT)/replay_overhead
-	set -o pipefail; $(BENCH_ENV) $(BIN)/python bench/replay_overhead/replay_overhead.py 2>&1 | tee $(BENCH_OUT)/replay_overhead/replay_overhead.log
+	set -o pipefail; $(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/replay_overhead/replay_overhead.py 2>&1 | tee $(BENCH_OUT)/replay_overhead/replay_overhead.log
 
 # The same corpus on the single-node stack and on the local cluster, one after the other (BENCHMARKS.md).
-bench-cluster: stack-up cluster-up ## one corpus on the single-node stack, then on the local cluster
-	$(BENCH_ENV) $(BIN)/python bench/cluster_throughput/cluster_throughput.py
+bench-cluster: install dist ## one corpus on the single-node stack, then on the local cluster
+	$(WITH_CLUSTER) env $(BENCH_ENV) $(BIN)/python bench/cluster_throughput/cluster_throughput.py
 
 # Rescaling without a restore (BENCHMARKS.md): partitions added under a running stream, and a
 # store continued by a job with twice the executors, against Spark's RocksDB store (about 25 min).
-bench-rescale: stack-up cluster-up ## partitions added mid-stream; twice the executors, ours and RocksDB
-	$(BENCH_ENV) $(BIN)/python bench/rescale/rescale.py
+bench-rescale: install dist ## partitions added mid-stream; twice the executors, ours and RocksDB
+	$(WITH_CLUSTER) env $(BENCH_ENV) $(BIN)/python bench/rescale/rescale.py
 
 # HTTP point-get latency (with and without the read cache), the concurrency sweep (1-128 clients)
 # and a 1M-entry full scan (BENCHMARKS.md; not timed on today's code).
-bench-query: stack-up ## HTTP point-get latency, the concurrency sweep and a 1M-entry scan
+bench-query: install ## HTTP point-get latency, the concurrency sweep and a 1M-entry scan
 	mkdir -p $(BENCH_OUT)/query_api
-	set -o pipefail; $(BIN)/python bench/query_api/query_api.py | tee $(BENCH_OUT)/query_api/query_api.md
+	set -o pipefail; $(WITH_STACK) $(BIN)/python bench/query_api/query_api.py | tee $(BENCH_OUT)/query_api/query_api.md
 
 # The API under overload: one worker's capacity, then offered rates of 1, 1.5, 2 and 4 times it
 # from an outside load generator in Go (an open loop), goodput and p99 (BENCHMARKS.md; about 5 min).
-bench-overload: stack-up ## HTTP goodput and p99 at 1x-4x one worker's capacity, offered by a Go load generator
-	$(BENCH_ENV) $(BIN)/python bench/query_api/overload.py
+bench-overload: install ## HTTP goodput and p99 at 1x-4x one worker's capacity, offered by a Go load generator
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/query_api/overload.py
 
 # The soak: the stream for an hour at a steady rate, the API under light load, the maintenance
 # jobs once in the middle; memory, disk, lag and batch durations every minute (BENCHMARKS.md).
-bench-soak: stack-up ## an hour of the stream with the API and maintenance beside it, sampled every minute
-	$(BENCH_ENV) $(BIN)/python bench/soak/soak.py
+bench-soak: install ## an hour of the stream with the API and maintenance beside it, sampled every minute
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/soak/soak.py
 
 # 500 stores in one keyspace, each written by a short stream; what grows and what readers wait
 # for every 50 stores (BENCHMARKS.md; about 10 min). On the stack's default 1 GB heap Cassandra
 # runs out of heap at about 255 stores (the finding); for all 500, start the stack with
 # STATESTORE_CASSANDRA_HEAP=3g (`scripts/stack down --only cassandra` first).
-bench-stores: stack-up ## 500 stores in one keyspace: Cassandra's heap, prepared statements, listing times
-	$(BENCH_ENV) $(BIN)/python bench/many_stores/many_stores.py
+bench-stores: install ## 500 stores in one keyspace: Cassandra's heap, prepared statements, listing times
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/many_stores/many_stores.py
 
 # Audit and expiry rows/s at 1M and 10M entries (BENCHMARKS.md; not timed on today's code).
-bench-maintenance: stack-up ## audit and expiry rows/s at 1M and 10M entries
-	$(BENCH_ENV) $(BIN)/python bench/maintenance/maintenance.py
+bench-maintenance: install ## audit and expiry rows/s at 1M and 10M entries
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/maintenance/maintenance.py
 
 # Window tables under TWCS (their default) and UCS, STCS, LCS (BENCHMARKS.md).
-bench-compaction: stack-up ## window tables under TWCS, UCS, STCS and LCS
-	$(BENCH_ENV) $(BIN)/python bench/window_compaction/window_compaction.py
+bench-compaction: install ## window tables under TWCS, UCS, STCS and LCS
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/window_compaction/window_compaction.py
 
 # A store of 1M entries scanned as a Spark DataFrame (the livestate data source) and by
 # `statestore dump`, in rows/s (BENCHMARKS.md).
-bench-dataframe: stack-up ## a 1M-entry store scanned as a DataFrame and by statestore dump, rows/s
-	$(BENCH_ENV) $(BIN)/python bench/dataframe_scan/dataframe_scan.py
+bench-dataframe: install ## a 1M-entry store scanned as a DataFrame and by statestore dump, rows/s
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/dataframe_scan/dataframe_scan.py
 
 # The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (docs/maintenance.md).
 # Key-value stores expire at RETENTION of stream time (30d when empty); window and session

@@ -432,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         "down": "stop Cassandra and Kafka (--nodes 3: the local cluster)",
         "status": "report what runs; exit 1 unless all answer",
         "reset": "stop everything (single node and cluster) and delete the data",
+        "stop-all": "stop every server of this stack dir: the cluster, the two-dc nodes, the single node",
         "stop": "stop one process by name (e.g. cassandra-2, kafka-3, spark-worker-1)",
         "start": "start one stopped process again by name",
         "env": "print the STATESTORE_* settings for clients, as shell exports (eval them)",
@@ -446,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             if name == "stop":
                 command.add_argument("--kill", action="store_true", help="SIGKILL at once, as a crash would")
             continue
-        if name != "reset":
+        if name not in ("reset", "stop-all"):
             command.add_argument(
                 "--only",
                 choices=COMPONENTS,
@@ -514,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
                 for row in rows:
                     print(describe(row))
             return 0 if all(row["state"] == "running" for row in rows) else 1
+        elif args.command == "stop-all":
+            stop_all()
         else:
             cluster.down()
             reset()
@@ -521,6 +524,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stack: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def stop_all() -> None:
+    """Stop every server this stack dir recorded a pid for (cluster, two-dc nodes, single node),
+    saying which; the ones not running are not mentioned."""
+    names = [m.name for m in reversed(cluster.members(cluster.recorded_nodes() or cluster.REPLICATION))]
+    names += [node.name for node in two_dc.NODES] + list(COMPONENTS)
+    running = [name for name in names if running_pid(name) is not None]
+    for name in running:
+        stop_process(name)
+        print(f"{name}: stopped")
+    if not running:
+        print(f"stack: nothing of {STATE} was running")
 
 
 def _stop_single(name: str, kill: bool) -> None:

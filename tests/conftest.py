@@ -34,3 +34,25 @@ def spark():
     session.sparkContext.setLogLevel("WARN")
     yield session
     session.stop()
+
+
+# The budget of one test (docs/development.md): a test longer than this on a quiet machine says
+# in its docstring why it must be that long. The run's end lists every test over it, with that reason.
+SLOW_TEST_S = 120.0
+_slow_tests: list[tuple[float, str, str]] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.duration > SLOW_TEST_S:
+        reason = " ".join((getattr(item, "function", None).__doc__ or "").split())
+        _slow_tests.append((report.duration, item.nodeid, reason))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _slow_tests:
+        terminalreporter.section(f"tests over the {SLOW_TEST_S:.0f} s budget of one test (docs/development.md)")
+        for duration, nodeid, reason in sorted(_slow_tests, reverse=True):
+            terminalreporter.write_line(f"{duration:7.1f}s {nodeid}: {reason[:240] or 'NO DOCSTRING SAYING WHY'}")

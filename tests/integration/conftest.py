@@ -17,6 +17,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from cassandra import OperationTimedOut, ReadTimeout, Unavailable
+from cassandra.cluster import NoHostAvailable
 from pyspark.errors import StreamingQueryException
 
 from statestore.conn import kafka as kafka_io
@@ -210,10 +212,35 @@ def spark_submit_job(*job_args: str, **popen_kwargs):
     return subprocess.Popen(argv, env=env, **popen_kwargs)
 
 
-def wait_for(condition, timeout_s: float = 120, what: str = "condition met") -> None:
+# What a poll's read through a loaded or recovering node may raise without saying anything of
+# the condition polled: the poll asks again rather than failing the test on it.
+_TRANSIENT_READ_ERRORS = (NoHostAvailable, OperationTimedOut, ReadTimeout, Unavailable)
+
+
+def wait_until(condition, timeout_s: float, what: str, every_s: float = 1.0, explain=None):
+    """Poll `condition` until it returns something true, and return that. On timeout, fail saying
+    what was waited for, for how long, what the condition last returned (when it is more than a
+    bare False), the last read that failed, and `explain()`'s account of the state: what a reader
+    of a CI log needs to tell a stuck job or a slow machine from a miscount."""
     deadline = time.monotonic() + timeout_s
+    last_seen = last_error = ""
     while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(1)
-    raise AssertionError(f"{what} not within {timeout_s}s")
+        try:
+            seen = condition()
+        except _TRANSIENT_READ_ERRORS as exc:  # the poll's read failed, not the condition: ask again
+            last_error = f"\nthe last poll failed: {exc!r}"
+        else:
+            if seen:
+                return seen
+            last_seen = "" if seen is False else f"\nlast seen: {seen!r}"[:2000]
+        time.sleep(every_s)
+    try:
+        detail = f"\n{explain()}" if explain is not None else ""
+    except _TRANSIENT_READ_ERRORS as exc:
+        detail = f"\n(no account of the state: {exc!r})"
+    raise AssertionError(f"{what}: not within {timeout_s:.0f}s{last_seen}{last_error}{detail}")
+
+
+def wait_for(condition, timeout_s: float = 120, what: str = "condition met", explain=None):
+    """wait_until with the single-node tests' defaults."""
+    return wait_until(condition, timeout_s, what, explain=explain)

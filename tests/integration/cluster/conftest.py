@@ -13,13 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+from cassandra import ConsistencyLevel
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
 from statestore.conn import kafka as kafka_io
@@ -29,7 +28,7 @@ from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.model import Replication
 from tests.conftest import TEST_SPARK_JVM_OPTIONS
-from tests.integration.conftest import PROJECT, delete_topic
+from tests.integration.conftest import PROJECT, delete_topic, wait_until  # noqa: F401  (the cluster tests' poll)
 
 sys.path.insert(0, str(PROJECT / "stack"))
 import cluster as local_cluster
@@ -218,30 +217,6 @@ def counts_at(address: str, keyspace: str, store: str, consistency) -> dict[str,
         return {decode_text(e.key): decode_long(e.value) for e in table.scan_sorted(session)}
     finally:
         connection.shutdown()
-
-
-# What a poll's read through a loaded or recovering node may raise without saying anything of
-# the condition polled: wait_until asks again rather than failing the test on it.
-_TRANSIENT_READ_ERRORS = (NoHostAvailable, OperationTimedOut, ReadTimeout, Unavailable)
-
-
-def wait_until(condition, timeout_s: float, what: str, every_s: float = 1.0, explain=None) -> None:
-    """Poll `condition` until it holds; on timeout fail with `explain()`'s account of the state
-    (what a reader of a CI log needs to tell a stuck job from a miscount)."""
-    deadline = time.monotonic() + timeout_s
-    last_error = ""
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except _TRANSIENT_READ_ERRORS as exc:  # the poll's read failed, not the condition: ask again
-            last_error = f"\nthe last poll failed: {exc!r}"
-        time.sleep(every_s)
-    try:
-        detail = f"\n{explain()}" if explain is not None else ""
-    except _TRANSIENT_READ_ERRORS as exc:
-        detail = f"\n(no account of the state: {exc!r})"
-    raise AssertionError(f"{what}: not within {timeout_s:.0f}s{last_error}{detail}")
 
 
 def count_difference(counts: dict[str, int], truth: dict[str, int]) -> str:

@@ -12,13 +12,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import psutil
 import pytest
 
 from statestore.store.builder import StoreBuilder, open_store
+from tests.integration.conftest import wait_until
 from tests.integration.http.test_http_api import Server
 
 KEYS = [f"k{i:04d}" for i in range(600)]
@@ -81,20 +81,10 @@ def _workers_of(server: Server) -> list[psutil.Process]:
     return workers
 
 
-def _wait_for(condition, what: str, timeout_s: float = 60):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-
-
 def test_two_workers_share_the_port_and_one_that_dies_is_replaced(loaded):
     server = Server("--keyspace", loaded, "--workers", "2")
     try:
-        workers = _wait_for(lambda: (w := _workers_of(server)) and len(w) == 2 and w, "two workers")
+        workers = wait_until(lambda: (w := _workers_of(server)) and len(w) == 2 and w, 60, "two workers", every_s=0.2)
         clients = [httpx.Client(base_url=server.url, timeout=30) for _ in range(24)]
         try:
             for n, client in enumerate(clients):
@@ -107,9 +97,11 @@ def test_two_workers_share_the_port_and_one_that_dies_is_replaced(loaded):
                 client.close()
         victim = workers[0]
         os.kill(victim.pid, signal.SIGKILL)
-        replaced = _wait_for(
+        replaced = wait_until(
             lambda: (w := _workers_of(server)) and len(w) == 2 and victim.pid not in {p.pid for p in w} and w,
+            60,
             "a new worker in place of the killed one",
+            every_s=0.2,
         )
         for n in range(40):  # fresh connections, over both workers: every answer right
             answer = httpx.get(f"{server.url}/stores/load_words/keys/{KEYS[n]}", timeout=30)

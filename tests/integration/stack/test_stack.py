@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 from pathlib import Path
 
 from tests.integration.conftest import free_port, run_stack
@@ -63,6 +64,48 @@ def test_a_second_kafka_starts_answers_and_stops_by_pid(tmp_path):
     assert "kafka: stopped" in down.stdout
     assert not _alive(pid)
     assert run_stack("status", "--only", "kafka", env=env).returncode == 1
+
+
+def test_stop_all_stops_what_this_stack_dir_started_and_the_report_saw_it(tmp_path):
+    """`make stop-all`'s stack part: every server with a recorded pid stopped, the machine report
+    naming it while it ran (as .ci/run's first lines would)."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "kafka").symlink_to(PROJECT / ".stack" / "lib" / "kafka")
+    env = {
+        "STATESTORE_STACK_DIR": str(tmp_path),
+        "STATESTORE_KAFKA_PORT": str(free_port()),
+        "STATESTORE_KAFKA_CONTROLLER_PORT": str(free_port()),
+    }
+    try:
+        up = run_stack("up", "--only", "kafka", env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        pid = int((tmp_path / "run" / "kafka.pid").read_text())
+        report = subprocess.run(
+            ["python3", str(PROJECT / "stack" / "machine.py"), "report"], capture_output=True, text=True, timeout=60
+        )
+        assert report.stdout.startswith("machine: BUSY"), report.stdout
+        assert f"pid {pid:>7}  kafka" in report.stdout, report.stdout
+    finally:
+        stopped = run_stack("stop-all", env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.splitlines() == ["kafka: stopped"]
+    assert not _alive(pid)
+    again = run_stack("stop-all", env=env)
+    assert again.stdout.strip() == f"stack: nothing of {tmp_path} was running"
+
+
+def test_with_stack_leaves_a_running_stack_running_and_passes_the_exit_code_on(stack):
+    pids = {n: (PROJECT / ".stack" / "run" / f"{n}.pid").read_text() for n in ("cassandra", "kafka")}
+    result = subprocess.run(
+        [str(PROJECT / "scripts" / "with-stack"), "sh", "-c", "echo ran; exit 3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == "ran\n"
+    assert {n: (PROJECT / ".stack" / "run" / f"{n}.pid").read_text() for n in pids} == pids
+    assert all(_alive(int(pid)) for pid in pids.values())
 
 
 def test_kafka_keeps_records_whatever_their_event_time(stack, kafka_config):
