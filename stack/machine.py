@@ -142,7 +142,7 @@ def _memory_mb() -> tuple[int, int]:
 
 def _where(command: str) -> str:
     """The folder a server's files are in, as its command line tells (its checkout or stack dir)."""
-    match = re.search(r"(/\S+?)/(\.stack|stack|\.venv|lib)/", command)
+    match = re.search(r"(/[^\s:=]+?)/(\.stack|\.venv)/", command) or re.search(r"(/[^\s:=]+?)/stack/", command)
     return match.group(1) if match else "?"
 
 

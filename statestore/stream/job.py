@@ -271,8 +271,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - the job's last resort: report and exit non-zero
-        print(f"wordcount_stream: {_store_error_message(exc) or exc}", file=sys.stderr)
-        return 1
+        # Our error raised inside a batch comes back as Spark's StreamingQueryException: still a
+        # clear store error (exit 2, as when it is raised before the stream starts).
+        ours = _store_error_message(exc)
+        print(f"wordcount_stream: {ours or exc}", file=sys.stderr)
+        return 1 if ours is None else 2
 
 
 # Our errors that say on their own why a stream stopped (any other error is shown whole).
