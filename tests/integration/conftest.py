@@ -8,6 +8,7 @@ its own keyspace and topics and drops them at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from statestore.conn.retry import with_retries
 from statestore.conn.spark import connector_jars
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
+from statestore.store.book.lease import current_holder
 from statestore.stream.job import JobConfig, start
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -239,6 +241,27 @@ def wait_until(condition, timeout_s: float, what: str, every_s: float = 1.0, exp
     except _TRANSIENT_READ_ERRORS as exc:
         detail = f"\n(no account of the state: {exc!r})"
     raise AssertionError(f"{what}: not within {timeout_s:.0f}s{last_seen}{last_error}{detail}")
+
+
+def default_setting(config_class, name: str):
+    """The product's default of one setting (the dataclass field's default)."""
+    return {f.name: f.default for f in dataclasses.fields(config_class)}[name]
+
+
+def wait_for_lease_to_lapse(
+    session, keyspace: str, store: str, ttl_s: float | None = None, whose: str = "the writer's"
+):
+    """Wait until nobody holds the store's lease. A holder that stopped renewing (killed, paused)
+    loses it one TTL after its last renewal, at the latest; the deadline is twice the TTL the
+    holder ran with (the product's default unless the test set --lease-ttl), so a loaded machine
+    has a whole TTL of slack, and a lease that never lapses fails naming its holder."""
+    ttl_s = float(ttl_s if ttl_s is not None else default_setting(StreamConfig, "lease_ttl_s"))
+    wait_until(
+        lambda: current_holder(session, keyspace, store) is None,
+        2 * ttl_s,
+        f"{whose} lease on store {store} to lapse (lease TTL {ttl_s:.0f}s)",
+        explain=lambda: f"still held by {current_holder(session, keyspace, store)}",
+    )
 
 
 def wait_for(condition, timeout_s: float = 120, what: str = "condition met", explain=None):

@@ -15,10 +15,9 @@ import tests.airflow_env as airflow_env
 import pytest
 
 from statestore.store.book import registry, schema
-from statestore.store.book.lease import current_holder
 from statestore.store.builder import open_store, open_window_store
 from tests.corpus import generate
-from tests.integration.conftest import compaction_class_of, dump, produce_lines, wait_for
+from tests.integration.conftest import compaction_class_of, dump, produce_lines, wait_for_lease_to_lapse
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +149,7 @@ def test_wordcount_stream_killed_then_rerun_counts_exactly(
     assert killed_pids == "1", "the stream's spark-submit was not found to be killed"
     assert killed.state == "failed"
     assert dump(session, keyspace, store_name) == dict(first_truth)
-    wait_for(lambda: current_holder(session, keyspace, store_name) is None, 60, "the killed writer's lease to go")
+    wait_for_lease_to_lapse(session, keyspace, store_name, whose="the killed writer's")
 
     # 2. More input, then a re-run with the available-now trigger and the same checkpoint:
     #    it continues where the killed run stopped, and every word is counted exactly once.

@@ -15,12 +15,19 @@ from pyspark.errors import StreamingQueryException
 from statestore.core.config import StreamConfig
 from statestore.core.errors import CheckpointMismatchError
 from statestore.store.book import registry
-from statestore.store.book.lease import LEASE_TABLE, current_holder
+from statestore.store.book.lease import LEASE_TABLE
 from statestore.stream.checkpoint import initial_offsets
 from statestore.stream.faults import ENV as FAULT_ENV
 from statestore.stream.job import JobConfig, start
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines, run_stream, spark_submit_job, wait_for
+from tests.integration.conftest import (
+    dump,
+    produce_lines,
+    run_stream,
+    spark_submit_job,
+    wait_for,
+    wait_for_lease_to_lapse,
+)
 
 
 @pytest.mark.parametrize("crashed_batch", [1, 0])
@@ -52,7 +59,7 @@ def test_recover_from_store_finishes_a_half_written_batch(
     # The checkpoint is lost with the machine: a new one continues from the store's position,
     # finishing batch 1 from its recorded offsets first, then reading the rest.
     shutil.rmtree(lost)
-    wait_for(lambda: current_holder(session, keyspace, store_name) is None, 60, "the crashed writer's lease to lapse")
+    wait_for_lease_to_lapse(session, keyspace, store_name, whose="the crashed writer's")
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "new-cp", recover_from_store=True)
     done = registry.progress(session, keyspace, store_name)
     assert done.last_batch_id >= crashed_batch + 1 and done.pending_batch_id in (None, done.last_batch_id)

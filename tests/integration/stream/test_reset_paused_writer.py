@@ -17,11 +17,17 @@ import pytest
 from statestore.core.codecs import decode_long, decode_text
 from statestore.store import admin
 from statestore.store.book import registry
-from statestore.store.book.lease import current_holder
 from statestore.store.builder import open_session_store, open_window_store
 from statestore.stream.faults import ENV as FAULT_ENV
 from tests.corpus import generate
-from tests.integration.conftest import dump, produce_lines, run_stream, spark_submit_job, wait_for
+from tests.integration.conftest import (
+    dump,
+    produce_lines,
+    run_stream,
+    spark_submit_job,
+    wait_for,
+    wait_for_lease_to_lapse,
+)
 from tests.integration.stream.test_zombie_driver import LEASE_TTL_S, _end_session, _session_members, _stopped
 
 PAUSED_BATCH = 1
@@ -72,7 +78,7 @@ def test_a_reset_fences_a_paused_writer_and_its_late_writes_leave_no_count(
         assert frozen.pending_batch_id == PAUSED_BATCH and frozen.last_batch_id == PAUSED_BATCH - 1
         assert _counts(session, keyspace, store_name, store_type)  # batch 0 and half of batch 1 are in
         # Its lease lapses (a paused driver renews nothing); the operator resets the store.
-        wait_for(lambda: current_holder(session, keyspace, store_name) is None, 60, "the zombie's lease to lapse")
+        wait_for_lease_to_lapse(session, keyspace, store_name, LEASE_TTL_S, whose="the zombie's")
         admin.truncate_store(session, keyspace, store_name, verb="resetting")
         reset = registry.progress(session, keyspace, store_name)
         assert not reset.has_batches
