@@ -23,7 +23,7 @@ from statestore.store.book.lease import StoreLease
 from statestore.store.book.registry import BatchPosition, KafkaOffsets, StoreProgress
 from statestore.store.tables import session_table_for, table_for, window_table_for
 from statestore.stream import checkpoint
-from statestore.stream.apply import timed
+from statestore.stream.apply import ApplyStats, timed
 from statestore.stream.apply_cache import CacheLedger, CachePlan, ttl_expiry_to_record
 from statestore.stream.batch_apply import apply_batch, cacheable
 from statestore.stream.checkpoint import QueryCheckpoint
@@ -33,11 +33,12 @@ from statestore.stream.position import (
     checked_batch_id,
     first_start,
     pending_position,
+    recorded_done,
     stream_time_ms,
     write_ts_for,
 )
 from statestore.stream.recording import batch_record
-from statestore.stream.writer import BatchResult, StoreWriter
+from statestore.stream.writer import NOWHERE, BatchResult, StoreWriter
 
 _log = logging.getLogger("statestore.stream.batches")
 
@@ -73,6 +74,9 @@ class BatchApplier:
         began = time.monotonic()
         progress = self._checked_progress()
         position = self._position(progress, batch_df, spark_batch_id)
+        if recorded_done(progress, position.batch_id):
+            self._already_done(position, began)
+            return
         session = session_for(self.writer.config)
         plan = self.cache_plan(session, progress, position.batch_id, batch_df)
         try:
@@ -124,6 +128,21 @@ class BatchApplier:
             spark_batch_id=spark_batch_id,
             stream_time_ms=stream_time_ms(progress),
             retention_ms=progress.retention_ms,
+        )
+
+    def _already_done(self, position: BatchPosition, began: float) -> None:
+        """A batch the store recorded as done, run again by Spark (position.recorded_done):
+        nothing is written or recorded; seams and the driver's log still hear of it."""
+        result = BatchResult(batch_id=position.batch_id, stats=ApplyStats(), dead_letters=0, applied_on=NOWHERE)
+        self.last = result
+        if self.writer.seams.on_batch is not None:
+            self.writer.seams.on_batch(result)
+        _log.info(
+            "batch %d (spark %d) of store %s was recorded as done already: nothing applied, %.1fs",
+            position.batch_id,
+            position.spark_batch_id,
+            self.writer.spec.name,
+            time.monotonic() - began,
         )
 
     def _log_batch(self, position: BatchPosition, result: BatchResult, began: float) -> None:

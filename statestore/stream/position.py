@@ -26,17 +26,29 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-def write_ts_for(progress: StoreProgress, batch_id: int) -> int:
-    """A replay reuses its batch's timestamp; a new batch gets one above every earlier batch's."""
+def write_ts_for(progress: StoreProgress, batch_id: int, now_us: int | None = None) -> int:
+    """A replay reuses its batch's timestamp; a new batch gets one above every earlier batch's.
+    `now_us`: the clock (epoch micros; None: now_micros(), the wall clock)."""
     if progress.pending_batch_id == batch_id and progress.pending_ts is not None:
         return progress.pending_ts
     floor = max(t for t in (progress.last_ts, progress.pending_ts, 0) if t is not None)
-    return max(now_micros(), floor + 1)
+    return max(now_micros() if now_us is None else now_us, floor + 1)
 
 
 def stream_time_ms(progress: StoreProgress) -> int | None:
     """The store's stream time (its largest event time so far), in milliseconds."""
     return None if progress.max_event_time is None else millis_of(progress.max_event_time)
+
+
+def recorded_done(progress: StoreProgress, batch_id: int) -> bool:
+    """Pure: whether the store recorded batch `batch_id` as done. Spark runs such a batch again
+    when its checkpoint lost `commits/N` (a copy restored from between `offsets/N` and
+    `commits/N`); position_problem has checked it is the same batch (the end offsets the store
+    recorded). Every write of it is in the store already, so it is neither applied nor recorded
+    as begun again: that record would overwrite the one of a later batch begun since (its
+    offsets and write timestamp, which a replay of that batch needs), and its apply would judge
+    lateness by the stream time after it."""
+    return progress.last_batch_id is not None and batch_id <= progress.last_batch_id
 
 
 def checked_batch_id(

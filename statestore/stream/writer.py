@@ -22,8 +22,9 @@ from statestore.stream.dead_letters import write_dead_letters
 
 T = TypeVar("T")
 
-# Where a batch's counts were applied (BatchResult.applied_on).
-DRIVER, EXECUTORS = "driver", "executors"
+# Where a batch's counts were applied (BatchResult.applied_on); NOWHERE: a batch the store had
+# recorded as done already, run again by Spark (position.recorded_done).
+DRIVER, EXECUTORS, NOWHERE = "driver", "executors", "nowhere"
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class BatchResult:
     stats: ApplyStats
     dead_letters: int
     dead_letter_reasons: tuple[tuple[str, int], ...] = ()  # (reason, how many), by reason
-    applied_on: str = EXECUTORS  # or DRIVER (batch_apply.on_driver_for)
+    applied_on: str = EXECUTORS  # or DRIVER (batch_apply.on_driver_for), or NOWHERE
 
 
 @dataclass(frozen=True)

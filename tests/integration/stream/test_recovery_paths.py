@@ -66,6 +66,53 @@ def test_recover_from_store_finishes_a_half_written_batch(
     assert dump(session, keyspace, store_name) == dict(truth)
 
 
+def _forget_batch_files(checkpoint, log: str, batch: int) -> None:
+    """Remove one batch's file (and Hadoop's checksum beside it) from the checkpoint's `log`
+    (offsets or commits): what a copy taken before Spark wrote it lacks."""
+    for name in (str(batch), f".{batch}.crc"):
+        (checkpoint / log / name).unlink(missing_ok=True)
+
+
+def test_a_checkpoint_restored_between_a_batchs_offsets_and_commit_while_the_next_was_half_written(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    """Issue 45, item 1, on the real stack: the job killed half-way through batch 2's writes, its
+    checkpoint restored from a copy holding offsets/0-1 and commits/0, a restart with another
+    --max-offsets-per-trigger. Spark runs batch 1 again (recorded as done: nothing applied, and
+    batch 2's pending record kept), then plans batch 2 over other input: refused, nothing written;
+    the way out the refusal names (--recover-from-store) ends exact. Before the fix the rerun of
+    batch 1 overwrote batch 2's record, the new plan of batch 2 was accepted and the keys the
+    first attempt wrote were skipped: exit 0, wrong counts."""
+    lines, truth = generate(3_000, seed=1930)
+    produce_lines(kafka_config, topic, lines)
+    checkpoint = tmp_path / "cp"
+    crashed = spark_submit_job(
+        *("--topic", topic, "--store", store_name, "--checkpoint", str(checkpoint), "--keyspace", keyspace),
+        *("--max-offsets-per-trigger", "1000", "--lease-ttl", "5"),
+        env={FAULT_ENV: "kill-mid-write:2"},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert crashed.wait(timeout=600) != 0
+    half = registry.progress(session, keyspace, store_name)
+    assert (half.last_batch_id, half.pending_batch_id) == (1, 2), "the crash left no half-written batch 2"
+    _forget_batch_files(checkpoint, "offsets", 2)
+    _forget_batch_files(checkpoint, "commits", 1)
+    wait_for_lease_to_lapse(session, keyspace, store_name, ttl_s=5, whose="the crashed writer's")
+    with pytest.raises((CheckpointMismatchError, RuntimeError), match=r"the store's batch 2 ends at"):
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, checkpoint, max_offsets_per_trigger=700)
+    kept = registry.progress(session, keyspace, store_name)
+    assert (kept.last_batch_id, kept.pending_batch_id, kept.pending_offsets, kept.pending_ts) == (
+        1,
+        2,
+        half.pending_offsets,
+        half.pending_ts,
+    ), "the rerun of batch 1 overwrote the record of the half-written batch 2"
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "new", recover_from_store=True)
+    assert dump(session, keyspace, store_name) == dict(truth)
+
+
 def test_a_rolled_back_checkpoint_is_refused(
     spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
 ):

@@ -10,6 +10,7 @@ import pytest
 
 from statestore.store.book.registry import KafkaOffsets, StoreProgress
 from statestore.stream.checkpoint import checkpoint_problem, position_problem, topic_problem
+from statestore.stream.position import recorded_done
 
 
 def _offsets(*ends: int) -> str:
@@ -32,6 +33,16 @@ def test_the_next_batch_and_exact_replays_pass():
     assert position_problem(DONE, 4, end(_offsets(40, 40))) is None  # the same batch again
     assert position_problem(HALF, 5, end(_offsets(50, 45))) is None  # finishing the half-written one
     assert position_problem(HALF, 4, end(_offsets(40, 40))) is None  # its checkpoint lost commits/4 only
+
+
+def test_a_batch_recorded_as_done_is_not_applied_again():
+    """Issue 45, item 1: batch 4 run again by a checkpoint restored between offsets/4 and
+    commits/4 passes the position check, but must not be recorded as begun again: on HALF that
+    would overwrite batch 5's pending record (its offsets and write timestamp)."""
+    assert recorded_done(DONE, 4) and recorded_done(HALF, 4)
+    assert not recorded_done(HALF, 5)  # begun, never finished: a replay finishes it
+    assert not recorded_done(DONE, 5)
+    assert not recorded_done(_progress(None, 0, None, _offsets(10, 10)), 0)  # the very first batch, half written
 
 
 @pytest.mark.parametrize(
