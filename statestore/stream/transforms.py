@@ -17,16 +17,29 @@ from statestore.stream.tokenize import words_column
 FUTURE_LIMIT = "statestore_future_limit_ms"
 
 
-def with_future_limit(batch_df, write_ts: int, max_future_ms: int):
-    """`batch_df` with the latest event time its batch counts: the batch's clock, its write
+def future_limit_ms(write_ts: int, max_future_ms: int) -> int:
+    """Pure: the latest event time (epoch ms) a batch counts: the batch's clock, its write
     timestamp (epoch micros, fixed on the driver once per batch and reused by a replay, so a
-    replay decides the same), plus `max_future_ms`. A record further ahead (a producer whose
-    clock is wrong) would otherwise move the store's stream time for good."""
-    return batch_df.withColumn(FUTURE_LIMIT, F.lit(write_ts // 1000 + max_future_ms).cast("bigint"))
+    replay decides the same), plus `max_future_ms`."""
+    return write_ts // 1000 + max_future_ms
+
+
+def is_future_time(time_ms: int | None, limit_ms: int | None) -> bool:
+    """Pure: whether a record at `time_ms` is after its batch's `limit_ms` (future_limit_ms):
+    is_future's rule for one record (no time or no limit: never)."""
+    return time_ms is not None and limit_ms is not None and time_ms > limit_ms
+
+
+def with_future_limit(batch_df, write_ts: int, max_future_ms: int):
+    """`batch_df` with the latest event time its batch counts (future_limit_ms). A record
+    further ahead (a producer whose clock is wrong) would otherwise move the store's stream
+    time for good."""
+    return batch_df.withColumn(FUTURE_LIMIT, F.lit(future_limit_ms(write_ts, max_future_ms)).cast("bigint"))
 
 
 def is_future(batch_df):
-    """True for a record of `batch_df` whose time is after its FUTURE_LIMIT (never null)."""
+    """True for a record of `batch_df` whose time is after its FUTURE_LIMIT (never null):
+    is_future_time's rule as a Spark expression."""
     if FUTURE_LIMIT not in batch_df.columns:
         return F.lit(False)
     return F.coalesce(F.unix_millis("timestamp") > F.col(FUTURE_LIMIT), F.lit(False))

@@ -1,0 +1,10 @@
+"""A deterministic simulator of the stream's batch protocol (issue 45).
+
+The real decision functions of statestore (the checkpoint and position checks, the write
+timestamp, the pending position, the replay-safe plan of a slice, the future limit, the
+tokenizer) run against in-memory fakes of Kafka (fake_kafka), Spark's checkpoint folder and
+micro-batch planning (fake_spark) and Cassandra (fake_cassandra); driver.py is the job's
+driver around them, truth.py the one invariant, machine.py the Hypothesis state machine that
+composes crashes, restarts, settings changes and operator actions. `python -m tests.simulation
+--seconds N` runs it for N seconds; tests/simulation/test_simulation.py is its bounded CI run.
+"""

@@ -1,0 +1,56 @@
+"""Seeded runs of the batch protocol's state machine (tests.simulation.machine), shared by the
+pytest entry (test_simulation.py) and the command line (`python -m tests.simulation`).
+
+A run is one Hypothesis run of the machine from a seed: the same seed, settings and Hypothesis
+version give the same examples, so a seed reproduces a failure. A failure carries the seed in its
+notes, after Hypothesis' shortest sequence of events.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.simulation.machine import machine_excluding
+
+STEPS = 40  # events per example: room for a crash, a backup, a restore and their replays
+
+
+def simulation_settings(examples: int, steps: int = STEPS) -> settings:
+    """Hypothesis' settings of one seeded run: no example database (the seed alone reproduces a run)."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+def run_seed(seed: int, excluded: frozenset[str], examples: int, steps: int = STEPS) -> None:
+    """One Hypothesis run of the state machine from `seed`, the events of the known bugs
+    `excluded` left out; raises what the shortest failing sequence raised, with the seed (and
+    the command that runs it again) in its notes."""
+    machine = machine_excluding(excluded)
+    seeded = type(machine.__name__, (machine,), {"_hypothesis_internal_use_seed": seed})
+    try:
+        run_state_machine_as_test(seeded, settings=simulation_settings(examples, steps))
+    except Exception as failure:
+        options = f"--seed {seed} --seconds 0 --examples {examples} --steps {steps}"
+        if excluded:
+            options += f" --exclude {','.join(sorted(excluded))}"
+        failure.add_note(f"simulation seed: {seed} (python -m tests.simulation {options})")
+        raise
+
+
+def print_failure(failure: BaseException) -> None:
+    """Each failure Hypothesis found (one, or a group of distinct ones): its error, its message
+    and its notes (the shortest sequence of events, the seed)."""
+    for note in getattr(failure, "__notes__", ()):
+        print(note, flush=True)
+    failures = failure.exceptions if isinstance(failure, BaseExceptionGroup) else (failure,)
+    for number, each in enumerate(failures, 1):
+        print(f"\n--- failure {number} of {len(failures)}: {type(each).__name__}: {each}", flush=True)
+        for note in getattr(each, "__notes__", ()):
+            print(note, flush=True)

@@ -1,0 +1,173 @@
+"""The one invariant: the store equals the truth of the input its recorded batches cover.
+
+The truth is computed from the topic's records, never from the store: every record below the
+registry's `offsets` (the end of the store's last recorded batch) is counted, each of its
+words once, unless it cannot be counted; then it is a dead letter instead. A record cannot be
+counted when it has no value, or when its time is after its batch's future limit: the write
+timestamp of the first recorded batch whose range holds it, plus the `--max-future` of the run
+that first wrote anything of that batch to the store (a key or a dead letter; a batch that
+wrote nothing before it was recorded: the run that recorded it). That is when a batch's
+decisions become visible, so a replay must keep them: a run that crashed after beginning a
+batch and before writing any of it has decided nothing yet.
+
+The one allowance: the store's unfinished batch (begun, not recorded) may be half written. A
+key tagged with that batch holds the truth plus that batch's delta (its recorded range, by its
+rule), and its dead letters may or may not be there yet. Every other key, and every other dead
+letter, is exactly the truth. So a key tagged with a batch the registry no longer knows of, or a
+record that is neither counted nor dead-lettered, breaks it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from statestore.core.codecs import decode_long
+from statestore.store.book import deadletters
+from statestore.store.book.registry import KafkaOffsets
+from statestore.stream.tokenize import tokenize
+from statestore.stream.transforms import future_limit_ms, is_future_time
+from tests.simulation.driver import Step
+from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
+from tests.simulation.fake_kafka import FakeTopic, Record
+
+
+def uncountable_reason(record: Record, write_ts: int, max_future_ms: int) -> str | None:
+    """Why `record` cannot be counted by a batch of `write_ts` under `max_future_ms` (None: it can)."""
+    if record.value is None:
+        return deadletters.NULL_VALUE
+    if is_future_time(record.time_ms, future_limit_ms(write_ts, max_future_ms)):
+        return deadletters.FUTURE
+    return None
+
+
+@dataclass
+class Tally:
+    """Counts, latest times and dead letters of a set of records."""
+
+    counts: Counter[bytes] = field(default_factory=Counter)
+    times: dict[bytes, int] = field(default_factory=dict)
+    letters: set[DeadLetterKey] = field(default_factory=set)
+
+    def add(self, record: Record, reason: str | None) -> None:
+        if reason is not None:
+            self.letters.add(DeadLetterKey(record.partition, record.offset, reason))
+            return
+        for word in tokenize(record.value):
+            key = word.encode()
+            self.counts[key] += 1
+            self.times[key] = max(self.times.get(key, record.time_ms), record.time_ms)
+
+
+@dataclass
+class Truth:
+    """The oracle: what each batch decided, and what the store must hold (see the module doc)."""
+
+    topic: FakeTopic
+    # (batch id, write timestamp) -> the --max-future its first write was made under
+    rule_of: dict[tuple[int, int], int] = field(default_factory=dict)
+    # (partition, offset) -> why the record cannot be counted (None: it is counted), fixed by
+    # the first recorded batch whose range holds it
+    fate: dict[tuple[int, int], str | None] = field(default_factory=dict)
+
+    def observe(self, step: Step) -> None:
+        """Learn from one step of the driver what a batch decided."""
+        if step.kind not in ("write", "dead letters", "record"):
+            return
+        position = step.position
+        rule = self.rule_of.setdefault((position.batch_id, position.write_ts), step.max_future_ms)
+        if step.kind == "record":
+            for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
+                if record.coordinates not in self.fate:
+                    self.fate[record.coordinates] = uncountable_reason(record, position.write_ts, rule)
+
+    def violations(self, cassandra: FakeCassandra) -> Violations:
+        """How the store differs from the truth (none: it holds the invariant)."""
+        progress = cassandra.progress()
+        covered = self.topic.of(KafkaOffsets.parse_stored(progress.offsets))
+        problems: list[str] = []  # of the counts
+        missing: list[str] = []  # dead letters
+        unexpected: list[str] = []
+        truth = Tally()
+        for record in self.topic.records():
+            if record.offset >= covered.get(record.partition, 0):
+                continue
+            if record.coordinates not in self.fate:
+                problems.append(f"record {_shown(record)} is below the store's offsets, but no recorded batch read it")
+                continue
+            truth.add(record, self.fate[record.coordinates])
+
+        unfinished = progress.unfinished_batch
+        pending = Tally()
+        pending_fate: dict[tuple[int, int], str | None] = {}
+        rule = None if unfinished is None else self.rule_of.get((unfinished, progress.pending_ts))
+        if rule is not None:
+            end = self.topic.of(KafkaOffsets.parse_stored(progress.pending_offsets))
+            for record in self.topic.read(covered, end):
+                pending_fate[record.coordinates] = uncountable_reason(record, progress.pending_ts, rule)
+                pending.add(record, pending_fate[record.coordinates])
+
+        for key in sorted(set(cassandra.rows) | set(truth.counts)):
+            row = cassandra.rows.get(key)
+            want = (truth.counts[key], truth.times.get(key))
+            if row is not None and unfinished is not None and row.entry.batch_id == unfinished:
+                times = [t for t in (want[1], pending.times.get(key)) if t is not None]
+                want = (want[0] + pending.counts[key], max(times) if times else None)
+            have = (0, None) if row is None else (decode_long(row.entry.value), row.entry.time_ms)
+            if have != want:
+                tag = "absent" if row is None else f"tagged batch {row.entry.batch_id}"
+                problems.append(
+                    f"key {key.decode()!r}: stored {have[0]} ({tag}, time {have[1]}), truth {want[0]} (time {want[1]})"
+                )
+
+        stored_letters = set(cassandra.dead_letters)
+        for letter in sorted(truth.letters - stored_letters, key=_letter_order):
+            missing.append(f"dead letter {_letter(letter)} missing: by its batch's rule the record cannot be counted")
+        for letter in sorted(stored_letters - truth.letters - pending.letters, key=_letter_order):
+            coordinates = letter.partition, letter.offset
+            if coordinates in self.fate:
+                fate = self.fate[coordinates]
+                said = "a recorded batch counted the record" if fate is None else f"a recorded batch decided {fate}"
+            elif coordinates in pending_fate:
+                fate = pending_fate[coordinates]
+                said = (
+                    f"the unfinished batch {unfinished} counts the record (by the --max-future {rule} it first wrote "
+                    "under)"
+                    if fate is None
+                    else f"the unfinished batch {unfinished} decided {fate}"
+                )
+            else:
+                said = "no batch the store knows of read the record"
+            written_by = cassandra.dead_letters[letter]
+            unexpected.append(f"dead letter {_letter(letter)} unexpected (written by batch {written_by}): {said}")
+        return Violations(f"registry: {cassandra.describe_progress()}", problems, missing, unexpected)
+
+
+@dataclass(frozen=True)
+class Violations:
+    """How the store differs from the truth: its counts (a key's value or time, or input it
+    claims and never read), dead letters missing (records the store neither counted nor kept,
+    unless a count is wrong too) and dead letters it should not hold."""
+
+    registry: str
+    counts: list[str]
+    missing_dead_letters: list[str]
+    unexpected_dead_letters: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.counts or self.missing_dead_letters or self.unexpected_dead_letters)
+
+    def lines(self) -> list[str]:
+        return [self.registry, *self.counts, *self.missing_dead_letters, *self.unexpected_dead_letters]
+
+
+def _shown(record: Record) -> str:
+    return f"p{record.partition}@{record.offset} {record.value!r}"
+
+
+def _letter(letter: DeadLetterKey) -> str:
+    return f"p{letter.partition}@{letter.offset} ({letter.reason})"
+
+
+def _letter_order(letter: DeadLetterKey) -> tuple[int, int, str]:
+    return letter.partition, letter.offset, letter.reason
