@@ -25,6 +25,11 @@ class KeyspaceMissingError(StateStoreError):
     """The keyspace does not exist; the job never creates keyspaces on its own."""
 
 
+class StoreTableLostError(StateStoreError):
+    """A store's table is gone while its registry still records batches: creating it again
+    empty would count on from the recorded offsets and lose every earlier count."""
+
+
 class CheckpointMismatchError(StateStoreError):
     """The Spark checkpoint is older than the store: it was lost, replaced or reused."""
 

@@ -248,6 +248,9 @@ def truncate_store(
     longer exists and none of them reaches the store. Readers find the table in the registry;
     a stream that opens the store by name is given the new one. The caller may instead say the
     writer is stopped for good (`writer_stopped`, e.g. its process is gone): truncated in place.
+    A store whose table is gone while its registry records batches (which the stream refuses:
+    statestore.store.provision) starts over the same way, in a new generation of its table with
+    the default options: the reset is that refusal's way out.
     When no next name fits in 48 characters the reset is refused (WriterMayBeLiveError,
     nothing deleted). With no batch
     pending, a paused writer has nothing left to send: its next step is a begin_batch, which
@@ -255,7 +258,8 @@ def truncate_store(
     """
     spec = registry.lookup(session, keyspace, name)
     _refuse_while_written(session, spec, verb)
-    _require_table(session, spec)
+    # A store whose table is gone (the stream refuses it: provision) starts over in a new one.
+    lost = _table_metadata(session, spec) is None
     lease = StoreLease(
         session, keyspace, name, "(none: a reset)", _RESET_LEASE_TTL_S, holder=f"statestore reset ({describe_self()})"
     )
@@ -267,7 +271,7 @@ def truncate_store(
         floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
         shadowed = spec.store_type.partitioned and not spec.store_type.timed
         lease.check()
-        if progress.unfinished_batch is not None and not shadowed and not writer_stopped:
+        if lost or (progress.unfinished_batch is not None and not shadowed and not writer_stopped):
             spec = _move_to_new_table(session, spec, epoch, _pending_refusal(spec, progress.unfinished_batch, verb))
         else:
             session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
@@ -309,7 +313,8 @@ def _move_to_new_table(session, spec: StoreSpec, epoch: int, refusal: str) -> St
         table = next_generation_table(table)
     if table is None:
         raise WriterMayBeLiveError(refusal)
-    options = _options_of(_require_table(session, spec).options)
+    metadata = _table_metadata(session, spec)
+    options = None if metadata is None else _options_of(metadata.options)  # a lost table's: the defaults
     session.execute(create_cql_for(replace(spec, table_name=table), options), execution_profile=DDL_PROFILE)
     moved = registry.move_table(session, spec, table, epoch)
     session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)

@@ -13,9 +13,11 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from statestore.core.config import StreamConfig
-from statestore.core.errors import CheckpointMismatchError
+from statestore.core.errors import CheckpointMismatchError, StoreTableLostError
+from statestore.store import admin
 from statestore.store.book import registry
 from statestore.store.book.lease import LEASE_TABLE
+from statestore.store.provision import table_exists
 from statestore.stream.checkpoint import initial_offsets
 from statestore.stream.faults import ENV as FAULT_ENV
 from statestore.stream.job import JobConfig, start
@@ -111,6 +113,35 @@ def test_a_checkpoint_restored_between_a_batchs_offsets_and_commit_while_the_nex
     ), "the rerun of batch 1 overwrote the record of the half-written batch 2"
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "new", recover_from_store=True)
     assert dump(session, keyspace, store_name) == dict(truth)
+
+
+def test_a_store_whose_table_was_dropped_is_refused_and_a_reset_starts_it_over(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    """Issue 45, item 2: a store's table gone while its registry keeps its progress (dropped by
+    hand here; an interrupted drop or a re-layout's clean-up do the same). The job used to create
+    it again empty and count on from the recorded offsets: exit 0, every earlier count gone. Now
+    it is refused before anything is written, and the way out it names, a reset, starts over."""
+    lines, truth = generate(300, seed=1940)
+    produce_lines(kafka_config, topic, lines)
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    table = registry.lookup(session, keyspace, store_name).table
+    session.execute(f"DROP TABLE {keyspace}.{table}")
+    more, extra = generate(100, seed=1941)
+    produce_lines(kafka_config, topic, more)
+    recorded = registry.progress(session, keyspace, store_name)
+    with pytest.raises(StoreTableLostError, match=r"is gone, but the registry records its batches up to 0"):
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    assert not table_exists(session, keyspace, table), "the refused job created the table again"
+    after = registry.progress(session, keyspace, store_name)
+    assert (after.last_batch_id, after.offsets, after.pending_batch_id) == (
+        recorded.last_batch_id,
+        recorded.offsets,
+        recorded.pending_batch_id,
+    )
+    admin.truncate_store(session, keyspace, store_name, verb="resetting")
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "fresh")
+    assert dump(session, keyspace, store_name) == dict(truth + extra)
 
 
 def test_a_rolled_back_checkpoint_is_refused(
