@@ -26,6 +26,10 @@ from tests.integration.cluster.conftest import (
 )
 from tests.integration.conftest import produce_lines
 
+# Cassandra's default hints_flush_period (stack/cassandra.yaml leaves it): how often a node's
+# buffered hints reach its hint files.
+HINTS_FLUSH_PERIOD_S = 10
+
 
 def _pending_hints(cluster, node: str) -> list:
     return [p for p in (cluster.CLUSTER / node / "data" / "hints").glob("*.hints") if p.stat().st_size > 0]
@@ -70,8 +74,21 @@ def test_a_node_killed_mid_stream_loses_nothing_and_hints_bring_it_up_to_date(
         assert job.poll() is None, log.read_text()[-3000:]  # a node down stopped nothing
     finally:
         stop_job(job)
-    # The writes node 3 missed wait as hints on the others...
-    assert _pending_hints(cluster, "cassandra-1") or _pending_hints(cluster, "cassandra-2")
+    # The writes node 3 missed wait as hints on the others (buffered, then flushed to their hint
+    # files every hints_flush_period: a quick run can end before the first flush)...
+    wait_until(
+        lambda: _pending_hints(cluster, "cassandra-1") or _pending_hints(cluster, "cassandra-2"),
+        3 * HINTS_FLUSH_PERIOD_S,
+        "hints for cassandra-3 in the hint files of cassandra-1 or cassandra-2",
+        explain=lambda: (
+            "hint files: "
+            + ", ".join(
+                str(p.name)
+                for n in ("cassandra-1", "cassandra-2")
+                for p in (cluster.CLUSTER / n / "data" / "hints").glob("*")
+            )
+        ),
+    )
     assert counts_at("127.0.0.1", cluster_keyspace, store_name, ConsistencyLevel.QUORUM) == dict(truth)
     cluster.start("cassandra-3")
     # ... and are replayed once it is back: nothing pending, and its own copy is whole.
@@ -88,6 +105,9 @@ def test_two_nodes_down_stop_the_stream_with_a_clear_error_and_a_restart_is_exac
     restore_cluster, cluster_env, cluster_kafka, cluster_topic, cluster_keyspace, cluster_session, library_zip,
     store_name, tmp_path,
 ):  # fmt: skip
+    """Over 120 s (about 135 s on a quiet CI machine) because it waits out the product's own
+    bound: Spark's four attempts of the failing task, each within the 15 s retry budget, before
+    the stream stops; then two Cassandra nodes restart and a second job counts everything."""
     cluster = restore_cluster
     lines, truth = generate(8_000, seed=1602)
     # Part of the input before the nodes go down, the rest after: the stream meets them down

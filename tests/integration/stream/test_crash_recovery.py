@@ -68,6 +68,10 @@ def launch_and_kill_at_random(launch, session, keyspace, store, rng: random.Rand
 def test_sigkill_at_random_moments_and_inside_writes_keeps_counts_exact(
     session, keyspace, kafka_config, topic, store_name, tmp_path
 ):
+    """Over 120 s (about 160 s on a quiet CI machine) because it is nine job starts: eight
+    SIGKILLs of the whole job (four inside a batch's writes, four at random moments once a batch
+    runs) and a final run, each paying Spark's start-up, over a corpus of a million words so the
+    kills land in multi-batch, multi-task applies rather than in trivially small ones."""
     lines, truth = generate(170_000, seed=2026)
     assert sum(truth.values()) >= 1_000_000
     produce_lines(kafka_config, topic, lines)
