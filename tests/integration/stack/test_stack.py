@@ -45,14 +45,19 @@ def test_a_taken_port_is_a_clear_error(tmp_path):
     assert "STATESTORE_KAFKA_PORT" in result.stderr
 
 
-def test_a_second_kafka_starts_answers_and_stops_by_pid(tmp_path):
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "kafka").symlink_to(PROJECT / ".stack" / "lib" / "kafka")
-    env = {
-        "STATESTORE_STACK_DIR": str(tmp_path),
+def _second_kafka_env(stack_dir: Path) -> dict[str, str]:
+    """The settings of a second Kafka in its own stack dir (sharing the jars) on free ports."""
+    (stack_dir / "lib").mkdir()
+    (stack_dir / "lib" / "kafka").symlink_to(PROJECT / ".stack" / "lib" / "kafka")
+    return {
+        "STATESTORE_STACK_DIR": str(stack_dir),
         "STATESTORE_KAFKA_PORT": str(free_port()),
         "STATESTORE_KAFKA_CONTROLLER_PORT": str(free_port()),
     }
+
+
+def test_a_second_kafka_starts_answers_and_stops_by_pid(tmp_path):
+    env = _second_kafka_env(tmp_path)
     try:
         up = run_stack("up", "--only", "kafka", env=env)
         assert up.returncode == 0, up.stdout + up.stderr
@@ -69,13 +74,7 @@ def test_a_second_kafka_starts_answers_and_stops_by_pid(tmp_path):
 def test_stop_all_stops_what_this_stack_dir_started_and_the_report_saw_it(tmp_path):
     """`make stop-all`'s stack part: every server with a recorded pid stopped, the machine report
     naming it while it ran (as .ci/run's first lines would)."""
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "kafka").symlink_to(PROJECT / ".stack" / "lib" / "kafka")
-    env = {
-        "STATESTORE_STACK_DIR": str(tmp_path),
-        "STATESTORE_KAFKA_PORT": str(free_port()),
-        "STATESTORE_KAFKA_CONTROLLER_PORT": str(free_port()),
-    }
+    env = _second_kafka_env(tmp_path)
     try:
         up = run_stack("up", "--only", "kafka", env=env)
         assert up.returncode == 0, up.stdout + up.stderr
