@@ -29,9 +29,9 @@ def test_rows_written_under_a_ttl_removed_between_runs_are_not_brought_back_by_t
     assert dump(session, keyspace, store_name) == {"apple": 2, "seed": 1}
     admin.alter_store(session, keyspace, store_name, {"default_time_to_live": 0})
 
-    # Run 2 never sees the TTL. From the older checkpoint it replays batch 1 (apple is already
-    # tagged with it: read, kept in the cache file, not written again), the row expires, then
-    # one more apple comes.
+    # Run 2 never sees the TTL. From the older checkpoint Spark runs batch 1 again (recorded as
+    # done: nothing applied, position.recorded_done), the row expires, then one more apple comes:
+    # the cache, trusting nothing the registry's ttl_expiring_until covers, reads it as gone.
     batches = []
     stream = StreamConfig(topic=topic, store=store_name, checkpoint=str(tmp_path / "cp-before-apple"), trigger="1s")
     running = start(spark, JobConfig(stream, cassandra_config, kafka_config), BatchSeams(on_batch=batches.append))
