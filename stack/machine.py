@@ -50,8 +50,9 @@ STACK_PORTS = {
     8080: "Airflow or statestore serve",
 }
 SAMPLE_EVERY_S = 5
-# Above this 1-minute load per core, before the run starts, the report says BUSY.
-BUSY_LOAD_PER_CORE = 0.5
+# Above this share of the cores busy over the second the report measures, it says BUSY. The CPU
+# share, not the 1-minute load average: that one still shows a run that just ended for a minute.
+BUSY_CPU_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -151,11 +152,16 @@ def report() -> int:
     cores = os.cpu_count() or 1
     total_mb, available_mb = _memory_mb()
     servers = project_servers()
-    busy = load[0] > BUSY_LOAD_PER_CORE * cores or servers
+    before = _cpu_times()
+    top = _top(5)  # over one second
+    after = _cpu_times()
+    used = [b - a for a, b in zip(before, after, strict=True)]
+    share = 1 - (used[3] + used[4]) / (sum(used) or 1)  # all but idle and iowait
+    busy = share > BUSY_CPU_SHARE or servers
     verdict = "BUSY" if busy else "quiet"
     print(
-        f"machine: {verdict}: load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {cores} cores, "
-        f"{available_mb:,} of {total_mb:,} MB memory available"
+        f"machine: {verdict}: {share * 100:.0f}% of {cores} cores busy over the last second, load "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {available_mb:,} of {total_mb:,} MB memory available"
     )
     if servers:
         print(f"machine: {len(servers)} of this project's servers already run (they share the cores with this run):")
@@ -168,7 +174,7 @@ def report() -> int:
     elif busy:
         print("machine: no server of this project runs, but something else holds the cores:")
     if busy:
-        for line in _top(5):
+        for line in top:
             print(f"  {line}")
     return 0
 

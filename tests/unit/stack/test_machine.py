@@ -55,7 +55,7 @@ def test_the_report_says_busy_and_names_a_running_server(pretend_cassandra, caps
     machine.report()
     out = capsys.readouterr().out
     first = out.splitlines()[0]
-    assert first.startswith("machine: BUSY: load ")
+    assert first.startswith("machine: BUSY: ") and "cores busy over the last second, load " in first
     assert f"pid {pretend_cassandra:>7}  cassandra" in out
     assert "make stop-all" in out
 
