@@ -155,8 +155,8 @@ def report() -> int:
     before = _cpu_times()
     top = _top(5)  # over one second
     after = _cpu_times()
-    used = [b - a for a, b in zip(before, after, strict=True)]
-    share = 1 - (used[3] + used[4]) / (sum(used) or 1)  # all but idle and iowait
+    split = cpu_split(before, after)
+    share = (100 - split["idle"] - split["iowait"]) / 100
     busy = share > BUSY_CPU_SHARE or servers
     verdict = "BUSY" if busy else "quiet"
     print(
@@ -197,6 +197,18 @@ def _cpu_times() -> list[int]:
     return [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
 
 
+# The CPU split the report and the summary give: /proc/stat's columns (_cpu_times) per share.
+_SPLIT = {"user": (0, 1), "system": (2, 5, 6), "idle": (3,), "iowait": (4,), "steal": (7,)}
+
+
+def cpu_split(before: list[int], after: list[int]) -> dict[str, float]:
+    """The percent of CPU time between two _cpu_times readings that went to user, system,
+    idle, iowait and steal."""
+    used = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(used) or 1
+    return {name: sum(used[i] for i in columns) * 100 / total for name, columns in _SPLIT.items()}
+
+
 def sample(path: Path) -> int:
     with path.open("a") as out:
         while True:
@@ -216,13 +228,7 @@ def summary(path: Path, times: Path | None) -> int:
         print("machine: too few samples for a summary")
         return 0
     loads = [float(row[1]) for row in rows]
-    first, last = [int(v) for v in rows[0][2:]], [int(v) for v in rows[-1][2:]]
-    used = [b - a for a, b in zip(first, last, strict=True)]
-    total = sum(used) or 1
-    share = {
-        name: sum(used[i] for i in idx) * 100 / total
-        for name, idx in {"user": (0, 1), "system": (2, 5, 6), "idle": (3,), "iowait": (4,), "steal": (7,)}.items()
-    }
+    share = cpu_split([int(v) for v in rows[0][2:]], [int(v) for v in rows[-1][2:]])
     minutes = (int(rows[-1][0]) - int(rows[0][0])) / 60
     print(
         f"machine over the run ({minutes:.1f} min, {len(rows)} samples): load mean {sum(loads) / len(loads):.2f}, "
