@@ -64,7 +64,8 @@ def series_chart(
     height: int = HEIGHT,
 ) -> Markup:
     """`points` (oldest first) as a line or as bars, with a value axis from 0 (ticks at 0, half
-    and the top) and the first and last x labels under the plot."""
+    and the top) and the first and last x labels under the plot (one point: its label once,
+    under it)."""
     if kind not in ("line", "bars"):
         raise ValueError(f"kind is line or bars, not {kind!r}")
     plot_w, plot_h = width - LEFT - RIGHT, height - TOP - BOTTOM
@@ -93,10 +94,18 @@ def series_chart(
         ' stroke="#718096"/>'
         f'<text x="12" y="{TOP + plot_h / 2:.1f}" font-size="11" fill="#4a5568" text-anchor="middle"'
         f' transform="rotate(-90 12 {TOP + plot_h / 2:.1f})">{escape(unit)}</text>'
-        f'<text x="{LEFT}" y="{height - 8}" font-size="11" fill="#4a5568">{escape(first)}</text>'
-        f'<text x="{width - RIGHT}" y="{height - 8}" font-size="11" fill="#4a5568" text-anchor="end">'
-        f"{escape(last)}</text>"
     )
+    if len(points) == 1:  # one mark, in the middle: its label once, under it
+        parts.append(
+            f'<text x="{LEFT + plot_w / 2:.1f}" y="{height - 8}" font-size="11" fill="#4a5568"'
+            f' text-anchor="middle">{escape(first or last)}</text>'
+        )
+    else:
+        parts.append(
+            f'<text x="{LEFT}" y="{height - 8}" font-size="11" fill="#4a5568">{escape(first)}</text>'
+            f'<text x="{width - RIGHT}" y="{height - 8}" font-size="11" fill="#4a5568" text-anchor="end">'
+            f"{escape(last)}</text>"
+        )
     if not points:
         parts.append(
             f'<text class="empty" x="{LEFT + plot_w / 2:.1f}" y="{TOP + plot_h / 2:.1f}" text-anchor="middle"'

@@ -49,6 +49,21 @@ def test_an_empty_chart_says_so_and_names_are_escaped():
         charts.series_chart("x", [], title="t", unit="s", kind="pie")
 
 
+@pytest.mark.parametrize("kind", ["line", "bars"])
+def test_one_batch_is_labelled_once_under_its_mark(kind):
+    # A store with one batch: its label once, centred under the point (or bar), not "batch 0 ... batch 0".
+    svg = parse(
+        charts.series_chart(
+            "one", [charts.Point(2.0, "batch 0")], title="t", unit="s", kind=kind, first="batch 0", last="batch 0"
+        )
+    )
+    under = [t for t in svg.iter(f"{SVG}text") if t.text and t.text.startswith("batch")]
+    assert [(t.text, t.get("text-anchor")) for t in under] == [("batch 0", "middle")]
+    mark = next(svg.iter(f"{SVG}circle" if kind == "line" else f"{SVG}rect"))
+    centre = float(mark.get("cx")) if kind == "line" else float(mark.get("x")) + float(mark.get("width")) / 2
+    assert float(under[0].get("x")) == pytest.approx(centre, abs=0.1)
+
+
 def test_nice_ceiling_and_figures():
     values = (0, 0.4, 1, 1.2, 2.2, 3, 7, 11, 4000)
     assert [charts.nice_ceiling(v) for v in values] == [1, 0.5, 1, 2, 2.5, 5, 10, 20, 5000]
