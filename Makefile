@@ -212,15 +212,18 @@ bench-compaction: install ## window tables under TWCS, UCS, STCS and LCS
 bench-dataframe: install ## a 1M-entry store scanned as a DataFrame and by statestore dump, rows/s
 	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/dataframe_scan/dataframe_scan.py
 
-# The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (docs/maintenance.md).
+# The maintenance jobs on STORE, in the DAG's order, reports in REPORTS (docs/maintenance.md),
+# laid out as the state_maintenance DAG lays them out (<job>.json/.md/.html in REPORTS, a store's
+# validation in REPORTS/validate_idempotency/STORE), so the local Airflow's store page shows them:
+# REPORTS is its STATESTORE_REPORT_DIR too (`make airflow`).
 # Key-value stores expire at RETENTION of stream time (30d when empty); window and session
 # stores by their own retention, whatever RETENTION says.
-REPORTS ?= .stack/reports/maintenance
+REPORTS ?= $(or $(STATESTORE_REPORT_DIR),$(or $(STATESTORE_STACK_DIR),.stack)/reports/maintenance)
 maintenance: install ## expire (RETENTION, 30d), compact, audit and validate STORE; reports in REPORTS
-	$(BIN)/python jobs/expire_state.py --store $(STORE) --retention $(or $(RETENTION),30d) --report-dir $(REPORTS)/expire
-	$(BIN)/python jobs/compact_state.py --store $(STORE) --report-dir $(REPORTS)/compact
-	$(BIN)/python jobs/audit_partitions.py --store $(STORE) --report-dir $(REPORTS)/audit
-	$(BIN)/python jobs/validate_idempotency.py --store $(STORE) --checkpoint $(CHECKPOINT) --report-dir $(REPORTS)/validate
+	$(BIN)/python jobs/expire_state.py --store $(STORE) --retention $(or $(RETENTION),30d) --report-dir $(REPORTS)
+	$(BIN)/python jobs/compact_state.py --store $(STORE) --report-dir $(REPORTS)
+	$(BIN)/python jobs/audit_partitions.py --store $(STORE) --report-dir $(REPORTS)
+	$(BIN)/python jobs/validate_idempotency.py --store $(STORE) --checkpoint $(CHECKPOINT) --report-dir $(REPORTS)/validate_idempotency/$(STORE)
 
 # Headless Chromium for the store page test, Prometheus and promtool for the monitoring tests
 # (Debian's packages; this machine runs as root).
@@ -241,7 +244,7 @@ netfilter: ## iptables for the cluster's partition tests (apt-get, as root)
 
 # A local Airflow (api-server, scheduler, dag-processor) wired to the local stack; prints URL and login.
 airflow: stack-up ## a local Airflow on the local stack; prints its URL and login
-	scripts/airflow up
+	STATESTORE_REPORT_DIR=$(abspath $(REPORTS)) scripts/airflow up
 airflow-down: ## stop the local Airflow
 	scripts/airflow down
 

@@ -79,7 +79,12 @@ with DAG(
             None, type=["null", "string"], pattern=DURATION, title="Versioned: drop versions ended before (empty: keep)"
         ),
         "tombstone_threshold": Param(0.2, type="number", minimum=0, maximum=1, title="Compact over this ratio"),
-        "cassandra_compaction": Param("compact", type="string", enum=["compact", "garbagecollect", "off"]),
+        "cassandra_compaction": Param(
+            "compact",
+            type="string",
+            enum=["compact", "garbagecollect", "off"],
+            title="Cassandra's own compaction after compacting",
+        ),
         "policy": Param("fail", type="string", enum=["fail", "warn"], title="On a partition over fail_size"),
         "warn_size": Param("100MiB", type="string", pattern=SIZE, title="Warn over"),
         "fail_size": Param("400MiB", type="string", pattern=SIZE, title="Fail over"),

@@ -69,6 +69,7 @@ with DAG(
     schedule=None,
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
+    is_paused_upon_creation=False,  # it runs only when triggered; paused, a triggered run waits queued
     tags=["statestore", "admin"],
     default_args={"retries": 1, "retry_delay": timedelta(seconds=30), "owner": "statestore"},
     params={
@@ -125,9 +126,11 @@ with DAG(
             description="the store's last writer cannot wake up: truncate a global, window or session store "
             "whose last batch was never recorded in place, instead of moving it to a new table",
         ),
+        # Optional on the form (a required field keeps Trigger disabled while empty, for every
+        # action); drop and drop_old_table check it when they run (the library's rule).
         "confirm": Param(
-            "",
-            type="string",
+            None,
+            type=["null", "string"],
             title="Confirmation (drop, drop_old_table)",
             description="type the store's name to drop it",
         ),

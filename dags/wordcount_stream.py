@@ -69,6 +69,7 @@ with DAG(
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
+    is_paused_upon_creation=False,  # it runs only when triggered; paused, a triggered run waits queued
     tags=["statestore", "streaming", "spark"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=45), "owner": "statestore"},
     params={
@@ -108,16 +109,30 @@ with DAG(
             title="Checkpoint location",
             description="empty: $STATESTORE_CHECKPOINT_DIR/<store>",
         ),
-        "starting_offsets": Param("earliest", type="string", enum=["earliest", "latest"]),
-        "max_offsets_per_trigger": Param(None, type=["null", "integer"], minimum=1),
+        "starting_offsets": Param(
+            "earliest",
+            type="string",
+            enum=["earliest", "latest"],
+            title="Starting offsets (new checkpoints)",
+            description="where a stream with a new checkpoint starts reading the topic",
+        ),
+        "max_offsets_per_trigger": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Max records per batch",
+            description="empty: no limit; else at most this many Kafka records per micro-batch",
+        ),
         "recover_from_store": Param(
             False,
             type="boolean",
+            title="Recover from the store",
             description="with a new checkpoint, continue from the store's recorded position",
         ),
         "apply_cache": Param(
             True,
             type="boolean",
+            title="Apply cache",
             description="executors keep each batch's writes and read only what they cannot vouch for; "
             "turn off when other programs write the store while the stream runs",
         ),
