@@ -108,13 +108,15 @@ class CassandraStateStoreHook(BaseHook):
 
     @property
     def config(self) -> CassandraConfig:
-        """Looked up on first use, never in __init__ (DAG files build hooks at parse time)."""
+        """The connection's CassandraConfig, looked up on first use, never in `__init__` (DAG
+        files build hooks at parse time)."""
         if self._config is None:
             self._config = connection_config(self.get_connection(self.cassandra_conn_id), self._keyspace)
         return self._config
 
     @property
     def keyspace(self) -> str:
+        """The keyspace of the stores: the `keyspace` argument, else the connection's schema."""
         return self.config.keyspace
 
     def get_conn(self):
@@ -124,6 +126,7 @@ class CassandraStateStoreHook(BaseHook):
     # -- management: statestore.store.admin ------------------------------------------------------------
 
     def list_stores(self) -> list[admin.StoreListing]:
+        """Every store of the keyspace with its layout and progress (statestore.store.admin.list_stores)."""
         return admin.list_stores(self.get_conn(), self.keyspace)
 
     def writers(self) -> dict[str, str]:
@@ -180,9 +183,14 @@ class CassandraStateStoreHook(BaseHook):
         return set_retention(self.get_conn(), self.keyspace, name, retention_ms_of(retention))
 
     def describe_store(self, name: str, count_partitions: bool = True) -> admin.StoreDescription:
+        """Schema, table options, size estimate, largest partition, progress and writer;
+        `count_partitions` also counts the entries of each store partition, reading the whole
+        table (statestore.store.admin.describe_store)."""
         return admin.describe_store(self.get_conn(), self.keyspace, name, count_partitions=count_partitions)
 
     def alter_store(self, name: str, changes: Mapping[str, Any]):
+        """Change table options: `ttl` (seconds, 0 none), `compaction`, `compaction_options`,
+        `gc_grace_seconds`, `comment` (statestore.store.admin.alter_store)."""
         return admin.alter_store(self.get_conn(), self.keyspace, name, changes)
 
     def truncate_store(self, name: str, writer_stopped: bool = False):
@@ -191,6 +199,8 @@ class CassandraStateStoreHook(BaseHook):
         return admin.truncate_store(self.get_conn(), self.keyspace, name, writer_stopped=writer_stopped)
 
     def drop_store(self, name: str, confirm: str | None):
+        """Drop the store's tables and forget it, only when `confirm` is its name; refused while
+        a stream writes it (statestore.store.admin.drop_store)."""
         return admin.drop_store(self.get_conn(), self.keyspace, name, confirm)
 
     # -- reads ------------------------------------------------------------------------------------
@@ -222,6 +232,7 @@ class CassandraStateStoreHook(BaseHook):
         return list(itertools.islice(pairs, limit))
 
     def top_entries(self, store: str, limit: int = 10) -> list[tuple[Any, int]]:
+        """The `limit` highest counts, highest first (statestore.store.admin.top_entries)."""
         return admin.top_entries(self.get_conn(), self.keyspace, store, limit)
 
 

@@ -24,7 +24,7 @@ class MaintenanceJobOperator(SparkSubmitOperator):
     (Airflow masks it in logs; it never reaches argv or XCom) and the worker's Python for the
     driver and executors.
 
-    :param cassandra_conn_id: the `cassandra` connection whose password the job needs
+    :param cassandra_conn_id: the `statestore` connection whose password the job needs
     :param kafka_conn_id: for a job that reads Kafka, the connection whose SASL password it needs
     """
 

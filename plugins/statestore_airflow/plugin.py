@@ -34,6 +34,10 @@ def _kafka_config():
 
 
 class StateStorePlugin(AirflowPlugin):
+    """The store page and the read-only query API in Airflow's API server, behind its login,
+    reading the stores through the `statestore_cassandra` connection (lag through
+    `statestore_kafka`) and the reports in `STATESTORE_REPORT_DIR`."""
+
     name = "statestore"
     fastapi_apps: ClassVar[list] = [
         {
