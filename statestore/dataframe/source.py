@@ -23,7 +23,10 @@ that pushes no filter (a plain `count()` after a filtered `show()`) runs that na
 would miss rows. So pushdown is off unless a read asks for it (`.option("pushdown", "true")`),
 for DataFrames that are loaded per query. Without it every filter is Spark's, the results are
 the same, only the whole store is read. A kept plan also keeps its window and session segments
-and its retention cut: `load()` again to see segments begun since.
+and its retention cut: `load()` again to see segments begun since. It keeps the store's table
+too: once a re-layout (or a reset into a new table generation) moved the store, planning and
+every task refuse to read the table the DataFrame was loaded with (check_not_moved: one registry
+read each), and the error says to `load()` again.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from pyspark.sql.types import StructType
 from statestore.conn.cassandra import session_for
 from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig
-from statestore.core.errors import OptionError
+from statestore.core.errors import OptionError, StoreMismatchError
 from statestore.core.model import OPEN_END, StoreSpec
 from statestore.core.retention import unexpired
 from statestore.dataframe.columns import BatchBuilder, schema_for
@@ -114,6 +117,7 @@ class StoreReader(DataSourceReader):
         if self.bounds.empty:
             return []
         session = session_for(self.config)
+        check_not_moved(session, self.spec)
         table = table_of(self.spec)
         request, bounds = self.request, self.bounds
         plan = ReadPlan(request.as_of, request.every_version, page_size=request.page_size)
@@ -147,8 +151,31 @@ class StoreReader(DataSourceReader):
         if partition is None:  # Spark's stand-in when there is nothing to read
             return iter(())
         session = session_for(self.config)
+        check_not_moved(session, self.spec)
         rows = read_rows(table_of(self.spec), session, self.spec, partition.split, partition.plan)
         return collector_paused(BatchBuilder(self.spec).batches(rows, partition.plan.page_size))
+
+
+def moved_since_load(loaded: StoreSpec, now: StoreSpec) -> str | None:
+    """Pure: why a DataFrame that found store `loaded` at load() cannot read it now that the
+    registry says `now`, or None if it can: its read was planned for that table and its layout,
+    and a re-layout (or a reset into a new table generation) moved the store to another one."""
+    if (now.table, now.subpartitions) == (loaded.table, loaded.subpartitions):
+        return None
+    return (
+        f"store '{loaded.name}' moved from table {loaded.table} to {now.table} ({now.subpartitions} sub-partition(s)) "
+        "after this DataFrame was loaded (a re-layout, or a reset into a new table): its read was planned for the "
+        "table the store no longer uses. load() it again to read the store as it is now"
+    )
+
+
+def check_not_moved(session, spec: StoreSpec) -> None:
+    """StoreMismatchError (moved_since_load) when the registry no longer points store `spec` at
+    the table the DataFrame was loaded with: one read of the registry's row, per planning on the
+    driver and per task on the executors."""
+    problem = moved_since_load(spec, registry.lookup(session, spec.keyspace, spec.name))
+    if problem:
+        raise StoreMismatchError(problem)
 
 
 def collector_paused(batches: Iterator) -> Iterator:

@@ -228,7 +228,11 @@ def truncate_store(
     anything: it takes the store's lease itself (held while it works, under the holder name
     "statestore reset (host:pid:id)"; refused while anyone holds it), then the store's next
     epoch, so the paused writer's begin_batch / record_batch are refused (StoreFencedError) and
-    it records nothing more; progress is cleared by an update conditional on that epoch.
+    it records nothing more; progress is cleared by an update conditional on that epoch. The
+    reset is fenced by that epoch itself: each TRUNCATE comes right after a serial read that
+    finds the epoch still the reset's (StoreFencedError, nothing deleted, once a stream took the
+    store over while the reset was paused), a move to a new table is a transaction conditional
+    on it. Only a pause between that read and the TRUNCATE is not fenced (docs/consistency.md).
 
     Waiting does not bound such a writer: it may still send the rest of its batch's entries
     after the truncate, and checking the epoch on every entry write would cost a Paxos round
@@ -274,10 +278,10 @@ def truncate_store(
         if lost or (progress.unfinished_batch is not None and not shadowed and not writer_stopped):
             spec = _move_to_new_table(session, spec, epoch, _pending_refusal(spec, progress.unfinished_batch, verb))
         else:
-            session.execute(f"TRUNCATE {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
+            _truncate(session, spec, spec.table, epoch)
         letters = deadletter_table(name)
         if table_exists(session, keyspace, letters):  # only stores fed by the stream have one
-            session.execute(f"TRUNCATE {spec.keyspace}.{letters}", execution_profile=DDL_PROFILE)
+            _truncate(session, spec, letters, epoch)
         if floor is not None and shadowed:
             _shadow_partitions(session, spec, floor)
         registry.clear_progress(session, spec, epoch, floor)
@@ -287,6 +291,14 @@ def truncate_store(
 
 
 _RESET_LEASE_TTL_S = 30.0
+
+
+def _truncate(session, spec: StoreSpec, table: str, epoch: int) -> None:
+    """TRUNCATE `table` of the store, unless a newer writer took the store since the reset took
+    `epoch` (StoreFencedError, nothing deleted): the epoch is read serially right before, as no
+    lightweight transaction can make a TRUNCATE conditional."""
+    registry.check_epoch(session, spec, epoch, f"about to truncate table {spec.keyspace}.{table}")
+    session.execute(f"TRUNCATE {spec.keyspace}.{table}", execution_profile=DDL_PROFILE)
 
 
 def _pending_refusal(spec: StoreSpec, batch_id: int, verb: str) -> str:

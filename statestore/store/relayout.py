@@ -13,6 +13,13 @@ holds the lease itself (holder "statestore relayout (...)") for the whole copy, 
 can start mid-copy. It also takes the store's next epoch, so a paused writer that wakes up
 can record nothing, and refuses a store whose last batch was begun and never recorded (its
 writer may still send entries into the old table; restart the stream to finish it first).
+The swap is conditional on that epoch too: a re-layout paused after its last lease check for
+longer than its lease, while a stream took the store over, is refused when it wakes up
+(StoreFencedError) and the store keeps its table. A failed re-layout settles what to do with
+its new table on a serial read of the registry (settle_failed_relayout): a swap that timed
+out but applied is the re-layout done; the table is dropped only while the store does not use
+it and nobody took the store since this re-layout's epoch, and kept (the error names it)
+otherwise.
 The copied rows are written at the registry's `last_ts`, the write timestamp of the last
 batch applied, so every later batch (written above it) wins over them as before.
 
@@ -35,6 +42,7 @@ from statestore.conn.cassandra import DDL_PROFILE
 from statestore.core.errors import (
     ConfirmationRequiredError,
     OptionError,
+    StateStoreError,
     StoreChangedError,
     UnsupportedOperationError,
     WriterMayBeLiveError,
@@ -77,17 +85,7 @@ class RelayoutResult:
 def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, concurrency: int = 64) -> RelayoutResult:
     """Copy store `name` into a new table of `subpartitions` sub-partitions per partition,
     verify, swap the registry to it and keep the old table (see the module doc)."""
-    spec = registry.lookup(session, keyspace, validate_store_name(name))
-    if spec.store_type not in _RELAID:
-        raise UnsupportedOperationError(
-            f"store '{name}' is {spec.store_type.value}: only partitioned-kv and partitioned-versioned stores are "
-            "re-laid out (a global store has a partition per key already; window and session stores are bounded "
-            "by their time segments)"
-        )
-    if subpartitions == spec.subpartitions:
-        raise OptionError(f"store '{name}' has {subpartitions} sub-partition(s) already: nothing to re-lay out")
-    target = replace(spec, table_name=_next_table(session, spec), subpartitions=subpartitions)
-    options = admin.describe_store(session, keyspace, name, count_partitions=False).table_options
+    _check_relaid(registry.lookup(session, keyspace, validate_store_name(name)), subpartitions)
     began = time.monotonic()
     lease = StoreLease(
         session, keyspace, name, "(none: a relayout)", _LEASE_TTL_S, f"statestore relayout ({describe_self()})"
@@ -95,7 +93,11 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
     lease.acquire(same_checkpoint_wait_s=0)  # LeaseHeldError while a stream writes the store
     lease.start_renewing()
     try:
-        registry.take_epoch(session, spec)  # a paused writer that wakes up records nothing more
+        # A paused writer that wakes up records nothing more, and neither does this re-layout once
+        # its own lease lapsed and a newer writer took the store: the swap is conditional on it.
+        epoch = registry.take_epoch(session, registry.lookup(session, keyspace, name))
+        # The store as of that epoch: any later change of its table needs a newer one.
+        spec = _check_relaid(registry.lookup(session, keyspace, name), subpartitions)
         progress = registry.progress(session, keyspace, name)
         if progress.unfinished_batch is not None:
             raise WriterMayBeLiveError(
@@ -103,16 +105,18 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
                 "recorded, so its writer may still send entries to the old table. Restart the stream so it "
                 "finishes the batch, stop it, then re-lay out. Nothing was copied."
             )
+        target = replace(spec, table_name=_next_table(session, spec), subpartitions=subpartitions)
+        options = admin.describe_store(session, keyspace, name, count_partitions=False).table_options
         session.execute(table_for(target).create_cql(options), execution_profile=DDL_PROFILE)
+        swap_sent = False
         try:
             copied, checksum = _copy_and_verify(session, spec, target, progress.last_ts, concurrency, lease)
             lease.check()
-            registry.swap_table(session, spec, target.table, subpartitions)
-        except BaseException:
-            # A swap that timed out may still have been applied: never drop the table the store uses.
-            if registry.lookup(session, keyspace, name).table != target.table:
-                session.execute(f"DROP TABLE IF EXISTS {target.keyspace}.{target.table}", execution_profile=DDL_PROFILE)
-            raise
+            swap_sent = True
+            registry.swap_table(session, spec, target.table, subpartitions, epoch)
+        except BaseException as exc:
+            if _settle(session, target, epoch, swap_sent, exc) != SWAPPED:
+                raise
     finally:
         lease.release()
     result = RelayoutResult(
@@ -131,6 +135,76 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
         keyspace, name, copied, result.unit, spec.table, spec.subpartitions, target.table, subpartitions,
     )  # fmt: skip
     return result
+
+
+def _check_relaid(spec: StoreSpec, subpartitions: int) -> StoreSpec:
+    """`spec`, if it can be re-laid out into `subpartitions`: UnsupportedOperationError or
+    OptionError when not."""
+    if spec.store_type not in _RELAID:
+        raise UnsupportedOperationError(
+            f"store '{spec.name}' is {spec.store_type.value}: only partitioned-kv and partitioned-versioned stores "
+            "are re-laid out (a global store has a partition per key already; window and session stores are "
+            "bounded by their time segments)"
+        )
+    if subpartitions == spec.subpartitions:
+        raise OptionError(f"store '{spec.name}' has {subpartitions} sub-partition(s) already: nothing to re-lay out")
+    return spec
+
+
+# What a failed re-layout does with its new table (settle_failed_relayout).
+SWAPPED, DROP, KEEP = "swapped", "drop", "keep"
+
+
+def settle_failed_relayout(
+    target_table: str, epoch: int, swap_sent: bool, registered: tuple[str, int | None] | None
+) -> str:
+    """Pure: what a re-layout of `epoch` that failed does with `target_table`, its new table,
+    given the store's (table, epoch) `registered` in the registry, read serially after the
+    failure (None: that read failed too). SWAPPED: the swap was sent and applied (it timed out,
+    say), so the re-layout is done. DROP: the store does not use the table and nobody took the
+    store since this re-layout's epoch, so the table is only this re-layout's (a swap it sent
+    has not applied and, once a serial read has seen that, never will). KEEP in every other
+    case: the store uses it, or another writer or action took the store meanwhile and may use
+    that name by now, or the registry could not be read. A plain read at a quorum could miss a
+    swap whose transaction was accepted but not yet committed; dropping the table it installs
+    would lose the store."""
+    if registered is None:
+        return KEEP
+    table, current = registered
+    if current != epoch:
+        return KEEP
+    if table == target_table:
+        return SWAPPED if swap_sent else KEEP
+    return DROP
+
+
+def _settle(session, target: StoreSpec, epoch: int, swap_sent: bool, failure: BaseException) -> str:
+    """Settle a failed re-layout (settle_failed_relayout) and act on it: drop the new table, or
+    keep it and say so in the error."""
+    try:
+        registered = registry.registered_table(session, target.keyspace, target.name)
+    except Exception as exc:  # noqa: BLE001 - then nothing is dropped (KEEP), and the error says so
+        _log.warning("store %s: the registry could not be read after a failed re-layout (%s)", target.name, exc)
+        registered = None
+    action = settle_failed_relayout(target.table, epoch, swap_sent, registered)
+    if action == DROP:
+        session.execute(f"DROP TABLE IF EXISTS {target.keyspace}.{target.table}", execution_profile=DDL_PROFILE)
+    elif action == SWAPPED:
+        _log.warning(
+            "store %s.%s: the switch to table %s failed (%s), but a serial read shows it applied: re-layout done",
+            target.keyspace, target.name, target.table, failure,
+        )  # fmt: skip
+    elif not (registered is not None and registered[0] == target.table):
+        kept = (
+            f"The new table {target.keyspace}.{target.table} was kept, not dropped: the store was taken over "
+            "since this re-layout began (or the registry could not be read), and may use that name by now. Once "
+            f"`statestore describe {target.name}` shows another table, drop it: `statestore relayout {target.name} "
+            f"--drop-table {target.table} --yes`"
+        )
+        _log.error("store %s: %s", target.name, kept)
+        if isinstance(failure, StateStoreError):
+            raise type(failure)(f"{failure}. {kept}") from failure
+    return action
 
 
 def _copy_and_verify(

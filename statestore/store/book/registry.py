@@ -360,11 +360,23 @@ def _fenced(session, update, params: tuple, spec: StoreSpec, epoch: int | None, 
         return
     row = session.execute(update, (*params, epoch), execution_profile=BOOKKEEPING_PROFILE).one()
     if not row.applied:
-        raise StoreFencedError(
-            f"store '{spec.name}': this writer (epoch {epoch}) was fenced off while {what}: the store was taken "
-            f"over by a newer writer (epoch {getattr(row, 'epoch', None)}), so nothing more is recorded by this "
-            "one. It lost its lease (paused longer than the lease TTL?); the newer writer carries on."
-        )
+        raise _fenced_off(spec, epoch, getattr(row, "epoch", None), what)
+
+
+def _fenced_off(spec: StoreSpec, epoch: int, newer: int | None, what: str) -> StoreFencedError:
+    return StoreFencedError(
+        f"store '{spec.name}': this writer (epoch {epoch}) was fenced off while {what}: the store was taken "
+        f"over by a newer writer (epoch {newer}), so nothing more is recorded by this "
+        "one. It lost its lease (paused longer than the lease TTL?); the newer writer carries on."
+    )
+
+
+def check_epoch(session, spec: StoreSpec, epoch: int, what: str) -> None:
+    """StoreFencedError unless the store's epoch, read serially, is still `epoch`: for a step no
+    lightweight transaction can make conditional (a TRUNCATE), run right before it."""
+    _, current = registered_table(session, spec.keyspace, spec.name)
+    if current != epoch:
+        raise _fenced_off(spec, epoch, current, what)
 
 
 def begin_batch(session, spec: StoreSpec, position: BatchPosition, epoch: int | None) -> None:
@@ -456,23 +468,40 @@ def clear_progress(session, spec: StoreSpec, epoch: int | None = None, floor_ts:
     _fenced(session, update, (floor_ts, spec.name), spec, epoch, "clearing its progress")
 
 
-def swap_table(session, spec: StoreSpec, table: str, subpartitions: int) -> None:
+def swap_table(session, spec: StoreSpec, table: str, subpartitions: int, epoch: int) -> None:
     """Point the store at `table` laid out with `subpartitions` (statestore.store.relayout, once
-    the table holds a verified copy). A lightweight transaction conditional on the table the
-    store had: StoreMismatchError when someone else changed it meanwhile."""
+    the table holds a verified copy), as the holder of `epoch`. A lightweight transaction
+    conditional on the table the store had and on that epoch: StoreFencedError once a newer
+    writer took the store, StoreMismatchError when someone else changed its table meanwhile.
+    A timeout leaves its outcome unknown: registered_table settles it."""
     update = prepare(
         session,
         f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET table_name = ?, subpartitions = ? WHERE name = ?"
-        " IF table_name = ?",
+        " IF table_name = ? AND epoch = ?",
     )
     row = session.execute(
-        update, (table, subpartitions, spec.name, spec.table), execution_profile=bookkeeping_profile(session)
+        update, (table, subpartitions, spec.name, spec.table, epoch), execution_profile=bookkeeping_profile(session)
     ).one()
+    if not row.applied and getattr(row, "epoch", epoch) != epoch:
+        raise _fenced_off(spec, epoch, row.epoch, f"switching to table {table}")
     if not row.applied:
         raise StoreMismatchError(
             f"store '{spec.name}' no longer uses table {spec.table} (now {getattr(row, 'table_name', None)}): "
             "it was changed by someone else; nothing was swapped"
         )
+
+
+def registered_table(session, keyspace: str, name: str) -> tuple[str, int | None]:
+    """The table store `name` uses and its epoch, read serially: a lightweight transaction whose
+    outcome a timeout left unknown (a swap_table) has applied once this reads it, or never will,
+    which a plain read at a quorum does not tell."""
+    select = prepare(
+        session, f"SELECT table_name, epoch FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"
+    )
+    row = serial_read(session, select, (validate_store_name(name),)).one()
+    if row is None:
+        raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}'")
+    return row.table_name, row.epoch
 
 
 def move_table(session, spec: StoreSpec, table: str, epoch: int) -> StoreSpec:

@@ -290,3 +290,24 @@ def test_unknown_store_and_option_are_named(livestate, keyspace):
         _frame(livestate, keyspace, "nosuchstore").collect()
     with pytest.raises(Exception, match="unknown option"):
         _frame(livestate, keyspace, "nosuchstore", spilts=4).collect()
+
+
+def test_a_dataframe_loaded_before_a_relayout_refuses_to_read_the_old_table(livestate, session, keyspace, stores):
+    """Its read was planned for the table the store used at load(): after a re-layout that table
+    is kept (the way back) but the store's batches go to the new one, so the DataFrame fails with
+    a clear error instead of reading stale counts; loaded again, it reads the new table."""
+    from statestore.store.builder import open_store
+    from statestore.store.relayout import relayout_store
+
+    store = stores(lambda b: b.partitioned_key_value_store(2))
+    truth = _fill_kv(store)
+    before = _frame(livestate, keyspace, store.name)
+    assert before.count() == len(truth)
+    moved = relayout_store(session, keyspace, store.name, 4)
+    try:
+        open_store(session, keyspace, store.name).put("after-the-relayout", 1)
+        with pytest.raises(Exception, match=rf"moved from table {moved.old_table} to {moved.new_table}.*load\(\) it"):
+            before.count()
+        assert _frame(livestate, keyspace, store.name).count() == len(truth) + 1
+    finally:
+        session.execute(f"DROP TABLE IF EXISTS {keyspace}.{moved.new_table}")
