@@ -4,30 +4,38 @@ this command only parses and prints. (`create-store --subpartitions` is in state
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from statestore.cli.args import (
     CASSANDRA_BOOKKEEPING,
     CASSANDRA_DDL,
     CASSANDRA_READS,
-    STORE_HELP,
+    add_store,
     at_least_1,
-    store_name,
+    deprecate,
 )
 from statestore.conn.cassandra import session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
-from statestore.core.errors import ConfigError
+from statestore.core.errors import ConfigError, ConfirmationRequiredError
 from statestore.store import relayout
 
 
 def cmd_relayout(args) -> int:
-    config = cfg.from_args(CassandraConfig, args)
-    session = session_for(config)
     if (args.subpartitions is None) == (args.drop_table is None):
         raise ConfigError("give either --subpartitions N (re-lay out) or --drop-table TABLE (drop the old table)")
+    # --yes, as for `reset`; the deprecated --confirm STORE is checked by the library, as before.
+    confirm = args.store if args.yes else args.confirm
+    if args.drop_table is not None and confirm is None:
+        raise ConfirmationRequiredError(
+            f"`statestore relayout {args.store} --drop-table {args.drop_table}` deletes the store's copy from "
+            "before its re-layout for good (the way back); add --yes to confirm"
+        )
+    config = cfg.from_args(CassandraConfig, args)
+    session = session_for(config)
     if args.drop_table is not None:
-        dropped = relayout.drop_old_table(session, config.keyspace, args.store, args.drop_table, args.confirm)
+        dropped = relayout.drop_old_table(session, config.keyspace, args.store, args.drop_table, confirm)
         print(f"table {dropped} dropped")
         return 0
     result = relayout.relayout_store(session, config.keyspace, args.store, args.subpartitions)
@@ -35,7 +43,7 @@ def cmd_relayout(args) -> int:
     print(
         f"store {result.store} now reads {result.new_table} ({result.new_subpartitions} sub-partition(s)); "
         f"{result.old_table} is kept as the way back: drop it with `statestore relayout {result.store} "
-        f"--drop-table {result.old_table} --confirm {result.store}`"
+        f"--drop-table {result.old_table} --yes`"
     )
     return 0
 
@@ -49,11 +57,13 @@ def add_commands(command) -> None:
         "sub-partitions, verify, switch to it (the old table is kept); refused while a stream writes the store",
         cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument("--subpartitions", type=at_least_1, help="the new number of sub-partitions per partition")
     p.add_argument(
         "--drop-table",
         metavar="TABLE",
         help="instead: drop TABLE, the store's table from before a re-layout (no way back after this)",
     )
-    p.add_argument("--confirm", metavar="STORE", help="with --drop-table: the store's name, as confirmation")
+    p.add_argument("--yes", action="store_true", help="with --drop-table, confirm: the old table is deleted")
+    p.add_argument("--confirm", metavar="STORE", help=argparse.SUPPRESS)  # before the rule: the store's name
+    deprecate(p, "--confirm STORE", "--yes")

@@ -27,9 +27,7 @@ from statestore.cli.args import (
     FORMATS,
     KAFKA_CONNECTION,
     KAFKA_TOPICS,
-    STORE_HELP,
     add_format,
-    store_name,
 )
 from statestore.cli.output import emit
 from statestore.cli.progress import tracked
@@ -213,19 +211,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _command_factory(sub):
     """The `command(name, func, help, ...)` every command module registers its commands with."""
 
-    def command(name, func, help, cassandra=CASSANDRA_READS, kafka=False, fmt=None):
-        """A subcommand. `cassandra` and `kafka`: False (not used), True (the connection only) or
-        the setting groups it uses beyond the connection (a tuple of field-name tuples, or one such
-        tuple); `fmt`: the default of a --format with the row formats."""
+    def command(name, func, help, cassandra=CASSANDRA_READS, kafka=False, fmt=None, old_fmt=""):
+        """A subcommand. `cassandra` and `kafka`: False (not used: its connection options are
+        accepted with a warning), True (the connection only) or the setting groups it uses beyond
+        the connection (a tuple of field-name tuples, or one such tuple); `fmt`: the default of a
+        --format with the row formats (`old_fmt`: the default kept for one release, deprecated)."""
         p = sub.add_parser(name, help=help, description=help, prog=f"statestore {name}")
         p.set_defaults(func=func)
         if fmt:
-            add_format(p, FORMATS, fmt)
+            add_format(p, FORMATS, fmt, old_default=old_fmt)
         for uses, cls, connection in (
             (cassandra, CassandraConfig, CASSANDRA_CONNECTION),
             (kafka, KafkaConfig, KAFKA_CONNECTION),
         ):
             if uses is False:
+                cli_args.add_unused_connection(p, cls, connection)
                 continue
             groups = () if uses is True or not uses else (uses,) if isinstance(uses[0], str) else tuple(uses)
             cli_args.add_settings(p, cls, connection, *groups)
@@ -282,7 +282,7 @@ def _add_stores(command) -> None:
 
 def _add_deadletters(command) -> None:
     p = command("deadletters", cmd_deadletters, "input the store's stream could not count", fmt="table")
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    cli_args.add_store(p)
     p.add_argument("--raw-bytes", type=int, default=32, help="raw bytes shown, as hex (default 32)")
 
 
@@ -293,7 +293,7 @@ def _add_reset(command) -> None:
         "delete a store's counts, dead letters and position (keeps its layout)",
         cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    cli_args.add_store(p)
     p.add_argument("--yes", action="store_true", help="confirm: the counts are deleted")
     p.add_argument(
         "--writer-stopped",
@@ -315,7 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "it is deprecated here and will be refused in a later release",
             file=sys.stderr,
         )
+    for flag in cli_args.unused_connection(args):
+        print(f"warning: {flag} is not used by `statestore {args.command}` and has no effect", file=sys.stderr)
     try:
+        for warning in cli_args.deprecated_spellings(args):
+            print(warning, file=sys.stderr)
         return args.func(args)
     except BrokenPipeError:  # `statestore dump | head`
         return exits.OK

@@ -12,9 +12,8 @@ from statestore.cli.args import (
     CASSANDRA_BOOKKEEPING,
     CASSANDRA_DDL,
     CASSANDRA_READS,
-    STORE_HELP,
+    add_store,
     at_least_1,
-    store_name,
 )
 from statestore.conn.cassandra import session_for
 from statestore.core import codecs
@@ -95,7 +94,7 @@ def add_commands(command) -> None:
         "are made by their stream)",
         cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument(
         "--type",
         dest="store_type",
@@ -122,7 +121,7 @@ def add_commands(command) -> None:
         "set or remove a key-value or versioned store's retention",
         cassandra=(CASSANDRA_READS, CASSANDRA_BOOKKEEPING),
     )
-    p.add_argument("--store", required=True, type=store_name, help=STORE_HELP)
+    add_store(p, old_flag=True)  # `set-retention --store STORE DURATION` before the rule
     p.add_argument("retention", type=_retention, metavar="DURATION|none", help=_RETENTION_HELP)
 
     p = command(
@@ -132,4 +131,4 @@ def add_commands(command) -> None:
         "refused while a stream writes the store: stop it first); the stream refuses a store until then",
         cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
     )
-    p.add_argument("--store", type=store_name, help=f"{STORE_HELP} (default: every store of the keyspace)")
+    add_store(p, old_flag=True, optional="every store of the keyspace")  # `migrate --store STORE` before the rule

@@ -29,9 +29,11 @@ def emit(rows: Iterable[Sequence], header: Sequence[str], fmt: str, out: TextIO 
 
 def emit_record(record: dict[str, Any], fmt: str, table: str, out: TextIO | None = None) -> None:
     """One record: `table` (already rendered) for table, else the dict as JSON (json indented,
-    jsonl on one line)."""
+    jsonl on one line) or as CSV (a header row of its fields, one row; nested values as JSON)."""
     out = sys.stdout if out is None else out
-    if fmt == "json":
+    if fmt == "csv":
+        emit_text([tuple(record.values())], tuple(record), fmt, out)
+    elif fmt == "json":
         out.write(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "jsonl":
         out.write(json.dumps(record, ensure_ascii=False) + "\n")

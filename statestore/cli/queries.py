@@ -19,13 +19,12 @@ from statestore.cli import exits
 from statestore.cli.args import (
     FORMATS,
     LAST_MS,
-    STORE_HELP,
     TIME_FORMS,
     VALUE,
     add_format,
+    add_store,
     at_least_1,
     parse_time,
-    store_name,
 )
 from statestore.cli.output import emit
 from statestore.cli.progress import tracked
@@ -102,31 +101,32 @@ def cmd_all(args) -> int:
 
 
 def cmd_count(args) -> int:
-    store = open_from_args(args, count_all=args.exact)
-    # With --exact the library logs its own warning: SELECT COUNT(*) reads every entry.
+    exact = not args.estimate
+    store = open_from_args(args, count_all=exact)
+    # Exact, the library logs its own warning: SELECT COUNT(*) reads every entry.
     entries = store.approximate_num_entries()
     note = ""
-    if not args.exact:
+    if not exact:
         figures = cluster_figures(store.session, store.spec.keyspace, store.spec.table)
         shortfall = "" if figures.complete else f" (nodes down or failing: {', '.join(figures.nodes_failed)})"
         note = (
             "approximate: Cassandra's size estimate of flushed data, refreshed every few minutes (0 before the "
-            f"first flush), from {figures.nodes_answered} of {figures.nodes_total} nodes{shortfall}; --exact counts "
-            "every entry with SELECT COUNT(*), which reads the whole store"
+            f"first flush), from {figures.nodes_answered} of {figures.nodes_total} nodes{shortfall}; without "
+            "--estimate, count counts every entry with SELECT COUNT(*), which reads the whole store"
         )
     if args.format == VALUE:
-        print(entries)  # a plain number, estimate or not: scripts read it
+        print(entries)  # the number alone: exact, unless --estimate asked for the estimate by name
     elif args.format == "json":
-        found = {"store": args.store, "entries": entries, "exact": args.exact, "estimate": not args.exact}
+        found = {"store": args.store, "entries": entries, "exact": exact, "estimate": not exact}
         print(json.dumps(found, indent=2))
     elif args.format == "table":
-        shown = entries if args.exact else f"about {entries:,}"
-        emit([(args.store, shown, args.exact)], ("store", "entries", "exact"), args.format)
+        shown = entries if exact else f"about {entries:,}"
+        emit([(args.store, shown, exact)], ("store", "entries", "exact"), args.format)
         if note:  # the table is read by people: the caveat goes with it
             print(f"about {entries:,}: {note}")
             return 0
     else:
-        emit([(args.store, entries, args.exact)], ("store", "entries", "exact"), args.format)
+        emit([(args.store, entries, exact)], ("store", "entries", "exact"), args.format)
     if note:
         print(f"about {entries:,} entries, {note}", file=sys.stderr)
     return 0
@@ -221,7 +221,7 @@ def _add_time_bounds(p, from_help: str, to_help: str) -> None:
 
 def _add_get(command) -> None:
     p = command("get", cmd_get, "print the value of one key (the count, for the word count); exit 3 if absent")
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument("key", help="the key as text: string as is, long/int decimal, json as JSON, bytes as hex")
     p.add_argument(
         "--as-of",
@@ -241,7 +241,7 @@ def _add_range(command) -> None:
         "entries with keys from --from to --to (both inclusive), in key order",
         fmt="table",
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument(
         "--from", dest="from_key", metavar="KEY", help="lowest key, inclusive (a key, not a time; default: the first)"
     )
@@ -253,27 +253,44 @@ def _add_range(command) -> None:
 
 def _add_prefix(command) -> None:
     p = command("prefix", cmd_prefix, "entries whose key starts with PREFIX, in key order", fmt="table")
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument("prefix")
 
 
 def _add_all(command) -> None:
     p = command("all", cmd_all, "every entry in key order (global stores: sorted on the way)", fmt="table")
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument("--reverse", action="store_true", help="descending key order")
     p.add_argument("--limit", type=at_least_1, metavar="N", help="stop after N entries")
 
 
 def _add_count(command) -> None:
-    p = command("count", cmd_count, 'the number of entries: Cassandra\'s estimate ("about N"), or exact with --exact')
-    p.add_argument("store", type=store_name, help=STORE_HELP)
-    p.add_argument("--exact", action="store_true", help="SELECT COUNT(*): reads every entry, slow on big stores")
+    p = command(
+        "count",
+        cmd_count,
+        "the number of entries, exact (it reads every entry); --estimate: Cassandra's quick size estimate, "
+        "labelled as one",
+    )
+    add_store(p)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument(
+        "--estimate",
+        action="store_true",
+        help="Cassandra's size estimate instead of an exact count: quick, but of flushed data only, refreshed every "
+        "few minutes (0 before the first flush), so it can be far off; stderr says so, and every format but value "
+        "marks it",
+    )
+    how.add_argument(
+        "--exact",
+        action="store_true",
+        help="count every entry (SELECT COUNT(*), slow on big stores): the default, kept for scripts that give it",
+    )
     add_format(
         p,
         (VALUE, *FORMATS),
         VALUE,
         ' (the others: a store, entries, exact row; json adds "estimate": true|false, table shows an '
-        'estimate as "about N" with how to count exactly)',
+        'estimate as "about N" with what it stands for)',
     )
 
 
@@ -285,7 +302,7 @@ def _add_history(command) -> None:
         "at some time from --from (inclusive) to --to (exclusive)",
         fmt="table",
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument("key")
     _add_time_bounds(
         p,
@@ -302,7 +319,7 @@ def _add_windows(command) -> None:
         "starting from --from to --to (both inclusive)",
         fmt="table",
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument("key", nargs="?", help="one key's windows (default: every key)")
     _add_time_bounds(
         p,
@@ -315,7 +332,7 @@ def _add_sessions(command) -> None:
     p = command(
         "sessions", cmd_sessions, "a session store's sessions, by key then start (retention applied)", fmt="table"
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument("key", nargs="?", help="one key's sessions (default: every key)")
 
 
@@ -325,14 +342,15 @@ def _add_dump(command) -> None:
         cmd_dump,
         "every entry, decoded, sorted by key (window and session stores: every window or session, as "
         "`windows` / `sessions` print them)",
-        fmt="csv",
+        fmt="table",
+        old_fmt="csv",
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
 
 
 def _add_top(command) -> None:
     p = command("top", cmd_top, "the entries with the highest values", fmt="table")
-    p.add_argument("store", type=store_name, help=STORE_HELP)
+    add_store(p)
     p.add_argument("-n", "--limit", type=at_least_1, default=20, metavar="N", help="how many (default 20)")
 
 

@@ -12,7 +12,7 @@ import argparse
 import re
 
 from statestore.cli import exits
-from statestore.cli.args import CASSANDRA_TITLE, KAFKA_TITLE, TIME_FORMS
+from statestore.cli.args import CASSANDRA_TITLE, KAFKA_TITLE, TIME_FORMS, deprecations
 from statestore.cli.main import build_parser
 
 _CONNECTION = (CASSANDRA_TITLE, KAFKA_TITLE)
@@ -59,9 +59,14 @@ def _arguments(parser: argparse.ArgumentParser, connection: bool = True) -> list
     return lines
 
 
+def _commands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every command, in the order `statestore --help` lists them."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [(choice.dest, sub.choices[choice.dest]) for choice in sub._choices_actions]
+
+
 def markdown(parser: argparse.ArgumentParser | None = None) -> str:
     parser = parser or build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     lines = [
         "# CLI reference",
         "",
@@ -76,21 +81,46 @@ def markdown(parser: argparse.ArgumentParser | None = None) -> str:
         "",
         "## Conventions",
         "",
-        "- **Connection options** (how to reach Cassandra and Kafka) go before or after the command: "
-        "`statestore --keyspace k get s x` and `statestore get s x --keyspace k` are the same. Given in both "
-        "places, the one after the command wins. A command that does not use an option given before it "
-        "ignores it.",
+        "One rule holds for every command (a unit test, tests/unit/cli/test_cli_rules.py, holds each command "
+        "the parser has to it, a new one included):",
+        "",
+        "- **The store comes first**: a command that works on one store takes its name as the first argument "
+        "after the command: `statestore get STORE KEY`, `statestore set-retention STORE 7d`, `statestore "
+        "migrate [STORE]`.",
+        "- **`--yes` confirms** a step that deletes data (`reset`, `relayout --drop-table`): without it the "
+        "command is refused (exit 4) before it connects.",
+        "- **`--format`** takes the same choices on every command that prints rows or a record: `table` "
+        "(aligned columns; the default), `csv` (a header row, then one row per line; a record is one row, its "
+        "nested values as JSON), `json` (one JSON document: an array of objects for rows), `jsonl` (one JSON "
+        "object per line), and `value` (the value alone; the default) where a command returns one value "
+        "(`get`, `count`). Commands that only say what they did (`create-keyspace`, `produce`, `reset`, ...) "
+        "take no `--format`.",
+        "- **Connection options** (how to reach Cassandra and Kafka) go before or after the command, on every "
+        "command: `statestore --keyspace k get s x` and `statestore get s x --keyspace k` are the same. Given "
+        "in both places, the one after the command wins. A command that does not use one (`produce` uses no "
+        "Cassandra option, `get` no Kafka option) accepts it anywhere, with a warning that it has no effect.",
         "- **Each command lists only the options it uses.** A setting that a command listed before but does "
         "not use is still accepted, with a warning that it has no effect.",
-        "- **`--format`** takes the same names everywhere: `table` (aligned columns), `csv` (a header row, "
-        "then one row per line), `json` (one JSON document: an array of objects for rows), `jsonl` (one JSON "
-        "object per line), and `value` (the value alone) where a command returns one value (`get`, `count`). "
-        "Each command keeps its own default, given in its help.",
+        "- **`count` is exact**: it counts every entry unless `--estimate` asks for Cassandra's size estimate, "
+        "which every format but `value` marks as one (and stderr says what it stands for).",
         f"- **Times**: {_text(TIME_FORMS)}. `history` and `windows` take time bounds `--from`/`--to`; `range` "
         "takes key bounds `--from`/`--to` (keys, both inclusive). Each command's help says whether a bound is "
         "inclusive or exclusive.",
         "- **Names and arguments are checked before any connection is opened**: a bad store name, time or "
         "option ends with exit code 2 and nothing is connected.",
+        "",
+        "## Deprecated spellings",
+        "",
+        "Spellings from before the rule above still work in this release, each with a warning on stderr; the "
+        "next release refuses them (CHANGELOG.md).",
+        "",
+        "| Command | Deprecated | Instead |",
+        "| --- | --- | --- |",
+        *(
+            f"| `{name}` | {_text(old)} | {_text(instead)} |"
+            for name, command in _commands(parser)
+            for old, instead in deprecations(command).items()
+        ),
         "",
         "## Exit codes",
         "",
@@ -104,10 +134,9 @@ def markdown(parser: argparse.ArgumentParser | None = None) -> str:
         "## Commands",
         "",
     ]
-    for choice in sub._choices_actions:
-        command = sub.choices[choice.dest]
+    for name, command in _commands(parser):
         lines += [
-            f"### {choice.dest}",
+            f"### {name}",
             "",
             _text(command.description or ""),
             "",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from statestore.cli.args import RECORD_FORMATS, STORE_HELP, add_format, store_name
+from statestore.cli.args import FORMATS, add_format, add_store
 from statestore.cli.output import emit_record, name_value_lines
 from statestore.conn.cassandra import session_for, table_metadata
 from statestore.conn.kafka import end_offsets_source
@@ -18,11 +18,13 @@ from statestore.store.admin import StoreDescription, describe_store
 from statestore.store.book import history
 from statestore.store.book.status import StreamStatus, stream_status
 
+_RECORD_HELP = " (one record: csv is a header row of its fields and one row, nested values as JSON)"
+
 
 def add_command(command) -> None:
     p = command("status", cmd_status, "how a store's stream is doing: state, writer, lag, rate", kafka=())
-    p.add_argument("store", type=store_name, help=STORE_HELP)
-    add_format(p, RECORD_FORMATS, "table")
+    add_store(p)
+    add_format(p, FORMATS, "table", _RECORD_HELP)
     p.add_argument("--no-lag", action="store_true", help="do not ask Kafka for its end offsets (no lag)")
 
     p = command(
@@ -31,8 +33,8 @@ def add_command(command) -> None:
         "what a store is: type, layout, codecs, table options, Cassandra's size figures (with the nodes "
         "that answered), writer and progress",
     )
-    p.add_argument("store", type=store_name, help=STORE_HELP)
-    add_format(p, RECORD_FORMATS, "table")
+    add_store(p)
+    add_format(p, FORMATS, "table", _RECORD_HELP)
     p.add_argument(
         "--count-partitions",
         action="store_true",
@@ -75,13 +77,13 @@ def render_description(d: StoreDescription) -> str:
     if d.size is None:
         size = f"no estimate yet (Cassandra's covers flushed data, refreshed every few minutes), {answered}"
     else:
-        size = f"about {d.size.partitions:,} partitions, {d.size.total_bytes:,} bytes, {answered}"
+        size = f"about {d.size.partitions:,} Cassandra partitions, {d.size.total_bytes:,} bytes, {answered}"
     largest = "-" if d.max_partition_mib is None else f"{d.max_partition_mib:,} MiB"
     rows = [
         ("store", f"{spec.name} ({spec.store_type.value}, keyspace {spec.keyspace})"),
         ("table", f"{spec.keyspace}.{spec.table}" + ("" if d.schema_cql else " (missing: not created or dropped)")),
-        (
-            "partitions",
+        (  # the store's own partitions (Kafka's); the size row counts Cassandra's
+            "store partitions",
             str(spec.partitions) + (f" x {spec.subpartitions} sub-partitions" if spec.subpartitions > 1 else ""),
         ),
         ("codecs", f"key {spec.key_codec}, value {spec.value_codec}"),

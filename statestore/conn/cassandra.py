@@ -228,7 +228,7 @@ def connection_error(config: CassandraConfig, exc: NoHostAvailable) -> Cassandra
     else:
         message = (
             f"cannot reach Cassandra at {where} ({reasons()}). Is it running? "
-            "For the local stack run `scripts/stack up`; otherwise set "
+            "For the local stack run `make stack-up`; otherwise set "
             "STATESTORE_CASSANDRA_HOSTS / STATESTORE_CASSANDRA_PORT."
         )
     return CassandraUnavailableError(message)

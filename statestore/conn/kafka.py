@@ -244,7 +244,7 @@ def _metadata(client, problems: _Problems, topic: str | None = None):
 def _unreachable(config: KafkaConfig, exc: Exception) -> KafkaError:
     return KafkaError(
         f"cannot reach Kafka at {config.bootstrap_servers} ({exc}). Is it running? For the local "
-        "stack run `scripts/stack up`; otherwise set STATESTORE_KAFKA_BOOTSTRAP (and, for a broker with TLS "
+        "stack run `make stack-up`; otherwise set STATESTORE_KAFKA_BOOTSTRAP (and, for a broker with TLS "
         "or SASL, STATESTORE_KAFKA_SECURITY_PROTOCOL and the settings it needs)."
     )
 

@@ -32,6 +32,7 @@ from statestore.conn.cassandra import (
     add_missing_columns,
     bookkeeping_profile,
     prepare,
+    require_keyspace,
     serial_read,
     table_metadata,
 )
@@ -262,6 +263,7 @@ def _row(session, keyspace: str, name: str):
     """Store `name`'s registry row; StoreNotFoundError when there is none."""
     validate_store_name(name)
     if table_metadata(session, keyspace, REGISTRY_TABLE) is None:
+        require_keyspace(session, keyspace)  # a keyspace that does not exist is named as such (exit 3 too)
         raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}': it holds no stores yet")
     row = session.execute(
         prepare(session, f"SELECT * FROM {validate_keyspace(keyspace)}.{REGISTRY_TABLE} WHERE name = ?"),

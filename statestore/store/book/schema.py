@@ -61,7 +61,7 @@ def version_problem(name: str, version: int) -> str | None:
     if version < SCHEMA_VERSION:
         return (
             f"store '{name}' has schema version {version} (made by an earlier release of statestore); this release "
-            f"needs version {SCHEMA_VERSION}. Stop every stream of it and run `statestore migrate --store {name}` "
+            f"needs version {SCHEMA_VERSION}. Stop every stream of it and run `statestore migrate {name}` "
             "(or the state_store_admin DAG's migrate action), then start the stream again. Nothing was written."
         )
     if version > SCHEMA_VERSION:

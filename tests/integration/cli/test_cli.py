@@ -97,6 +97,10 @@ def test_errors_are_one_clear_line(capsys, keyspace):
     assert code == 5 and "cannot reach Cassandra at 127.0.0.1:1" in err  # unavailable
     code, _, err = _run(capsys, "--cassandra-port", "1", "get", "Bad;Name", "x", "--keyspace", keyspace)
     assert code == 2 and "invalid store name" in err and "cannot reach" not in err
+    # A keyspace that does not exist is named as such, by every command (not "it holds no stores yet").
+    for argv in (["stores"], ["top", "s"], ["get", "s", "x"], ["describe", "s"], ["status", "s", "--no-lag"]):
+        code, _, err = _run(capsys, "--keyspace", "it_no_such_keyspace", *argv)
+        assert code == 3 and "keyspace 'it_no_such_keyspace' does not exist" in err, (argv, err)
 
 
 @pytest.fixture(scope="module")
@@ -210,18 +214,19 @@ def test_versioned_get_and_history(capsys, keyspace, query_stores):
     assert _run(capsys, "all", "cli_prices", "--format", "csv", *ks)[1] == "key,value\npear,5\n"
 
 
-def test_count_estimate_and_exact(capsys, caplog, keyspace, query_stores):
+def test_count_is_exact_and_estimates_when_asked(capsys, caplog, keyspace, query_stores):
     ks = ("--keyspace", keyspace)
-    code, out, err = _run(capsys, "count", "cli_words", *ks)
-    assert code == 0 and int(out) >= 0 and "approximate: Cassandra's size estimate" in err
     with caplog.at_level(logging.WARNING):
-        code, out, err = _run(capsys, "count", "cli_words", "--exact", *ks)
-    assert (code, out) == (0, f"{len(WORDS)}\n")
+        code, out, err = _run(capsys, "count", "cli_words", *ks)
+    assert (code, out) == (0, f"{len(WORDS)}\n") and "approximate" not in err  # a script reads the truth
     assert "SELECT COUNT(*), which reads the whole table" in caplog.text
-    assert _run(capsys, "count", "cli_ids", "--exact", *ks)[1] == "5\n"
-    csv_out = _run(capsys, "count", "cli_ids", "--exact", "--format", "csv", *ks)[1]
+    code, out, err = _run(capsys, "count", "cli_words", "--estimate", *ks)
+    assert code == 0 and int(out) >= 0 and "approximate: Cassandra's size estimate" in err
+    assert _run(capsys, "count", "cli_words", "--exact", *ks)[:2] == (0, f"{len(WORDS)}\n")  # still accepted
+    assert _run(capsys, "count", "cli_ids", *ks)[1] == "5\n"
+    csv_out = _run(capsys, "count", "cli_ids", "--format", "csv", *ks)[1]
     assert csv_out == "store,entries,exact\ncli_ids,5,true\n"
-    code, out, _ = _run(capsys, "count", "cli_ids", "--exact", "--format", "jsonl", *ks)
+    code, out, _ = _run(capsys, "count", "cli_ids", "--format", "jsonl", *ks)
     assert json.loads(out) == {"store": "cli_ids", "entries": 5, "exact": True}
     assert _run(capsys, "count", "cli_ids", "--format", "table", *ks)[1].splitlines()[0].split() == [
         "store",
@@ -278,16 +283,16 @@ def test_connection_options_before_the_command_and_json_everywhere(capsys, keysp
 
 def test_count_says_about_when_it_estimates(capsys, keyspace, query_stores):
     ks = ("--keyspace", keyspace)
-    code, out, err = _run(capsys, "count", "cli_words", "--format", "table", *ks)
+    code, out, err = _run(capsys, "count", "cli_words", "--estimate", "--format", "table", *ks)
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["store", "entries", "exact"]
-    assert lines[1].split()[1] == "about" and "--exact" in out and err == ""
-    code, out, _ = _run(capsys, "count", "cli_words", "--format", "json", *ks)
+    assert lines[1].split()[1] == "about" and "without --estimate" in out and err == ""
+    code, out, _ = _run(capsys, "count", "cli_words", "--estimate", "--format", "json", *ks)
     found = json.loads(out)
     assert code == 0 and isinstance(found["entries"], int) and found["estimate"] is True and found["exact"] is False
-    code, out, _ = _run(capsys, "count", "cli_words", "--exact", "--format", "json", *ks)
+    code, out, _ = _run(capsys, "count", "cli_words", "--format", "json", *ks)
     assert json.loads(out) == {"store": "cli_words", "entries": len(WORDS), "exact": True, "estimate": False}
-    code, out, _ = _run(capsys, "count", "cli_words", "--exact", "--format", "table", *ks)
+    code, out, _ = _run(capsys, "count", "cli_words", "--format", "table", *ks)
     assert out.splitlines()[1].split() == ["cli_words", str(len(WORDS)), "true"] and "about" not in out
 
 
@@ -303,6 +308,12 @@ def test_describe_as_table_and_json(capsys, keyspace, query_stores):
     table = dict(line.split("  ", 1) for line in out.splitlines())
     assert code == 0 and table["store"].strip() == f"cli_ids (global-kv, keyspace {keyspace})"
     assert "node(s)" in table["size"] and "key long, value json" in table["codecs"]
+    # The store's partitions and Cassandra's are told apart (a global store: 1, and a size estimate).
+    assert table["store partitions"].strip() == "1" and "partitions" not in table
+    assert "Cassandra partitions" in table["size"] or "no estimate yet" in table["size"]
+    code, out, _ = _run(capsys, "describe", "cli_words", "--format", "csv", *ks)
+    rows = list(csv.reader(io.StringIO(out)))
+    assert code == 0 and len(rows) == 2 and dict(zip(*rows, strict=True))["partitions"] == "5"
     assert table["writer"].strip().startswith("none")
     code, _, err = _run(capsys, "describe", "nosuchstore", *ks)
     assert code == 3 and "no store 'nosuchstore'" in err

@@ -104,18 +104,18 @@ def test_the_cli_hides_entries_past_the_retention_and_sets_it(capsys, session, k
 
     assert _cli(capsys, "get", name, "old", *ks)[0] == 3  # not found
     assert _cli(capsys, "get", name, "fresh", *ks)[:2] == (0, "2\n")
-    code, out, _ = _cli(capsys, "dump", name, *ks)
+    code, out, _ = _cli(capsys, "dump", name, "--format", "csv", *ks)
     assert code == 0 and dict(csv.reader(io.StringIO(out))) == {"key": "value", **{k: str(v) for k, v in LIVE.items()}}
     code, out, _ = _cli(capsys, "range", name, "--from", "a", "--to", "z", "--format", "csv", *ks)
     assert "old" not in out and "fresh" in out
 
     # set-retention: a longer one shows it again, `none` removes it, a window store refuses one.
-    code, out, _ = _cli(capsys, "set-retention", "--store", name, "3h", *ks)
+    code, out, _ = _cli(capsys, "set-retention", name, "3h", *ks)
     assert code == 0 and "retention 3h" in out
     assert _cli(capsys, "get", name, "old", *ks)[:2] == (0, "1\n")
-    assert _cli(capsys, "set-retention", "--store", name, "none", *ks)[0] == 0
+    assert _cli(capsys, "set-retention", name, "none", *ks)[0] == 0
     assert registry.lookup(session, keyspace, name).retention_ms is None
-    code, _, err = _cli(capsys, "set-retention", "--store", name, "soon", *ks)
+    code, _, err = _cli(capsys, "set-retention", name, "soon", *ks)
     assert code == 2 and "retention 'soon' is not a duration" in err
 
     code, out, _ = _cli(capsys, "create-store", "ret_cli_new", "--retention", "7d", "--partitions", "2", *ks)

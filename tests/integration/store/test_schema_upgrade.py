@@ -92,7 +92,7 @@ def test_an_old_release_store_is_refused_then_migrated_and_counted_on_exactly(
     corpus.produce(kafka_config.bootstrap_servers, topic, corpus.NEW)
 
     for store in SETTINGS:
-        with pytest.raises(StoreSchemaError, match=rf"schema version 1 .*`statestore migrate --store {store}`"):
+        with pytest.raises(StoreSchemaError, match=rf"schema version 1 .*`statestore migrate {store}`"):
             _stream(spark, cassandra_config, kafka_config, keyspace, topic, checkpoints, store)
     assert dump(session, keyspace, "upgrade_kv") == corpus.counts(corpus.OLD)  # refused before any write
     assert registry.progress(session, keyspace, "upgrade_kv").last_batch_id == 0
@@ -114,19 +114,19 @@ def test_an_old_release_store_is_refused_then_migrated_and_counted_on_exactly(
     old = corpus.session_counts(corpus.OLD)
     assert any(s[0] <= old[w][-1][1] and s[1] >= old[w][-1][0] and s != old[w][-1] for w in old for s in sessions[w])
 
-    assert cli(["migrate", "--keyspace", keyspace, "--store", "upgrade_kv"]) == 0  # again: nothing to do
+    assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 0  # again: nothing to do
     assert capsys.readouterr().out.strip() == "store upgrade_kv: schema 2, up to date"
 
 
 def test_a_store_a_newer_release_migrated_is_refused(spark, session, cassandra_config, kafka_config, old_release):
     keyspace, topic, checkpoints = old_release
-    assert cli(["migrate", "--keyspace", keyspace, "--store", "upgrade_kv"]) == 0
+    assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 0
     registry.record_schema_version(session, keyspace, "upgrade_kv", schema.SCHEMA_VERSION + 1)
     corpus.produce(kafka_config.bootstrap_servers, topic, corpus.NEW)
     with pytest.raises(StoreSchemaError, match=r"newer than this release's 2 .*upgrade statestore"):
         _stream(spark, cassandra_config, kafka_config, keyspace, topic, checkpoints, "upgrade_kv")
     assert dump(session, keyspace, "upgrade_kv") == corpus.counts(corpus.OLD)
-    assert cli(["migrate", "--keyspace", keyspace, "--store", "upgrade_kv"]) == 4  # refused: exit 4
+    assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 4  # refused: exit 4
 
 
 def test_a_migration_is_refused_while_a_stream_holds_the_store(session, old_release, capsys):
@@ -134,10 +134,10 @@ def test_a_migration_is_refused_while_a_stream_holds_the_store(session, old_rele
     writer = StoreLease(session, keyspace, "upgrade_kv", "/checkpoints/of/a/running/stream", 60)
     writer.acquire()
     try:
-        assert cli(["migrate", "--keyspace", keyspace, "--store", "upgrade_kv"]) == 4
+        assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 4
         assert "being written by" in capsys.readouterr().err
         assert schema.stored_version(session, keyspace, "upgrade_kv") == 1
     finally:
         writer.release()
-    assert cli(["migrate", "--keyspace", keyspace, "--store", "upgrade_kv"]) == 0
+    assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 0
     assert schema.stored_version(session, keyspace, "upgrade_kv") == 2
