@@ -20,7 +20,9 @@ from typing import Any
 from statestore.core.errors import ConfigError
 
 
-def setting(default: Any, env: str, flag: str, help: str, parse=str, secret: bool = False, switch: bool = False):
+def setting(default: Any, env: str, flag: str | None, help: str, parse=str, secret: bool = False, switch: bool = False):
+    """A setting's field. `flag` None: read from the environment only, never from a command line
+    (a secret that only a file or a variable may carry: a command line is readable by every user)."""
     return field(
         default=default,
         repr=not secret,
@@ -79,7 +81,7 @@ def _parse(cls: type, f: dataclasses.Field, raw: Any) -> Any:
         return f.metadata["parse"](raw)
     except (ValueError, TypeError) as exc:
         shown = "<hidden>" if f.metadata.get("secret") else repr(raw)
-        source = f"{f.metadata['flag']} / {f.metadata['env']}"
+        source = " / ".join(filter(None, (f.metadata["flag"], f.metadata["env"])))
         raise ConfigError(f"{source}: {shown} is not valid: {exc}") from None
 
 
@@ -116,6 +118,21 @@ class _SecretFlag(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+class _RefusedFlag(argparse.Action):
+    """The flag a secret without one would have (`--token` for `token`): refused, its value never
+    shown. Without it argparse would take `--token X` as an abbreviation of `--token-file X`."""
+
+    def __init__(self, option_strings, dest, instead: str, **kwargs):
+        super().__init__(option_strings, dest, nargs="?", **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(
+            f"{option_string} is not taken on the command line, which every user of this machine can read "
+            f"(ps, /proc/<pid>/cmdline): give it {self.instead}"
+        )
+
+
 def _instead_of(cls: type, secret: dataclasses.Field) -> str:
     """Where else a secret setting can come from: its variable and, if `cls` has one, the
     <name>_file setting naming a file that holds it."""
@@ -143,6 +160,12 @@ def add_arguments(
     taken = {action.dest for action in parser._actions}
     for f in dataclasses.fields(cls):
         if only is not None and f.name not in only:
+            continue
+        if f.metadata["flag"] is None:
+            if f.metadata["secret"]:
+                flag = "--" + f.name.replace("_", "-")
+                instead = _instead_of(cls, f)
+                group.add_argument(flag, dest=f.name, action=_RefusedFlag, instead=instead, help=argparse.SUPPRESS)
             continue
         # Two sections sharing a field name would share one argparse dest, and one flag's value
         # would silently land in the other section (`from_args` picks fields by name).

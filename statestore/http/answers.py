@@ -19,7 +19,7 @@ from statestore.core.errors import (
 )
 
 DRIVER_ERRORS = (NoHostAvailable, OperationTimedOut, RequestExecutionException)
-_WORDS = {400: "bad request", 404: "not found", 503: "unavailable", 500: "internal error"}
+_WORDS = {400: "bad request", 401: "unauthorized", 404: "not found", 503: "unavailable", 500: "internal error"}
 
 
 class KeyNotFoundError(StateStoreError, LookupError):

@@ -5,12 +5,14 @@ the first request, so the app can be built at import time (an Airflow plugin mou
 served by `statestore serve`. Errors are JSON (ErrorBody): 400 for bad parameters (a key that
 does not parse with the store's codec, a bad page token, a limit out of range, an operation
 the store type does not support), 404 for an unknown store or key, 500 for stored data its
-codec cannot decode, 503 when Cassandra does not answer.
+codec cannot decode, 503 when Cassandra does not answer; with a token (statestore.http.access),
+401 for a request without it. `/health` answers 200 without any I/O: the process serves.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,6 +24,7 @@ from statestore import __version__
 from statestore.core import config as cfg
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import StateStoreError
+from statestore.http.access import BearerAuth
 from statestore.http.answers import DRIVER_ERRORS, answer, error
 from statestore.http.catalog import ConfigSource, StoreCatalog
 from statestore.http.fast_get import PointGetFastPath
@@ -62,6 +65,10 @@ async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
     return error(exc.status_code, str(exc.detail))
 
 
+async def _health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     _log.exception("unexpected error serving %s", request.url.path)
     return error(500, f"unexpected error: {type(exc).__name__}")
@@ -73,13 +80,17 @@ def create_app(
     cache: CacheOptions | None = None,
     kafka: KafkaSource = _from_environment,
     shedding: ShedLimits | None = None,
+    token: str | None = None,
+    open_paths: Collection[str] = (),
 ) -> FastAPI:
     """The API app. `cassandra`: the settings, a function returning them (called on the first
     request), or None to resolve them from the STATESTORE_* environment then. `cache`: the
     opt-in read cache for point gets (reads may then be up to its TTL behind the store).
     `kafka`: where /metrics asks for end offsets (lag); by default the STATESTORE_KAFKA_*
     environment at scrape time, None for no lag. `shedding`: how much load is admitted before
-    requests are answered 503 (None: all of it, as when mounted in Airflow's API server)."""
+    requests are answered 503 (None: all of it, as when mounted in Airflow's API server).
+    `token`: the bearer token every request must carry but those for `open_paths` (/health,
+    /metrics); None: none asked (on loopback, or behind Airflow's login)."""
     app = FastAPI(
         title="statestore",
         version=__version__,
@@ -91,21 +102,25 @@ def create_app(
     app.state.metrics = Metrics(app.state.catalog, kafka)
     app.include_router(router)
     app.add_route("/metrics", metrics_route, include_in_schema=False)
+    app.add_route("/health", _health, include_in_schema=False)
     app.add_middleware(PointGetFastPath)
     if shedding is not None:
         app.add_middleware(LoadShedder, limits=shedding, on_shed=app.state.metrics.shed.inc)
+    if token is not None:  # outside the fast path and the shedder: nothing is read or queued without it
+        app.add_middleware(BearerAuth, token=token, open_paths=open_paths)
     app.add_middleware(RequestTimer, metrics=app.state.metrics)  # outermost: times shed requests too
     for known in (StateStoreError, *DRIVER_ERRORS):
         app.add_exception_handler(known, _known_error)
     app.add_exception_handler(RequestValidationError, _bad_parameters)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
-    app.openapi = lambda: _openapi(app)
+    app.openapi = lambda: _openapi(app, bearer=token is not None)
     return app
 
 
-def _openapi(app: FastAPI) -> dict:
-    """FastAPI's document without its 422 answers: bad parameters are 400 (ErrorBody) here."""
+def _openapi(app: FastAPI, bearer: bool = False) -> dict:
+    """FastAPI's document without its 422 answers: bad parameters are 400 (ErrorBody) here; with
+    `bearer`, the token every operation needs (and its 401)."""
     if app.openapi_schema is None:
         schema = get_openapi(
             title=app.title,
@@ -119,5 +134,15 @@ def _openapi(app: FastAPI) -> dict:
                 operation.get("responses", {}).pop("422", None)
         for name in ("HTTPValidationError", "ValidationError"):
             schema.get("components", {}).get("schemas", {}).pop(name, None)
+        if bearer:
+            schema.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            schema["security"] = [{"bearer": []}]
+            unauthorized = {
+                "description": "no bearer token, or another one",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            }
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.setdefault("responses", {})["401"] = unauthorized
         app.openapi_schema = schema
     return app.openapi_schema

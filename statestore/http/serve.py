@@ -11,10 +11,15 @@ settings to them as STATESTORE_* variables and each resolves them again through 
 growing delay while workers keep dying soon after they start) and stops them all on SIGINT or
 SIGTERM. Their request metrics are shared through prometheus-client's multiprocess directory,
 made for the run and removed after it.
+
+Before anything listens, the bind is checked (statestore.http.access.check_exposure: beyond
+loopback only with TLS and a token, or --insecure said) and the certificate and key are loaded
+once, so a bad file is one clear error instead of workers dying one after the other.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import multiprocessing
@@ -22,9 +27,11 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 
@@ -34,6 +41,7 @@ from fastapi import FastAPI
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError
+from statestore.http.access import check_exposure
 from statestore.http.admission import admission_protocol
 from statestore.http.app import create_app
 from statestore.http.metrics import MULTIPROCESS_DIR_ENV
@@ -47,7 +55,9 @@ BIND_FAILED = 3  # a worker's exit code when it could not bind the port
 
 def build_app(serve: ServeConfig, cassandra: CassandraConfig) -> FastAPI:
     cache = CacheOptions(serve.cache_entries, serve.cache_ttl_s) if serve.cache_entries else None
-    return create_app(cassandra, cache=cache, shedding=shed_limits(serve))
+    return create_app(
+        cassandra, cache=cache, shedding=shed_limits(serve), token=serve.token, open_paths=serve.open_paths
+    )
 
 
 def shed_limits(serve: ServeConfig) -> ShedLimits:
@@ -72,18 +82,69 @@ def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket
     return sock
 
 
+def check_tls_files(serve: ServeConfig) -> None:
+    """Load the certificate and key as uvicorn will: ConfigError saying which file is wrong and why."""
+    if not serve.tls:
+        return
+    for flag, path in (("--tls-cert", serve.tls_cert_file), ("--tls-key", serve.tls_key_file)):
+        if not os.path.isfile(path):
+            raise ConfigError(f"{flag} {path}: no such file")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(serve.tls_cert_file, serve.tls_key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"--tls-cert {serve.tls_cert_file} / --tls-key {serve.tls_key_file}: cannot be loaded as a PEM "
+            f"certificate and its unencrypted key ({getattr(exc, 'reason', None) or exc})"
+        ) from None
+
+
+def security_line(serve: ServeConfig) -> str:
+    """What the log says of the API's protection at start (never the token)."""
+    scheme = "https (TLS)" if serve.tls else "http (no TLS)"
+    if serve.token is None:
+        return f"serving {scheme}; no token asked"
+    opened = f"; open without it: {', '.join(serve.open_paths)}" if serve.open_paths else ""
+    return f"serving {scheme}; every request needs the bearer token{opened}"
+
+
+def worker_environment(env: Mapping[str, str], *settings) -> dict[str, str]:
+    """`env` with `settings` handed over: their STATESTORE_* variables set, and those of settings
+    that resolved to None removed (a *_FILE variable read into its secret would else clash with
+    it in the worker: "give the password once")."""
+    handed = dict(env)
+    for section in settings:
+        for f in dataclasses.fields(section):
+            if getattr(section, f.name) is None:
+                handed.pop(f.metadata["env"], None)
+        handed.update(cfg.to_environment(section))
+    return handed
+
+
 def run(serve: ServeConfig, cassandra: CassandraConfig, *, access_log: bool, log_level: str) -> None:
     """Serve until interrupted."""
+    warning = check_exposure(
+        serve.http_host, serve.http_port, tls=serve.tls, token=serve.token is not None, insecure=serve.insecure
+    )
+    check_tls_files(serve)
+    # On stderr, as the CLI's warnings: this module's logger has no handler outside uvicorn's run.
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"statestore serve: {security_line(serve)}", file=sys.stderr)
     # host and port only for uvicorn's "running on" line: the sockets are bound here.
     options = {"host": serve.http_host, "port": serve.http_port, "access_log": access_log, "log_level": log_level}
+    if serve.tls:
+        options |= {"ssl_certfile": serve.tls_cert_file, "ssl_keyfile": serve.tls_key_file}
     if serve.workers == 1:
         sock = listening_socket(serve.http_host, serve.http_port, reuse_port=False)
         _serve(serve, cassandra, sock, options)
         return
     # Checked here, before any worker starts: a port held by another program is one clear error.
     listening_socket(serve.http_host, serve.http_port, reuse_port=True).close()
-    os.environ.update(cfg.to_environment(cassandra))
-    os.environ.update(cfg.to_environment(serve))
+    handed = worker_environment(os.environ, cassandra, serve)
+    for name in set(os.environ) - set(handed):
+        del os.environ[name]
+    os.environ.update(handed)
     # The workers' request metrics, summed by whichever worker a scrape reaches (http.metrics).
     shared = tempfile.mkdtemp(prefix="statestore-metrics-")
     os.environ[MULTIPROCESS_DIR_ENV] = shared
