@@ -1,9 +1,10 @@
 """docker-compose.yaml is secure by default, checked without a Docker engine: every secret is a
 required variable (`${VAR:?...}`) with no default anywhere, every published port is bound to
-127.0.0.1, Cassandra runs PasswordAuthenticator (the compose entrypoint's script is run here on
-cassandra.yaml files of both shapes) and the application logs in with the required password
-(the cassandra-init script is run here against a fake cqlsh), and every Spark process runs
-spark.authenticate with one required secret.
+127.0.0.1, the query API asks for a token (and Prometheus sends it), Cassandra runs
+PasswordAuthenticator (the compose entrypoint's script is run here on cassandra.yaml files of
+both shapes) and the application logs in with the required password (the cassandra-init script
+is run here against a fake cqlsh), and every Spark process runs spark.authenticate with one
+required secret.
 
 STATESTORE_COMPOSE_FILE names another compose file to check (e.g. an older revision)."""
 
@@ -41,6 +42,7 @@ SECRETS = {
     "CASSANDRA_ADMIN_PASSWORD",
     "CASSANDRA_PASSWORD",
     "SPARK_AUTH_SECRET",
+    "STATESTORE_API_TOKEN",
 }
 # Defaults that were, or are well known as, passwords.
 KNOWN_DEFAULTS = ("change-me", "changeme", "airflow:airflow@", "cassandra:cassandra@", "admin:admin@")
@@ -391,3 +393,52 @@ def test_spark_authenticate_is_on_for_every_spark_service(services):
         assert REQUIRED.match(secret), f"{name}: spark.authenticate.secret {secret!r} is not a required variable"
         secrets.add(secret)
     assert len(secrets) == 1 and REQUIRED.match(secrets.pop())["name"] == "SPARK_AUTH_SECRET"
+
+
+# ---------------------------------------------------------------- the query API
+
+
+def _interpolated(env: dict[str, str], value: str = "0123456789abcdef0123456789abcdef") -> dict[str, str]:
+    """The service's environment as compose hands it over, every ${VAR...} given `value`."""
+    return {k: REFERENCE.sub(value, v) for k, v in env.items()}
+
+
+def test_the_query_api_beyond_loopback_asks_for_a_token_and_says_insecure_in_words(text, services):
+    """statestore-api listens on every interface of its container: `statestore serve` starts
+    there only with TLS and a token, or with --insecure, so the compose file gives it a required
+    token and, having no TLS inside the compose network, says --insecure with its reason."""
+    from statestore.cli.main import build_parser
+    from statestore.core import config as cfg
+    from statestore.http.access import check_exposure, is_loopback
+    from statestore.http.serving import ServeConfig
+
+    api = services["statestore-api"]
+    command = [str(a) for a in api["command"]]
+    assert command[:4] == ["python", "-m", "statestore", "serve"]
+    args = build_parser().parse_args(command[3:])
+    env = _environment(api)
+    serve = cfg.from_args(ServeConfig, args, _interpolated(env))
+    assert not is_loopback(serve.http_host)
+    assert REQUIRED.match(env.get("STATESTORE_HTTP_TOKEN", "")), "the API's token is not a required variable"
+    assert serve.token is not None
+    # What the command itself decides at start: refused without --insecure; with it, said on purpose.
+    warning = check_exposure(serve.http_host, serve.http_port, tls=serve.tls, token=True, insecure=serve.insecure)
+    if warning is not None:
+        comment = text[: text.index("  statestore-api:")].rsplit("\n\n", 1)[-1]
+        assert "--insecure" in comment and "TLS" in comment, "--insecure without a comment saying why"
+    # The health check needs no token; the rest does.
+    assert serve.open_paths == ("/health",)
+    assert "/health" in " ".join(map(str, api["healthcheck"]["test"]))
+
+
+def test_prometheus_scrapes_the_api_with_its_token(services):
+    """Prometheus reads the token from a compose secret made from the same variable as the API's."""
+    config = yaml.safe_load((PROJECT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    scrape = config["scrape_configs"][0]
+    assert scrape["authorization"]["type"] == "Bearer"
+    path = scrape["authorization"]["credentials_file"]
+    secret = path.removeprefix("/run/secrets/")
+    assert path.startswith("/run/secrets/") and secret in services["prometheus"]["secrets"]
+    source = yaml.safe_load(COMPOSE.read_text())["secrets"][secret]["environment"]
+    token = REQUIRED.match(_environment(services["statestore-api"])["STATESTORE_HTTP_TOKEN"])["name"]
+    assert source == token

@@ -57,3 +57,19 @@ def test_compose_prometheus_scrapes_the_api_with_the_rules():
     assert config["rule_files"] == ["alerts.yml"] and (PROJECT / "deploy" / "prometheus" / "alerts.yml").is_file()
     assert "./deploy/prometheus:/etc/prometheus:ro" in compose["prometheus"]["volumes"]
     assert api["environment"]["STATESTORE_KAFKA_BOOTSTRAP"] == "kafka:29092"
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is needed: `make browser` installs it")
+def test_the_compose_prometheus_config_is_valid_with_its_token_file(tmp_path):
+    """promtool checks the config as Prometheus loads it, the token file included (it must exist:
+    here a stand-in for the compose secret)."""
+    source = PROJECT / "deploy" / "prometheus"
+    text = (source / "prometheus.yml").read_text()
+    token = yaml.safe_load(text)["scrape_configs"][0]["authorization"]["credentials_file"]
+    (tmp_path / "token").write_text("0123456789abcdef0123456789abcdef\n")
+    (tmp_path / "prometheus.yml").write_text(text.replace(token, str(tmp_path / "token")))
+    shutil.copy(source / "alerts.yml", tmp_path / "alerts.yml")
+    done = subprocess.run(
+        ["promtool", "check", "config", "prometheus.yml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
