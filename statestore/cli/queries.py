@@ -102,9 +102,8 @@ def cmd_all(args) -> int:
 
 def cmd_count(args) -> int:
     exact = not args.estimate
-    store = open_from_args(args, count_all=exact)
-    # Exact, the library logs its own warning: SELECT COUNT(*) reads every entry.
-    entries = store.approximate_num_entries()
+    store = open_from_args(args)
+    entries = store.count_entries() if exact else store.approximate_num_entries()  # exact: reads every entry
     note = ""
     if not exact:
         figures = cluster_figures(store.session, store.spec.keyspace, store.spec.table)

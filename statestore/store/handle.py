@@ -224,18 +224,22 @@ class KeyValueHandle(StoreHandle):
 
     # -- size ------------------------------------------------------------------------------------
 
+    def count_entries(self) -> int:
+        """Keys with a value, exactly: SELECT COUNT(*) (a full scan inside Cassandra), or, for a
+        store with a retention, a scan that leaves out the entries past it. Reads the whole table."""
+        if self.spec.retention_ms is not None:  # entries past the retention are not counted
+            return sum(1 for _ in self.unexpired(self.table.scan_unordered(self.session)))
+        return self.table.count(self.session)
+
     def approximate_num_entries(self) -> int:
-        """Keys with a value. With count-all on: exact (SELECT COUNT(*), a full scan inside
-        Cassandra). Otherwise from Cassandra's size estimate (flushed data only, refreshed every
-        few minutes; 0 when there is none yet), as each kind scales it (`_entries_in`)."""
+        """Keys with a value. With count-all on: exact (`count_entries`, with a warning: a setting
+        turned a size question into a full read). Otherwise from Cassandra's size estimate
+        (flushed data only, refreshed every few minutes; 0 when there is none yet), as each kind
+        scales it (`_entries_in`)."""
         if self.count_all:
-            if self.spec.retention_ms is not None:  # entries past the retention are not counted
-                _log.warning(
-                    "store %s: counting every entry within its retention, which reads the whole table", self.name
-                )
-                return sum(1 for _ in self.unexpired(self.table.scan_unordered(self.session)))
-            _log.warning("store %s: counting every entry with SELECT COUNT(*), which reads the whole table", self.name)
-            return self.table.count(self.session)
+            how = "within its retention" if self.spec.retention_ms is not None else "with SELECT COUNT(*)"
+            _log.warning("store %s: counting every entry %s, which reads the whole table", self.name, how)
+            return self.count_entries()
         estimate = size_estimate(self.session, self.spec.keyspace, self.spec.table)
         return 0 if estimate is None else self._entries_in(estimate)
 

@@ -351,24 +351,29 @@ class _Store:
     spec = type("Spec", (), {"keyspace": "ks", "table": "t"})()
 
     def approximate_num_entries(self):
+        self.asked.append("estimate")
+        return 7821
+
+    def count_entries(self):
+        self.asked.append("exact")
         return 7821
 
 
 @pytest.fixture
 def estimated(monkeypatch):
-    """A store of 7,821 entries (counted or estimated: the fake does not tell); the count_all
-    each `count` opened it with, in the list returned."""
-    opened = []
-    monkeypatch.setattr(queries, "open_from_args", lambda args, count_all=False: opened.append(count_all) or _Store())
+    """A store of 7,821 entries, counted or estimated: which was asked, in the list returned."""
+    store = _Store()
+    store.asked = []
+    monkeypatch.setattr(queries, "open_from_args", lambda args, count_all=False: store)
     monkeypatch.setattr(queries, "cluster_figures", lambda *a: _Figures())
-    return opened
+    return store.asked
 
 
 @pytest.mark.parametrize("exact", [[], ["--exact"]])
 def test_count_is_exact_by_default(capsys, estimated, exact):
     assert main(["count", "sample", *exact]) == 0
     out, err = capsys.readouterr()
-    assert estimated == [True] and out == "7821\n" and "about" not in err
+    assert estimated == ["exact"] and out == "7821\n" and "about" not in err
     assert main(["count", "sample", "--format", "json", *exact]) == 0
     assert json.loads(capsys.readouterr().out) == {"store": "sample", "entries": 7821, "exact": True, "estimate": False}
 
@@ -376,7 +381,7 @@ def test_count_is_exact_by_default(capsys, estimated, exact):
 def test_count_table_says_about_and_how_to_count_exactly(capsys, estimated):
     assert main(["count", "sample", "--estimate", "--format", "table"]) == 0
     out = capsys.readouterr().out
-    assert estimated == [False] and "about 7,821" in out.splitlines()[1] and "without --estimate" in out
+    assert estimated == ["estimate"] and "about 7,821" in out.splitlines()[1] and "without --estimate" in out
 
 
 def test_count_value_of_the_estimate_is_asked_for_by_name(capsys, estimated):
