@@ -95,6 +95,7 @@ def test_errors_are_one_clear_line(capsys, keyspace):
     assert code == 2 and "invalid store name" in err  # a usage error, found before connecting
     code, _, err = _run(capsys, "stores", "--cassandra-port", "1", "--keyspace", keyspace)
     assert code == 5 and "cannot reach Cassandra at 127.0.0.1:1" in err  # unavailable
+    assert "For the local stack run `make stack-up`" in err  # the make target the docs name
     code, _, err = _run(capsys, "--cassandra-port", "1", "get", "Bad;Name", "x", "--keyspace", keyspace)
     assert code == 2 and "invalid store name" in err and "cannot reach" not in err
     # A keyspace that does not exist is named as such, by every command (not "it holds no stores yet").

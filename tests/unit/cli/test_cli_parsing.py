@@ -18,6 +18,7 @@ from statestore.cli import exits, queries, reference
 from statestore.cli import main as cli_main
 from statestore.cli.main import build_parser, main
 from statestore.cli.output import emit, emit_record
+from statestore.conn import kafka as kafka_io
 from statestore.core import config as cfg
 from statestore.core import errors
 from statestore.core.config import CassandraConfig, KafkaConfig
@@ -286,6 +287,11 @@ def test_main_returns_the_mapped_code_and_one_line(monkeypatch, capsys, exc, cod
     monkeypatch.setattr(queries, "open_from_args", lambda args, count_all=False: fail(args))
     assert main(["count", "s"]) == code
     assert capsys.readouterr().err == f"statestore: {exc}\n"
+
+
+def test_the_unreachable_kafka_hint_names_the_make_target():
+    hint = str(kafka_io._unreachable(KafkaConfig(bootstrap_servers="127.0.0.1:1"), OSError("refused")))
+    assert "For the local stack run `make stack-up`" in hint
 
 
 def test_usage_errors_are_returned_as_2(capsys):
