@@ -6,6 +6,8 @@ up; an Airflow api-server with this project's plugin runs against the test keysp
 logs in, opens the list from the UI (the external view's frame) and a store's page, and the
 assertions read what they show: the list fits 1280 px, the charts hold one mark per batch, the
 state is the writer's run's. Screenshots of both go to docs/images (the docs show them).
+The same server, with the DAGs parsed into its database, shows state_store_admin's trigger
+form: Trigger enabled as the form opens, and a click triggers a run.
 """
 
 from __future__ import annotations
@@ -458,3 +460,40 @@ def test_the_key_lookup_and_the_validation_reports(api_server, token, browser, k
     assert _get(f"{base}/{STORE}/data_docs/index.html")[0] == 401  # and only with an Airflow login
     assert _get(f"{api_server}/statestore/stores/no_such_store", token)[0] == 404
     assert _get(f"{api_server}/statestore/stores/Not-A-Name", token)[0] == 404
+
+
+@pytest.fixture(scope="module")
+def dags_serialized(api_server):
+    """The project's DAGs parsed into the API server's database, as its DAG processor would."""
+    airflow = Path(sys.executable).parent / "airflow"
+    subprocess.run([str(airflow), "dags", "reserialize"], check=True, capture_output=True, timeout=300)
+
+
+def test_state_store_admin_can_be_triggered_from_its_form(api_server, token, browser, dags_serialized):
+    """Its trigger form, left as it opens (action describe, every other field at its default, the
+    drop's confirmation empty), has Trigger enabled, and a click triggers a run with those
+    params (issue 46: an empty required confirmation kept Trigger disabled for every action)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    wait = _login(browser, api_server, token)
+    browser.get(f"{api_server}/dags/state_store_admin")
+    wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid='trigger-dag-button']"))).click()
+    submit = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "[data-testid='trigger-dag-submit']")))
+    wait.until(lambda _: submit.is_enabled(), "the form's Trigger button stays disabled")
+    submit.click()
+
+    def runs() -> list[dict]:
+        status, body = _get(f"{api_server}/api/v2/dags/state_store_admin/dagRuns", token)
+        return json.loads(body)["dag_runs"] if status == 200 else []
+
+    wait.until(lambda _: runs())
+    [run] = runs()
+    assert run["conf"]["action"] == "describe" and run["conf"].get("confirm") is None
+    request = urllib.request.Request(
+        f"{api_server}/api/v2/dags/state_store_admin/dagRuns/{run['dag_run_id']}",
+        method="DELETE",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # nothing left queued for other tests
+        assert response.status == 204
