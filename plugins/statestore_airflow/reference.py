@@ -4,13 +4,16 @@
 
 Connection types from the provider's metadata (statestore_airflow.provider, what Airflow's
 providers manager reads), hooks and operators from their classes (signatures, docstrings,
-template fields), the plugin from its class. A unit test compares the committed page with
-`markdown()`. Plain Markdown, no links, so a strict docs build has nothing to resolve.
+template fields), the plugin from its class, the example DAGs' trigger forms from their
+params. A unit test compares the committed page with `markdown()`. Plain Markdown, no links,
+so a strict docs build has nothing to resolve.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
 import re
 from typing import Any
 
@@ -172,6 +175,24 @@ def _plugin(cls: type) -> list[str]:
     return [*lines, ""]
 
 
+def _dag(dag: Any) -> list[str]:
+    schedule = "none: runs when triggered" if dag.schedule is None else f"`{dag.schedule}` (UTC)"
+    paused = {None: "as Airflow's `dags_are_paused_at_creation` says", False: "no"}[dag.is_paused_upon_creation]
+    lines = [f"### {dag.dag_id}", "", _text(dag.description or ""), ""]
+    lines += [f"Schedule {schedule}; paused when first parsed: {paused}.", ""]
+    lines += ["| param | on the form | type | default | what it is |", "|---|---|---|---|---|"]
+    for name in dag.params:
+        param = dag.params.get_param(name)
+        schema = param.schema
+        kinds = schema.get("type")
+        optional = "null" in (kinds if isinstance(kinds, list) else [kinds])
+        kind = _text(_schema_type(schema)) + (" (may stay empty)" if optional else "")
+        default = "" if param.value in (None, "") else f"`{json.dumps(param.value)}`"
+        description = _text(param.description or schema.get("description") or "")
+        lines.append(f"| `{name}` | {_text(schema.get('title', ''))} | {kind} | {default} | {description} |")
+    return [*lines, ""]
+
+
 def markdown() -> str:
     from statestore_airflow.hook import CassandraStateStoreHook
     from statestore_airflow.kafka_hook import StateStoreKafkaHook
@@ -190,7 +211,8 @@ def markdown() -> str:
         f"{_text(info['description'])}. It comes with the `statestore` distribution "
         "(`pip install 'statestore[airflow]'`) as the package `statestore_airflow`; Airflow finds it through "
         "the entry points `apache_airflow_provider` (the connection types below) and `airflow.plugins` "
-        "(the store page). Every connection type, hook, operator and plugin it has is on this page.",
+        "(the store page). Every connection type, hook, operator and plugin it has is on this page, "
+        "and the trigger forms of its example DAGs.",
         "",
         "## Connection types",
         "",
@@ -204,6 +226,15 @@ def markdown() -> str:
     lines += _operator(MaintenanceJobOperator)
     lines += ["## Plugin", ""]
     lines += _plugin(StateStorePlugin)
+    lines += [
+        "## DAGs and their trigger forms",
+        "",
+        "The example DAGs (`statestore_airflow.example_dags`; `dags/` of the repository) and the "
+        "params of their trigger forms, which a REST trigger passes as `conf`.",
+        "",
+    ]
+    for module in ("wordcount_stream", "state_store_admin", "state_maintenance"):
+        lines += _dag(importlib.import_module(f"statestore_airflow.example_dags.{module}").dag)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -1,8 +1,10 @@
 """docs/provider-reference.md is what statestore_airflow.reference generates from the code, and
-it names every connection type, extra, hook method, operator and plugin the provider has."""
+it names every connection type, extra, hook method, operator and plugin the provider has, and
+every param of the example DAGs' trigger forms."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 
 import tests.airflow_env as airflow_env
@@ -22,7 +24,7 @@ def test_docs_provider_reference_is_what_the_code_generates():
     )
 
 
-def test_the_reference_names_every_connection_type_extra_hook_method_and_operator():
+def test_the_reference_names_every_connection_type_extra_hook_method_operator_and_param():
     page = reference.markdown()
     for connection in provider.get_provider_info()["connection-types"]:
         assert f"### `{connection['connection-type']}`" in page
@@ -34,6 +36,10 @@ def test_the_reference_names_every_connection_type_extra_hook_method_and_operato
     for cls in (CassandraStateStoreHook, StateStoreKafkaHook):
         for name, _ in reference._members(cls):
             assert f"- `{name}" in page
+    for module in ("wordcount_stream", "state_store_admin", "state_maintenance"):
+        dag = importlib.import_module(f"statestore_airflow.example_dags.{module}").dag
+        section = page.split(f"### {dag.dag_id}\n", 1)[1].split("\n### ", 1)[0]
+        assert [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")] == list(dag.params)
 
 
 def test_every_public_member_says_what_it_does():
