@@ -1,19 +1,26 @@
 """Cassandra connections: one driver Cluster per process and config, with execution profiles.
 
-Three profiles: the default one for reads and writes of entries (DML, LOCAL_QUORUM);
-`bookkeeping` for the stream's registry progress and lease (LOCAL_QUORUM writes, lightweight
-transactions and the reads a writer decides on at the serial consistency), so nothing on the
-streaming path needs every replica; and `ddl` for schema steps and admin changes.
+Three profiles: the default one for reads and writes of entries (DML); `bookkeeping` for the
+stream's registry progress and lease (its writes, lightweight transactions and the reads a
+writer decides on at the serial consistency); and `ddl` for schema steps and admin changes.
+DML never runs with the DDL profile (ALL by default: one replica down would stop the stream).
+The policy is token-aware, so a point read or a single-partition write goes straight to a
+replica.
 
-Serial consistency (serial_level_for): "auto", the default, is SERIAL. Fencing (the lease, the
-epoch, progress) holds only if every writer's Paxos rounds overlap: LOCAL_SERIAL takes a quorum
-of the local data center's replicas, so for a keyspace replicated to two data centers two
-drivers, one in each, can both win. For a keyspace in one data center SERIAL takes the very
-same replicas as LOCAL_SERIAL (no cost there), so "auto" needs no per-keyspace lookup that a
-code path could miss. An explicit LOCAL_SERIAL is refused for a keyspace that spans several
-data centers (check_serial_scope, when a writer takes a store's lease). DML never runs with
-the DDL profile (ALL by default: one replica down would stop the stream). The policy is
-token-aware, so a point read or a single-partition write goes straight to a replica.
+Consistency across data centers (level_for, one rule for the three levels a writer decides
+on). "auto", the default of each, is QUORUM for entries and bookkeeping and SERIAL for
+transactions. A writer's reads and writes hold only if they overlap every other writer's,
+whichever data center either runs in: a LOCAL_ level is decided by the coordinator's data
+center alone, and replication to the others is asynchronous, so for a keyspace replicated to
+two data centers two lease holders, one in each, can both win (LOCAL_SERIAL), and a writer
+restarted in the other data center reads entries and registry marks older than the batches
+recorded (LOCAL_QUORUM), then counts on from them without an error. For a keyspace in one data
+center QUORUM and SERIAL take the very same replicas as LOCAL_QUORUM and LOCAL_SERIAL (no cost
+there), so "auto" needs no per-keyspace lookup that a code path (an executor) could miss. An
+explicit LOCAL_ level is refused for a keyspace that spans several data centers
+(check_writer_scope: before a stream writes anything, when a writer takes a store's lease, and
+before the expire job deletes); readers (`get`, `dump`, `serve`) take no lease and may read at
+a local level.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import ssl
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 
 from cassandra import AuthenticationFailed, ConsistencyLevel, InvalidRequest, WriteTimeout, WriteType
 from cassandra.auth import PlainTextAuthProvider
@@ -53,16 +61,66 @@ def _profile(config: CassandraConfig, consistency: str) -> ExecutionProfile:
             DCAwareRoundRobinPolicy(local_dc=config.local_dc), shuffle_replicas=True
         ),
         consistency_level=ConsistencyLevel.name_to_value[consistency],
-        serial_consistency_level=ConsistencyLevel.name_to_value[configured_serial(config.serial_consistency)],
+        serial_consistency_level=ConsistencyLevel.name_to_value[configured_level("serial", config.serial_consistency)],
         request_timeout=config.request_timeout_s,
     )
 
 
-def configured_serial(setting: str) -> str:
-    """The serial consistency a session runs its transactions at for a setting ("auto": SERIAL,
-    see the module doc)."""
+def configured_level(kind: str, setting: str) -> str:
+    """The level a session runs `kind` ("entries", "bookkeeping" or "serial") at for a setting:
+    "auto" is QUORUM (SERIAL for transactions), see the module doc."""
     level = setting.strip().upper()
-    return "SERIAL" if level == "AUTO" else level
+    return _SCOPES[kind].auto if level == "AUTO" else level
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a level setting governs, for level_for's refusal."""
+
+    auto: str  # what "auto" is
+    name: str  # the setting, as its message names it
+    flag: str  # its flag / environment variable
+    stake: str  # what a LOCAL_ level would let happen on a keyspace in several data centers
+    way_out: str
+
+
+_SCOPES = {
+    "entries": _Scope(
+        "QUORUM",
+        "DML consistency (entries)",
+        "--dml-consistency / STATESTORE_DML_CONSISTENCY",
+        "each batch reads a key's entry and writes old + delta, and a write acknowledged by one data center "
+        "reaches the others later, so a writer restarted in another data center would read entries older "
+        "than the batches the store records and count on from them, without an error",
+        "QUORUM, EACH_QUORUM or ALL",
+    ),
+    "bookkeeping": _Scope(
+        "QUORUM",
+        "bookkeeping consistency (registry, lease, stream log)",
+        "--bookkeeping-consistency / STATESTORE_BOOKKEEPING_CONSISTENCY",
+        "a writer restarted in another data center would read registry marks (outside writes, TTL expiry) and "
+        "stream-log totals older than the ones written here, and its apply cache could trust entries changed "
+        "meanwhile",
+        "QUORUM, EACH_QUORUM or ALL",
+    ),
+    "serial": _Scope(
+        "SERIAL",
+        "serial consistency",
+        "--serial-consistency / STATESTORE_SERIAL_CONSISTENCY",
+        "a lease, epoch or progress transaction would then be decided by one data center's replicas alone, "
+        "and writers in two data centers could both take the store",
+        "SERIAL",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class WriterLevels:
+    """The levels a writer of a keyspace runs at (level_for each)."""
+
+    entries: str
+    bookkeeping: str
+    serial: str
 
 
 def data_centers_of(replication: dict[str, str], cluster_dcs: set[str] | frozenset[str]) -> set[str]:
@@ -76,34 +134,58 @@ def data_centers_of(replication: dict[str, str], cluster_dcs: set[str] | frozens
     return {dc for dc, factor in replication.items() if dc not in ("class", "replication_factor") and int(factor) > 0}
 
 
-def serial_level_for(setting: str, keyspace: str, data_centers: set[str]) -> str:
-    """The serial consistency that fences writers of `keyspace`, whose replicas are in
-    `data_centers`: SERIAL for "auto" or SERIAL; LOCAL_SERIAL only for a keyspace in at most one
-    data center (ConfigError otherwise: two writers in two data centers could both win)."""
-    level = configured_serial(setting)
-    if level == "LOCAL_SERIAL" and len(data_centers) > 1:
+def level_for(kind: str, setting: str, keyspace: str, data_centers: set[str]) -> str:
+    """The level a writer of `keyspace`, whose replicas are in `data_centers`, runs `kind`
+    ("entries", "bookkeeping" or "serial") at for `setting`: "auto" is QUORUM (SERIAL); a LOCAL_
+    level only for a keyspace in at most one data center (ConfigError otherwise, naming the
+    way out: see the module doc)."""
+    level = configured_level(kind, setting)
+    if level.startswith("LOCAL_") and len(data_centers) > 1:
+        scope = _SCOPES[kind]
         raise ConfigError(
             f"keyspace '{keyspace}' is replicated to {len(data_centers)} data centers "
-            f"({', '.join(sorted(data_centers))}), but the serial consistency is LOCAL_SERIAL: a lease, "
-            "epoch or progress transaction would then be decided by one data center's replicas alone, "
-            "and writers in two data centers could both take the store. Use SERIAL or auto (the default): "
-            "unset STATESTORE_SERIAL_CONSISTENCY / --serial-consistency"
+            f"({', '.join(sorted(data_centers))}), but the {scope.name} is {level}: {scope.stake}. "
+            f"Use {scope.way_out}, or auto (the default: {scope.auto}): unset {scope.flag}"
         )
     return level
 
 
-def check_serial_scope(session: Session, keyspace: str) -> str:
-    """The serial consistency `session`'s bookkeeping transactions run at, checked against the
-    data centers `keyspace` spans (serial_level_for; ConfigError for LOCAL_SERIAL on several)."""
-    level = session.cluster.profile_manager.profiles[bookkeeping_profile(session)].serial_consistency_level
-    name = ConsistencyLevel.value_to_name.get(level, "SERIAL") if level is not None else "SERIAL"
+def serial_level_for(setting: str, keyspace: str, data_centers: set[str]) -> str:
+    """The serial consistency that fences writers of `keyspace` (level_for "serial")."""
+    return level_for("serial", setting, keyspace, data_centers)
+
+
+def keyspace_data_centers(session: Session, keyspace: str) -> set[str] | None:
+    """The data centers holding replicas of `keyspace` (data_centers_of its replication), or
+    None when there is no such keyspace."""
     row = session.execute(
         "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (validate_keyspace(keyspace),)
     ).one()
     if row is None:
-        return name
+        return None
     cluster_dcs = {host.datacenter for host in session.cluster.metadata.all_hosts() if host.datacenter}
-    return serial_level_for(name, keyspace, data_centers_of(dict(row.replication), cluster_dcs))
+    return data_centers_of(dict(row.replication), cluster_dcs)
+
+
+def check_writer_scope(session: Session, keyspace: str) -> WriterLevels:
+    """The levels `session` writes `keyspace` at (its default profile: entries; its bookkeeping
+    profile: registry and lease, and their serial consistency), checked against the data centers
+    the keyspace spans: ConfigError for a LOCAL_ level on several (level_for). Called by every
+    writer before it writes (the module doc)."""
+    profiles = session.cluster.profile_manager.profiles
+    bookkeeping = profiles[bookkeeping_profile(session)]
+    names = ConsistencyLevel.value_to_name
+    serial = bookkeeping.serial_consistency_level
+    levels = WriterLevels(
+        entries=names[profiles[EXEC_PROFILE_DEFAULT].consistency_level],
+        bookkeeping=names[bookkeeping.consistency_level],
+        serial="SERIAL" if serial is None else names[serial],
+    )
+    data_centers = keyspace_data_centers(session, keyspace)
+    if data_centers is None:
+        return levels
+    kinds = ("entries", "bookkeeping", "serial")
+    return WriterLevels(*(level_for(kind, getattr(levels, kind), keyspace, data_centers) for kind in kinds))
 
 
 def bookkeeping_profile(session: Session) -> object:
@@ -165,9 +247,9 @@ def build_cluster(config: CassandraConfig) -> Cluster:
         protocol_version=config.protocol_version,
         auth_provider=auth,
         execution_profiles={
-            EXEC_PROFILE_DEFAULT: _profile(config, config.dml_consistency),
+            EXEC_PROFILE_DEFAULT: _profile(config, configured_level("entries", config.dml_consistency)),
             DDL_PROFILE: _profile(config, config.ddl_consistency),
-            BOOKKEEPING_PROFILE: _profile(config, config.bookkeeping_consistency),
+            BOOKKEEPING_PROFILE: _profile(config, configured_level("bookkeeping", config.bookkeeping_consistency)),
         },
         # Retry a lost node every 0.5 s doubling to 10 s (the driver's default goes up to
         # 10 minutes, far too long for a stream waiting out a short outage).

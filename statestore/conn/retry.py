@@ -17,7 +17,7 @@ from cassandra import InvalidRequest, OperationTimedOut, ReadTimeout, Unavailabl
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 
-from statestore.conn.cassandra import cas_outcome_unknown, configured_serial, hosts_down
+from statestore.conn.cassandra import cas_outcome_unknown, configured_level, hosts_down
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import CassandraUnavailableError, StoreFencedError
 
@@ -86,8 +86,9 @@ def with_retries(
 
 def _levels(config: CassandraConfig) -> str:
     return (
-        f"entries need {config.dml_consistency}, registry and lease {config.bookkeeping_consistency} "
-        f"(serial {configured_serial(config.serial_consistency)}); "
+        f"entries need {configured_level('entries', config.dml_consistency)}, registry and lease "
+        f"{configured_level('bookkeeping', config.bookkeeping_consistency)} "
+        f"(serial {configured_level('serial', config.serial_consistency)}); "
     )
 
 

@@ -11,7 +11,7 @@
 Every option is validated when it is set. Defaults: keyspace STATESTORE_KEYSPACE (else
 "statestore"), table name "<store>_store", UnifiedCompactionStrategy and no TTL, tables
 created by `create()`, DDL on the "ddl" execution profile (consistency ALL), DML on the
-default profile (LOCAL_QUORUM), count-all off, string keys and long values, no read cache.
+default profile (auto: QUORUM), count-all off, string keys and long values, no read cache.
 """
 
 from __future__ import annotations

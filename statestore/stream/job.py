@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from statestore.conn.cassandra import require_keyspace, session_for, tls_files
+from statestore.conn.cassandra import check_writer_scope, require_keyspace, session_for, tls_files
 from statestore.conn.kafka import TopicIds, partition_count, spark_source_options
 from statestore.conn.retry import with_retries
 from statestore.conn.spark import build_session
@@ -57,8 +57,10 @@ class JobConfig:
 
 def resolve_store(session, job: JobConfig) -> StoreSpec:
     """The store to write: as registered, or a new one with the requested layout. A registered
-    store of another schema version is refused before anything is written (schema)."""
+    store of another schema version (schema), or levels that do not overlap across the
+    keyspace's data centers (check_writer_scope), are refused before anything is written."""
     require_keyspace(session, job.cassandra.keyspace)
+    check_writer_scope(session, job.cassandra.keyspace)
     existing = registry.find(session, job.cassandra.keyspace, job.stream.store)
     if existing is not None:
         schema.require_current(session, job.cassandra.keyspace, job.stream.store)

@@ -3,7 +3,8 @@ consistency levels, timeouts and the retry budget).
 
 A frozen dataclass of settings (statestore.core.settings: defaults < STATESTORE_* environment <
 flags). Its checks refuse a combination that would lose data unless forced: a DML consistency
-whose reads need not see the last write.
+whose reads need not see the last write. Whether a level is safe for a keyspace's data centers
+is known only once connected: statestore.conn.cassandra.check_writer_scope.
 """
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ def _consistency(raw: str) -> str:
     level = raw.strip().upper()
     if level not in CONSISTENCY_LEVELS:
         raise ValueError(f"use one of {', '.join(CONSISTENCY_LEVELS)}")
+    return level
+
+
+def _writer_consistency(raw: str) -> str:
+    """A level of entries or bookkeeping: one of CONSISTENCY_LEVELS, or AUTO (QUORUM: see
+    statestore.conn.cassandra, which resolves it and refuses a LOCAL_ level on a keyspace in
+    several data centers)."""
+    level = raw.strip().upper()
+    if level != "AUTO" and level not in CONSISTENCY_LEVELS:
+        raise ValueError(f"use one of {', '.join(CONSISTENCY_LEVELS)}, or AUTO")
     return level
 
 
@@ -103,12 +114,14 @@ class CassandraConfig:
         "data center the driver routes to (default datacenter1)",
     )
     dml_consistency: str = setting(
-        "LOCAL_QUORUM",
+        "AUTO",
         "STATESTORE_DML_CONSISTENCY",
         "--dml-consistency",
-        "consistency of reads and writes of entries (default LOCAL_QUORUM; ONE, LOCAL_ONE, TWO and THREE "
-        "are refused without --allow-weak-consistency)",
-        _consistency,
+        "consistency of reads and writes of entries (default AUTO: QUORUM, which on a keyspace in one data "
+        "center takes the same replicas as LOCAL_QUORUM; ONE, LOCAL_ONE, TWO and THREE are refused without "
+        "--allow-weak-consistency; a writer refuses LOCAL_QUORUM and LOCAL_ONE on a keyspace that spans "
+        "several data centers)",
+        _writer_consistency,
     )
     allow_weak_consistency: bool = setting(
         False,
@@ -127,12 +140,13 @@ class CassandraConfig:
         _consistency,
     )
     bookkeeping_consistency: str = setting(
-        "LOCAL_QUORUM",
+        "AUTO",
         "STATESTORE_BOOKKEEPING_CONSISTENCY",
         "--bookkeeping-consistency",
-        "consistency of the stream's registry progress and lease writes (default LOCAL_QUORUM: "
-        "one of three replicas may be down)",
-        _consistency,
+        "consistency of the stream's registry progress and lease writes (default AUTO: QUORUM, so one "
+        "of three replicas may be down; a writer refuses LOCAL_QUORUM and LOCAL_ONE on a keyspace that "
+        "spans several data centers)",
+        _writer_consistency,
     )
     serial_consistency: str = setting(
         "AUTO",
@@ -219,6 +233,7 @@ class CassandraConfig:
                 f"--dml-consistency {self.dml_consistency} (STATESTORE_DML_CONSISTENCY) is refused: the stream "
                 "reads each key's current count and writes old + delta, batch after batch, and at this level a "
                 "read may reach replicas the last write did not, so the counts silently lose updates. Use "
-                "LOCAL_QUORUM (the default), QUORUM or ALL, or pass --allow-weak-consistency "
+                "AUTO (the default: QUORUM), QUORUM, LOCAL_QUORUM (a keyspace in one data center) or ALL, or pass "
+                "--allow-weak-consistency "
                 "(STATESTORE_ALLOW_WEAK_CONSISTENCY=true) to accept lost updates"
             )

@@ -24,7 +24,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
 from cassandra.query import BatchStatement, BatchType
 
-from statestore.conn.cassandra import prepare, session_for, table_ttl_s
+from statestore.conn.cassandra import check_writer_scope, prepare, session_for, table_ttl_s
 from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig
 from statestore.core.errors import ConfigError, UnsupportedOperationError
@@ -270,7 +270,10 @@ def expire(
 ) -> ExpiryReport:
     """Expire `stores`: key-value stores in one Spark job, each store's cutoff recorded before
     any delete; window stores by dropping their expired segments, by their own retention in
-    stream time, then freeing their bytes with `nodetool` (statestore.maintenance.expire.segments)."""
+    stream time, then freeing their bytes with `nodetool` (statestore.maintenance.expire.segments).
+    Its deletes are writes a stream decides on: levels that do not overlap across the keyspace's
+    data centers are refused first (check_writer_scope)."""
+    check_writer_scope(session, config.keyspace)
     history.ensure_table(session, config.keyspace)
     looked_up = [registry.lookup(session, config.keyspace, name) for name in stores]
     now_ms = int(time.time() * 1000)

@@ -10,9 +10,10 @@ failed or is overdue, so a paused ("zombie") driver stops writing before anyone 
 A driver paused in the middle of a batch is stopped by fencing instead: whoever takes the lease
 next takes a newer epoch of the store (statestore.store.book.registry), and the paused driver's
 progress updates are refused. Lease writes are lightweight transactions on the bookkeeping
-profile (SERIAL, then LOCAL_QUORUM), and the holder is read serially, so one replica of
-three may be down. A keyspace spread over several data centers needs SERIAL: taking a lease
-refuses LOCAL_SERIAL there (statestore.conn.cassandra.check_serial_scope).
+profile (SERIAL, then QUORUM), and the holder is read serially, so one replica of
+three may be down. A keyspace spread over several data centers needs levels that overlap
+across them: taking a lease refuses LOCAL_SERIAL, LOCAL_QUORUM and LOCAL_ONE there
+(statestore.conn.cassandra.check_writer_scope).
 
 Besides the stream, `statestore reset` (statestore.store.admin.truncate_store) holds a store's
 lease while it empties the store, under a holder name of its own.
@@ -32,7 +33,7 @@ from datetime import UTC, datetime
 from statestore.conn.cassandra import (
     BOOKKEEPING_PROFILE,
     DDL_PROFILE,
-    check_serial_scope,
+    check_writer_scope,
     prepare,
     serial_read,
     table_metadata,
@@ -141,8 +142,8 @@ class StoreLease:
 
     def acquire(self, same_checkpoint_wait_s: float | None = None) -> None:
         """Take the lease, or raise LeaseHeldError naming who has it (ConfigError, before
-        anything, when the serial consistency cannot fence the keyspace's writers)."""
-        check_serial_scope(self.session, self.keyspace)
+        anything, when the session's levels do not overlap across the keyspace's data centers)."""
+        check_writer_scope(self.session, self.keyspace)
         self.session.execute(create_cql(self.keyspace), execution_profile=DDL_PROFILE)
         wait_s = self.ttl_s + 5 if same_checkpoint_wait_s is None else same_checkpoint_wait_s
         deadline = time.monotonic() + wait_s

@@ -1,4 +1,4 @@
-"""Cassandra nodes lost under a running stream (replication factor 3, LOCAL_QUORUM): one node
+"""Cassandra nodes lost under a running stream (replication factor 3, QUORUM): one node
 killed, two nodes down, a rolling restart of all three, and reads with a node down. Counts are
 checked exactly against the corpus' ground truth every time."""
 
@@ -144,7 +144,7 @@ def test_two_nodes_down_stop_the_stream_with_a_clear_error_and_a_restart_is_exac
     assert took < 4 * 15 + 120, f"the stream took {took:.0f}s to stop"
     # The error names the levels, and the replicas missing: as the driver sees them, or as
     # Cassandra said (needed / alive).
-    assert "CassandraUnavailableError" in text and "entries need LOCAL_QUORUM" in text, text[-3000:]
+    assert "CassandraUnavailableError" in text and "entries need QUORUM" in text, text[-3000:]
     assert "sees down: 127.0.0.2:9142, 127.0.0.3:9142" in text or "needs 2 replicas" in text, text[-3000:]
     cluster.start("cassandra-2")
     cluster.start("cassandra-3")

@@ -97,7 +97,7 @@ def test_a_cassandra_node_cut_off_mid_stream_leaves_the_counts_exact(
     try:
         wait_until(lambda: recorded_batches(cluster_session, cluster_keyspace, store_name) >= 0, 300, "a first batch")
         # Node 2 is cut off (from nodes 1 and 3, the driver and the executors) while input
-        # keeps arriving: entries are written at LOCAL_QUORUM by the two nodes left.
+        # keeps arriving: entries are written at QUORUM by the two nodes left.
         before = _progress_via("127.0.0.1", cluster_keyspace, store_name).last_batch_id
         with netcut.node_cut("cassandra-2"):
             began = time.monotonic()

@@ -8,21 +8,29 @@ load balancing sends nothing to a remote one), and the two claim the same store 
   what fencing was before the fix, and what an explicit LOCAL_SERIAL would still do.)
 - By default (auto: SERIAL) the same race has exactly one winner every time, through the very
   code the stream runs (StoreLease.acquire and registry.take_epoch, retried as the job does).
-- An explicit LOCAL_SERIAL is refused on this keyspace before anything is written.
+- An explicit LOCAL_SERIAL is refused on this keyspace before anything is written; so is an
+  explicit LOCAL_QUORUM for entries or bookkeeping.
+- Entries: a writer in dc2 reads what a writer in dc1 wrote while dc2's replica missed the
+  writes (its messages cut for 3 s): by default (auto: QUORUM) the writes wait for dc2 and it
+  reads them; at LOCAL_QUORUM it read every key as before (needs root and iptables, as the
+  other partition tests).
 
 The cluster is started for this module if it is not up (about 20 s) and stopped again after
-(about 13 s); the races themselves take about 7 s."""
+(about 13 s); the races themselves take about 7 s, the entries' failover about 5 s."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
+import time
 import uuid
+from contextlib import contextmanager
 from functools import partial
 
 import pytest
 
-from statestore.conn.cassandra import DDL_PROFILE, session_for
+from statestore.conn.cassandra import DDL_PROFILE, WriterLevels, check_writer_scope, session_for
 from statestore.conn.retry import with_retries
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
@@ -31,7 +39,9 @@ from statestore.core.model import StoreSpec, StoreType
 from statestore.store.book import registry
 from statestore.store.book.lease import LeaseHeldError, StoreLease, current_holder
 from statestore.store.book.lease import create_cql as lease_table_cql
-from tests.integration.conftest import PROJECT
+from statestore.store.builder import StoreBuilder
+from tests.integration.cluster import partitions
+from tests.integration.conftest import PROJECT, wait_until
 
 sys.path.insert(0, str(PROJECT / "stack"))
 import two_dc as local_two_dc
@@ -69,8 +79,9 @@ def dc_keyspace(two_dc):
     admin.execute(f"DROP KEYSPACE IF EXISTS {name}", execution_profile=DDL_PROFILE, timeout=120)
 
 
-def _config(keyspace: str, local_dc: str, serial: str) -> CassandraConfig:
-    """A writer's settings in `local_dc`: its requests are coordinated there only."""
+def _config(keyspace: str, local_dc: str, serial: str, **levels: str) -> CassandraConfig:
+    """A writer's settings in `local_dc`: its requests are coordinated there only. `levels`:
+    dml_consistency and bookkeeping_consistency, when not the defaults."""
     return cfg.resolve(
         CassandraConfig,
         env={},
@@ -80,6 +91,7 @@ def _config(keyspace: str, local_dc: str, serial: str) -> CassandraConfig:
             "local_dc": local_dc,
             "keyspace": keyspace,
             "serial_consistency": serial,
+            **levels,
         },
     )
 
@@ -198,3 +210,65 @@ def test_an_explicit_local_serial_is_refused_on_a_keyspace_in_two_data_centers(d
     with pytest.raises(ConfigError, match=r"replicated to 2 data centers \(dc1, dc2\).*LOCAL_SERIAL"):
         lease.acquire()
     assert current_holder(_session(_config(dc_keyspace, "dc1", "AUTO")), dc_keyspace, "refused") is None
+
+
+def _iptables(action: str, node: local_two_dc.Node) -> subprocess.CompletedProcess:
+    """Add (-I) or delete (-D) the rule that drops every packet sent to `node`'s storage port."""
+    rule = ("-o", "lo", "-p", "tcp", "-d", node.address, "--dport", str(local_two_dc.STORAGE_PORT))
+    argv = ("iptables", "-w", action, "OUTPUT", *rule, "-m", "comment", "--comment", "statestore-two-dc-cut", "-j")
+    return subprocess.run((*argv, "DROP"), capture_output=True, text=True, timeout=30, check=action == "-I")
+
+
+@contextmanager
+def _messages_cut_to(node: local_two_dc.Node, seconds: float):
+    """Cassandra's messages to `node` (its peer's mutations, and their retries) dropped from
+    now until `seconds` later, whatever the body is doing then (it may be waiting on them). The
+    node runs on and gossips to its peer, so neither is seen down; what was sent meanwhile
+    arrives when TCP retransmits it, past Cassandra's 2 s write timeout: expired, dropped,
+    left to hints (written on the peer, replayed 10 s or more later)."""
+    _iptables("-I", node)
+    heal = threading.Timer(seconds, _iptables, ("-D", node))
+    heal.start()
+    try:
+        yield
+    finally:
+        heal.join()
+        while _iptables("-D", node).returncode == 0:  # no copy left behind
+            pass
+
+
+@pytest.mark.skipif(partitions.unavailable() is not None, reason=str(partitions.unavailable()))
+def test_a_writer_in_dc2_reads_the_entries_a_writer_in_dc1_wrote(dc_keyspace):
+    """The failover of issue 45, item 6: a writer in dc1 writes a store's entries while dc2's
+    replica misses them (dc1's messages to it cut for longer than Cassandra's 2 s write timeout,
+    so the mutations are dropped and left to hints), then a writer pinned to dc2 reads them at
+    once, as a restarted stream's apply does before it writes old + delta. Both at the
+    default levels, which a writer checks against the keyspace first. At LOCAL_QUORUM (the
+    default before) dc1 alone acknowledged the writes and dc2 read every key as it was before
+    (40 of 40, in each of three runs): the stale counts a failed-over stream would build on.
+    At QUORUM the writes wait for dc2 (retried as the stream retries them) and dc2 reads them."""
+    (config1, dc1), (_, dc2) = _writers(dc_keyspace, "AUTO")
+    for session in (dc1, dc2):
+        assert check_writer_scope(session, dc_keyspace) == WriterLevels("QUORUM", "QUORUM", "SERIAL")
+    builder = StoreBuilder(dc1, "failover").with_keyspace(dc_keyspace)
+    store = builder.partitioned_key_value_store(partitions=8).create()
+    keys = [f"k{i}" for i in range(40)]
+    store.put_all((key, 1) for key in keys)
+    read_in_dc2 = StoreBuilder(dc2, "failover").with_keyspace(dc_keyspace).partitioned_key_value_store(partitions=8)
+    # dc2's replica holds them too (a node may learn of a new table a moment after its peer).
+    wait_until(lambda: all(read_in_dc2.get(key) == 1 for key in keys), 30, "dc2 to hold the first values")
+    began = time.monotonic()
+    with _messages_cut_to(local_two_dc.NODES[1], seconds=3):
+        with_retries(config1, "writing from dc1", lambda: store.put_all((key, 2) for key in keys))
+    seen = {key: read_in_dc2.get(key) for key in keys}
+    stale = {key: value for key, value in seen.items() if value != 2}
+    assert not stale, f"dc2 read {len(stale)} of {len(keys)} keys stale {time.monotonic() - began:.1f}s on: {stale}"
+
+
+@pytest.mark.parametrize("levels", [{"dml_consistency": "LOCAL_QUORUM"}, {"bookkeeping_consistency": "LOCAL_QUORUM"}])
+def test_an_explicit_local_quorum_is_refused_on_a_keyspace_in_two_data_centers(dc_keyspace, levels):
+    session = _session(_config(dc_keyspace, "dc2", "AUTO", **levels))
+    lease = StoreLease(session, dc_keyspace, "refused_local", "/checkpoints/a", ttl_s=30)
+    with pytest.raises(ConfigError, match=r"replicated to 2 data centers \(dc1, dc2\).* is LOCAL_QUORUM: .*QUORUM"):
+        lease.acquire()
+    assert current_holder(_session(_config(dc_keyspace, "dc1", "AUTO")), dc_keyspace, "refused_local") is None

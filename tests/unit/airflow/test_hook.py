@@ -71,7 +71,7 @@ def test_defaults_come_from_the_library_not_the_worker_environment(monkeypatch):
     config = connection_config(_conn(host="db"))
     assert (config.hosts, config.port, config.keyspace) == (("db",), 9042, "wordcount")
     assert (config.username, config.password, config.ssl) == (None, None, False)
-    assert (config.dml_consistency, config.ddl_consistency) == ("LOCAL_QUORUM", "ALL")
+    assert (config.dml_consistency, config.ddl_consistency) == ("AUTO", "ALL")
     assert connection_config(_conn(host="db", schema="ks1"), keyspace="ks2").keyspace == "ks2"
 
 

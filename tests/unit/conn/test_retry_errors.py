@@ -30,7 +30,7 @@ def test_the_error_names_levels_and_the_replicas_cassandra_lacked():
     assert len(attempts) >= 2
     message = str(caught.value)
     assert "applying batch 7" in message
-    assert "entries need LOCAL_QUORUM" in message and "serial SERIAL" in message
+    assert "entries need QUORUM, registry and lease QUORUM (serial SERIAL)" in message
     assert "consistency LOCAL_QUORUM needs 2 replicas but only 1 are alive" in message
     assert "last error: OperationTimedOut" in message
 
