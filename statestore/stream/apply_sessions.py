@@ -3,17 +3,25 @@
 Per key, batch B reads the key's sessions that its times could touch (ending at or after its
 first time - gap, starting at or before its last time + gap), merges the times into them
 (statestore.core.windows.merge_into_sessions: a merge replaces the sessions it joins) and
-writes the change, deletes and new sessions with batch_id = B, as one batch statement
-(statestore.store.tables.partitioned_session: LOGGED across Cassandra partitions, so it lands
-whole). A session's value is its event count: the sum of the sessions it merged plus its new
-events.
+writes the change, deletes and new sessions with batch_id = B (within one Cassandra partition
+one batch statement; across partitions the sessions first, the deletes after:
+statestore.store.tables.partitioned_session). A session's value is its event count: the sum
+of the sessions it merged plus its new events.
 
-Replays: every change of B writes at least the session holding B's times, with batch_id = B,
-and that session lies in the range B reads. So a key whose range holds a session written by B
-or later was done by an earlier attempt of B and is skipped; any other key is untouched by B
-(its change is all or nothing) and is applied now. Stored sessions of a key are always more
-than the gap apart (each batch merges what it joins), which is what keeps the read range
-enough: only B's own times can bridge sessions.
+Replays: every change of B writes the sessions holding B's times, with batch_id = B, and
+those lie in the range B reads. A key whose range holds a session of a later batch is skipped.
+A session of B was written by an earlier attempt of B (a task attempt that died, or one still
+running beside this one), which deletes the sessions a merged one replaces only once it is
+written (partitioned_session.write_plan). So what a read sees of a key is B's change not begun,
+or some of its sessions written with some of what each replaces still there, whatever order
+its writes landed in: the sessions within one of B's are deleted now, B's times within one
+are counted there, and the rest of its times plan as if that session were not there, which
+plans the rest of the earlier attempt's change again, the same rows at the same timestamp
+(issue 45 item 3: a LOGGED batch across partitions, seen with the replaced session deleted and
+the merged one still in the batch log, let a new attempt merge its times again, and the batch
+log landed the old merge too). Stored sessions of a key are always more than the gap apart
+(each batch merges what it joins), which is what keeps the read range enough: only B's own
+times can bridge sessions, and each session a merge replaces is within the gap of one of them.
 
 Keys that cannot touch a stored session are not read: every session the stream wrote ends at an
 event time it counted, so at or before the store's stream time (recorded with the previous
@@ -28,19 +36,17 @@ rules as key-value ones: a trusted file holds, per key, every session from a cov
 (statestore.stream.session_cache), and a key whose times reach back no further than that is
 planned on the file's record, not read (covered_sessions).
 
-Retries: a LOGGED batch that times out has an unknown outcome for a while
-(write type BATCH: the batch log holds it and Cassandra will apply all of it; BATCH_LOG: a
-batch log replica may still replay it), and a read in between can see part of it, the
-replaced sessions gone and the merged one not yet there, which a new plan would merge again.
-So a slice's read and plan are retried as a whole until its first write is sent; from then on
-a retry re-sends exactly the same changes at the same write timestamp (planned_then_written),
-which gives the same rows whatever lands first, and never reads again.
+Retries: a slice's read and plan are retried as a whole until its first write is sent; from
+then on a retry re-sends exactly the same changes at the same write timestamp
+(planned_then_written), which gives the same rows whatever lands first, and never reads again
+(a read after a timed-out write would plan from part of it, which the rule above now makes
+safe too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
@@ -49,7 +55,7 @@ from statestore.core.config import CassandraConfig
 from statestore.core.model import SessionEntry, StoreSpec
 from statestore.core.windows import Session, SessionSpec, merge_into_sessions
 from statestore.store.tables import session_table_for
-from statestore.store.tables.partitioned_session import SessionChange
+from statestore.store.tables.partitioned_session import PartitionedSessionTable, SessionChange
 from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, cached_task, timed, write_all
 from statestore.stream.apply_cache import BucketCache, CachePlan
 from statestore.stream.session_cache import EVERYTHING_FROM, after_change, decode_record, vouching_for_nothing
@@ -69,13 +75,45 @@ class KeyTimes(NamedTuple):
         return self.delta.bucket
 
 
+class SessionRows(Protocol):
+    """The I/O of a session apply, behind which the planning runs: the real table
+    (TableRows), or the protocol simulator's fake Cassandra (tests/simulation)."""
+
+    def find_many(self, asks: list[tuple[bytes, int, int]]) -> dict[bytes, list[SessionEntry]]:
+        """Per (key, earliest end, latest start): the key's sessions in those bounds."""
+
+    def apply(self, changes: list[SessionChange], write_ts: int) -> None:
+        """Write the changes at `write_ts` (PartitionedSessionTable.apply)."""
+
+
+class TableRows:
+    """SessionRows over a session table on a Cassandra session, `concurrency` requests in flight."""
+
+    def __init__(self, session, table: PartitionedSessionTable, concurrency: int) -> None:
+        self.session, self.table, self.concurrency = session, table, concurrency
+
+    def find_many(self, asks: list[tuple[bytes, int, int]]) -> dict[bytes, list[SessionEntry]]:
+        return self.table.find_many(self.session, asks, self.table.segments(self.session), self.concurrency)
+
+    def apply(self, changes: list[SessionChange], write_ts: int) -> None:
+        self.table.apply(self.session, changes, self.concurrency, write_ts)
+
+
 def plan_session_change(
     key: bytes, current: list[SessionEntry], times: Iterable[int], gap_ms: int, batch_id: int
 ) -> SessionChange | None:
     """Pure: the change batch `batch_id` makes to `key`'s sessions `current` (those its times
-    could touch) with events at `times`, or None when an earlier attempt of the batch made it."""
-    if any(e.batch_id is not None and e.batch_id >= batch_id for e in current):
+    could touch) with events at `times`, or None when earlier attempts of the batch made all
+    of it (or a later batch wrote the key). A session `current` holds of this batch was
+    written by an earlier attempt, which deletes what it replaced only after writing it
+    (partitioned_session.write_plan): the sessions within it are deleted now, the times within
+    it are counted in it, and the rest of the times plan as if it were not there (see the
+    module doc, Replays)."""
+    if any(e.batch_id is not None and e.batch_id > batch_id for e in current):
         return None
+    done = [e for e in current if e.batch_id == batch_id]
+    if done:
+        return _completed(key, current, done, times, gap_ms, batch_id)
     times = sorted(times)
     stored = {Session(e.start_ms, e.end_ms): e for e in current}
     now, replaced = merge_into_sessions(list(stored), times, gap_ms)
@@ -89,6 +127,24 @@ def plan_session_change(
         latest = max([*inside, *(e.time_ms for e in parts if e.time_ms is not None)])
         writes.append(SessionEntry(key, merged.start_ms, merged.end_ms, encode_long(count), batch_id, latest))
     return SessionChange(tuple(stored[s] for s in replaced), tuple(writes))
+
+
+def _completed(
+    key: bytes, current: list[SessionEntry], done: list[SessionEntry], times: Iterable[int], gap_ms: int, batch_id: int
+) -> SessionChange | None:
+    """plan_session_change over a key an earlier attempt of the batch changed in part: its
+    sessions `done` stay, the others within one of them are deleted, the rest plans anew."""
+
+    def within(start: int, end: int) -> bool:
+        return any(d.start_ms <= start and end <= d.end_ms for d in done)
+
+    left = [e for e in current if e.batch_id != batch_id and within(e.start_ms, e.end_ms)]
+    rest = [e for e in current if e.batch_id != batch_id and not within(e.start_ms, e.end_ms)]
+    rest_times = [t for t in times if not within(t, t)]
+    more = plan_session_change(key, rest, rest_times, gap_ms, batch_id) if rest_times else None
+    deletes = tuple(left) + (more.deletes if more else ())
+    writes = more.writes if more else ()
+    return SessionChange(deletes, writes) if deletes or writes else None
 
 
 def new_sessions(key: bytes, times: tuple[int, ...], gap_ms: int, batch_id: int) -> SessionChange:
@@ -129,24 +185,18 @@ def session_reads(deltas: Iterable[KeyTimes], gap_ms: int, stream_time_ms: int |
 
 
 def plan_session_deltas(
-    session,
+    rows: SessionRows,
     spec: StoreSpec,
     batch_id: int,
     deltas: list[KeyTimes],
-    concurrency: int,
     timer=None,
     stream_time_ms: int | None = None,
 ) -> tuple[list[SessionChange], int, int]:
     """Read the sessions the batch's times could touch and plan each key's change: (changes,
     keys an earlier attempt of the batch already changed, keys read)."""
-    table = session_table_for(spec)
     gap = spec.windowing.gap_ms
     asks = session_reads(deltas, gap, stream_time_ms)
-
-    def read():
-        return table.find_many(session, asks, table.segments(session), concurrency)
-
-    current = timed(timer, "read", read) if asks else {}
+    current = timed(timer, "read", lambda: rows.find_many(asks)) if asks else {}
     changes, skipped = [], 0
     for delta, times in deltas:
         change = key_change(delta.key, current.get(delta.key), times, gap, batch_id)
@@ -211,8 +261,9 @@ def plan_covered(
 ) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], int]:
     """Pure: each key's change over its (coverage, sessions), as plan_session_change decides on
     the sessions its times could touch; (changes, the keys' records once the changes are
-    written, keys an earlier attempt of the batch already changed, whose records vouch for
-    nothing: what was read of them may have been that change half landed)."""
+    written, keys an earlier attempt of the batch already changed). The record of a key an
+    earlier attempt changed, all of it or part, vouches for nothing: what was read of it may
+    have been that change half landed, with another attempt still writing."""
     changes, records, skipped = [], [], 0
     gap = spec.gap_ms
     for (delta, times), (from_ms, sessions) in zip(deltas, covered, strict=True):
@@ -224,28 +275,29 @@ def plan_covered(
             records.append((delta.key, vouching_for_nothing()))
             continue
         changes.append(change)
+        if any(s.batch_id is not None and s.batch_id >= batch_id for s in current):
+            records.append((delta.key, vouching_for_nothing()))  # completing an earlier attempt's change
+            continue
         record = after_change(spec, from_ms, sessions, change.deletes, change.writes, stream_time_ms)
         records.append((delta.key, record))
     return changes, records, skipped
 
 
 def plan_cached_session_deltas(
-    session,
+    rows: SessionRows,
     spec: StoreSpec,
     batch_id: int,
     deltas: list[KeyTimes],
-    concurrency: int,
     cache: BucketCache,
     timer=None,
     stream_time_ms: int | None = None,
 ) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], int, int]:
     """plan_session_deltas with the keys' bucket file: read only the keys it cannot vouch for
     (covered_sessions); (changes, the keys' records after them, keys skipped, keys read)."""
-    table = session_table_for(spec)
     records, unknown = timed(timer, "cache", lambda: cache.lookup([delta.key for delta, _ in deltas]))
     covered, asks = covered_sessions(spec.windowing, deltas, records, unknown, stream_time_ms)
     if asks:
-        found = timed(timer, "read", lambda: table.find_many(session, asks, table.segments(session), concurrency))
+        found = timed(timer, "read", lambda: rows.find_many(asks))
         pending = iter(asks)
         for i, known in enumerate(covered):
             if known is None:
@@ -258,11 +310,10 @@ def plan_cached_session_deltas(
 
 
 def apply_session_deltas(
-    session,
+    rows: SessionRows,
     spec: StoreSpec,
     batch_id: int,
     deltas: list[KeyTimes],
-    concurrency: int,
     write_ts: int,
     timer=None,
     retry: Callable[[Callable], object] = lambda action: action(),
@@ -275,22 +326,19 @@ def apply_session_deltas(
     (planned_then_written: a retried write re-sends the same changes; default: no retry)."""
     if not deltas:
         return ApplyStats()
-    table = session_table_for(spec)
 
     def write(planned) -> None:
-        write_all(batch_id, lambda rows: table.apply(session, rows, concurrency, write_ts), planned[0], timer)
+        write_all(batch_id, lambda changes: rows.apply(changes, write_ts), planned[0], timer)
 
     if cache is None:
         changes, skipped, read = planned_then_written(
-            lambda: plan_session_deltas(session, spec, batch_id, deltas, concurrency, timer, stream_time_ms),
+            lambda: plan_session_deltas(rows, spec, batch_id, deltas, timer, stream_time_ms),
             write,
             retry,
         )
     else:
         changes, records, skipped, read = planned_then_written(
-            lambda: plan_cached_session_deltas(
-                session, spec, batch_id, deltas, concurrency, cache, timer, stream_time_ms
-            ),
+            lambda: plan_cached_session_deltas(rows, spec, batch_id, deltas, cache, timer, stream_time_ms),
             write,
             retry,
         )
@@ -332,10 +380,8 @@ def session_applier(
         def retry(action):
             return with_retries(config, f"applying batch {batch_id} to store {spec.name}", action)
 
-        session = session_for(config)
-        return apply_session_deltas(
-            session, spec, batch_id, part, config.write_concurrency, write_ts, timer, retry, stream_time_ms, file
-        )
+        rows = TableRows(session_for(config), session_table_for(spec), config.write_concurrency)
+        return apply_session_deltas(rows, spec, batch_id, part, write_ts, timer, retry, stream_time_ms, file)
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
         if cache is None:

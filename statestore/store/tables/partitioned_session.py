@@ -5,16 +5,21 @@ layout the window and session tables share, and its rules). Rows sort by key, th
 Kafka Streams' `findSessions(key, earliestEnd, latestStart)` is one slice from `earliestEnd` on per
 segment, the start bound checked on the rows read.
 
-A merge replaces sessions with one: its deletes and its insert are one batch statement, LOGGED
-when they span Cassandra partitions (Cassandra then applies all of it or, after a coordinator
-failure, replays it from the batch log), so a reader never keeps a half-merged key. The rule: this
+A merge replaces sessions with one. Within one Cassandra partition its deletes and its insert
+are one UNLOGGED batch statement, which lands whole. Across partitions (a session that grew into
+another segment) its sessions are written first and what they replace is deleted only once they
+are acknowledged (write_plan), so a reader sees the merge not begun, or its session with some
+of what it replaces still there: never the replaced sessions gone and the merged one missing,
+which a LOGGED batch (applied one partition at a time, the rest from the batch log after a
+coordinator failure) let a new task attempt see and merge again (issue 45 item 3). The stream's
+apply completes a merge it finds half done (statestore.stream.apply_sessions). The rule: this
 module owns every CQL statement of a session table but the shared segment ones.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 
@@ -76,6 +81,41 @@ class SessionChange:
     writes: tuple[SessionEntry, ...]
 
 
+Home = tuple[int, int]  # a row's Cassandra partition: (store partition, segment)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How a slice's changes reach Cassandra (PartitionedSessionTable.apply; the protocol
+    simulator's fake Cassandra follows it too): `atomic`, (home, change) pairs that each land
+    whole, within one Cassandra partition (UNLOGGED batches of that partition); `logged`,
+    changes that each are one LOGGED batch statement across partitions (Cassandra applies
+    its partitions one at a time, and after a coordinator failure the rest from the batch
+    log); `after`, (home, session) deletes sent only once everything else is acknowledged."""
+
+    atomic: tuple[tuple[Home, SessionChange], ...]
+    # None since issue 45 item 3; the protocol simulator's fake applies LOGGED batches as
+    # Cassandra does, so a plan that brought them back would be checked there.
+    logged: tuple[SessionChange, ...] = ()
+    after: tuple[tuple[Home, SessionEntry], ...] = ()
+
+
+def write_plan(changes: list[SessionChange], partitions: list[int], segment_of: Callable[[int], int]) -> WritePlan:
+    """Pure: how `changes` (each one key's, whose store partition is `partitions[i]`) are
+    written: a change within one Cassandra partition lands whole; of one across partitions,
+    each session it writes lands whole, and what it deletes goes `after` (see the module doc).
+    No LOGGED batch: one would be seen half applied."""
+    atomic, after = [], []
+    for change, partition in zip(changes, partitions, strict=True):
+        homes = {(partition, segment_of(e.end_ms)) for e in (*change.deletes, *change.writes)}
+        if len(homes) == 1:
+            atomic.append((homes.pop(), change))
+            continue
+        atomic.extend(((partition, segment_of(e.end_ms)), SessionChange((), (e,))) for e in change.writes)
+        after.extend(((partition, segment_of(e.end_ms)), e) for e in change.deletes)
+    return WritePlan(tuple(atomic), (), tuple(after))
+
+
 class PartitionedSessionTable(SegmentedTable):
     """A session store's table; it owns every CQL statement that touches it but the shared
     segment ones (SegmentedTable). No I/O here."""
@@ -107,7 +147,9 @@ class PartitionedSessionTable(SegmentedTable):
         apart, atomic_batches), and so does a change that replaces one session with one (a
         delete and an insert, never cut apart); other changes within one partition share
         UNLOGGED batch statements with others of that partition (a single-partition batch lands
-        whole), never cut; a change across partitions is a LOGGED batch statement of its own."""
+        whole), never cut; a change across partitions writes each of its sessions as a change
+        of its own and, once every write is acknowledged, deletes what they replace
+        (write_plan)."""
         using = " USING TIMESTAMP ?" if write_ts is not None else ""
         stamp = () if write_ts is None else (write_ts,)
         insert = (
@@ -144,15 +186,12 @@ class PartitionedSessionTable(SegmentedTable):
         changes = [change for change in changes if change.deletes or change.writes]
         # A change is one key's: its partition hashed once, all keys together (partitions_for).
         partitions = partitions_for([(c.writes or c.deletes)[0].key for c in changes], self.spec.partitions)
-        segment_of = self.windowing.segment_of
-        for change, partition in zip(changes, partitions, strict=True):
-            homes = {(partition, segment_of(e.end_ms)) for e in (*change.deletes, *change.writes)}
-            if len(homes) != 1:
-                batch = new_batch(BatchType.LOGGED)
-                add(batch, change)
-                work.append((batch, ()))
-                continue
-            home = homes.pop()
+        plan = write_plan(changes, partitions, self.windowing.segment_of)
+        for change in plan.logged:
+            batch = new_batch(BatchType.LOGGED)
+            add(batch, change)
+            work.append((batch, ()))
+        for home, change in plan.atomic:
             if not change.deletes and all(map(_small, change.writes)) and len(change.writes) <= _BATCH_ROWS:
                 rows = [_row(home, e) for e in change.writes]
                 if len(rows) == 1:
@@ -203,6 +242,11 @@ class PartitionedSessionTable(SegmentedTable):
         execute_concurrent(
             session, work, concurrency=concurrency, raise_on_first_error=True, execution_profile=self.profile
         )
+        if plan.after:  # once everything above is acknowledged
+            deletes = [(delete, (*stamp, *home, e.key, e.end_ms, e.start_ms)) for home, e in plan.after]
+            execute_concurrent(
+                session, deletes, concurrency=concurrency, raise_on_first_error=True, execution_profile=self.profile
+            )
 
     def find(
         self, session, key: bytes, segments: list[int], earliest_end: int, latest_start: int

@@ -1,10 +1,12 @@
-"""A session change that spans segments is one LOGGED batch. A WriteTimeout of such a batch
-(write type BATCH: the batch log holds it and Cassandra WILL apply all of it; BATCH_LOG: it
-may still be replayed from a batch log replica) leaves its outcome unknown for a while, and a
-read in between can see part of it: the replaced sessions deleted, the merged one not yet
-written. So a retry must not read and plan again; it re-sends the identical change, the
-same statements at the same write timestamp, which is idempotent whatever lands first
-(issue 28, item 2). The store here is an in-memory model of that window of partial state."""
+"""A session change whose write times out has an unknown outcome for a while. When a change
+across segments was one LOGGED batch (until issue 45 item 3), a WriteTimeout of write type
+BATCH meant the batch log held it and Cassandra would apply all of it, and a read in between
+could see part of it: the replaced sessions deleted, the merged one not yet written. So a retry
+does not read and plan again; it re-sends the identical change, the same statements at the same
+write timestamp, which is idempotent whatever lands first (issue 28, item 2). The store here is
+an in-memory model of that window of partial state. (Since issue 45 item 3 no read can see
+that state, and a plan over a half-written change completes it:
+tests/unit/stream/test_session_partial_merge.py; the re-send rule stays.)"""
 
 from __future__ import annotations
 
