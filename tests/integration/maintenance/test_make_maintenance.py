@@ -1,6 +1,7 @@
 """`make maintenance` on the real stack: the Makefile's own recipe (not a copy of its command
 lines) runs the four jobs on a small store the stream wrote, in a test keyspace, with its
-defaults: key-value stores expire at 30 days of stream time (docs/maintenance.md)."""
+defaults: key-value stores expire at 30 days of stream time (docs/maintenance.md). Its reports
+are where the Airflow store page, given the same folder, finds them (issue 46)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ NEW = [(NOW_MS - MINUTE + i, f"fresh{i % 4} common") for i in range(16)]
 # The variables of the Makefile a caller's environment or make's own could set (`make test
 # STORE=...` hands its command-line variables down in MAKEFLAGS).
 MAKE_VARIABLES = ("STORE", "RETENTION", "WINDOW", "HOP", "GRACE", "SESSION_GAP", "REPORTS", "CHECKPOINT")
+MAKE_VARIABLES += ("STATESTORE_REPORT_DIR", "STATESTORE_STACK_DIR")  # REPORTS' defaults
 
 
 def make_maintenance(cassandra_config, kafka_config, store: str, checkpoint, reports) -> subprocess.CompletedProcess:
@@ -46,9 +48,10 @@ def make_maintenance(cassandra_config, kafka_config, store: str, checkpoint, rep
     )
 
 
-def report(reports, job: str) -> dict:
-    folder = {"expire_state": "expire", "compact_state": "compact", "audit_partitions": "audit"}
-    return json.loads((reports / folder.get(job, "validate") / f"{job}.json").read_text())
+def report(reports, job: str, store: str) -> dict:
+    """A job's report, laid out as the state_maintenance DAG lays them out."""
+    folder = reports / "validate_idempotency" / store if job == "validate_idempotency" else reports
+    return json.loads((folder / f"{job}.json").read_text())
 
 
 @pytest.fixture
@@ -73,7 +76,7 @@ def test_make_maintenance_runs_the_four_jobs_with_their_defaults(
     done = make_maintenance(cassandra_config, kafka_config, store_name, checkpoint, reports)
     assert done.returncode == 0, done.stdout[-4000:]
 
-    [expired] = report(reports, "expire_state")["stores"]
+    [expired] = report(reports, "expire_state", store_name)["stores"]
     assert expired["store"] == store_name
     # RETENTION's default, 30 days: the words only seen 40 days ago go.
     assert (expired["retention_ms"], expired["cutoff_ms"]) == (30 * DAY, stream_ms - 30 * DAY)
@@ -82,6 +85,16 @@ def test_make_maintenance_runs_the_four_jobs_with_their_defaults(
         ["common", *(f"middle{i}" for i in range(3)), *(f"fresh{i}" for i in range(4))]
     )
     assert history.expired_before(session, keyspace, store_name) == expired["cutoff_ms"]
-    assert [s["store"] for s in report(reports, "compact_state")["stores"]] == [store_name]
-    assert report(reports, "audit_partitions")["status"] == "ok"
-    assert report(reports, "validate_idempotency")["status"] == "pass"
+    assert [s["store"] for s in report(reports, "compact_state", store_name)["stores"]] == [store_name]
+    assert report(reports, "audit_partitions", store_name)["status"] == "ok"
+    assert report(reports, "validate_idempotency", store_name)["status"] == "pass"
+
+    # The store page, its report folder the one make maintenance wrote to (`make airflow` gives it
+    # REPORTS as STATESTORE_REPORT_DIR): the audit and the validation's Data Docs, not "no audit
+    # report yet".
+    from statestore_airflow.store_page import detail_data
+
+    page = detail_data(session, keyspace, store_name, 5, reports)
+    assert page["audit"]["html"] and page["audit"]["status"] == "ok"
+    assert page["audit_level"]["level"] == "ok"
+    assert page["data_docs"] == f"reports/validate_idempotency/{store_name}/data_docs/index.html"
