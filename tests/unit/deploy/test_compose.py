@@ -16,7 +16,7 @@ import tests.airflow_env  # noqa: F401 - sets Airflow's test home before Airflow
 import pytest
 import yaml
 from airflow.sdk import Connection
-from statestore_airflow import dag_support
+from statestore_airflow import dag_support, provider
 from statestore_airflow.hook import connection_config
 
 from statestore.core.config import CassandraConfig, KafkaConfig
@@ -130,6 +130,9 @@ def test_init_creates_the_connections_the_dags_use(services):
     assert (cassandra.hosts, cassandra.port, cassandra.keyspace) == (("cassandra",), 9042, CassandraConfig().keyspace)
     kafka = _connection(connections[dag_support.KAFKA_CONN_ID])
     assert dag_support.kafka_bootstrap(kafka) == "kafka:29092"
+    # Of the provider's own types, as docs/airflow.md tells users to create them (issue 46).
+    assert connections[dag_support.CASSANDRA_CONN_ID]["conn_type"] == provider.CONN_TYPE
+    assert connections[dag_support.KAFKA_CONN_ID]["conn_type"] == provider.KAFKA_CONN_TYPE
     assert "INTERNAL://kafka:29092" in services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
     spark = connections[dag_support.SPARK_CONN_ID]
     assert spark["host"] == "spark://spark-master:7077" and spark["extra"]["spark-binary"] == "spark-submit"
