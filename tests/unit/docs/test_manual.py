@@ -101,3 +101,20 @@ def test_the_readmes_links_resolve():
         if anchor:
             headings = re.findall(r"^#+ (.*)$", (ROOT / path).read_text(), re.M)
             assert anchor in {slugify(h, "-") for h in headings}, f"README.md links to {target}: no such heading"
+
+
+@pytest.mark.parametrize("page", sorted(pages()))
+def test_every_code_fence_is_closed_on_a_line_of_its_own(page):
+    """A closing fence with text after it (```` ``` A mistake ... ````) is no closing fence in
+    Markdown: the block, and every heading after it, rendered as code (docs/airflow.md's REST
+    example swallowed the rest of the page), and mkdocs --strict says nothing."""
+    opened = None
+    for number, line in enumerate(pages()[page].splitlines(), 1):
+        if not line.startswith("```"):
+            continue
+        if opened is None:
+            opened = number
+        else:
+            assert line.rstrip() == "```", f"{page}:{number}: the block of line {opened} closes with text after it"
+            opened = None
+    assert opened is None, f"{page}: the code block opened on line {opened} is never closed"
