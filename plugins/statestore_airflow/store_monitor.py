@@ -128,6 +128,7 @@ def batch_charts(session, keyspace: str, store: str, now_ms: int | None = None) 
             last="now",
         ),
         "dead_letters_total": sum(p.value for p in hours),
+        "dead_letters_note": f"{sum(p.value for p in hours):,} in the last {DEAD_LETTER_HOURS} hours, per hour.",
     }
 
 

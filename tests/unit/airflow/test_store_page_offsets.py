@@ -36,3 +36,15 @@ def test_a_kafka_that_does_not_answer_fails_each_lag_with_its_reason(monkeypatch
     source = store_monitor.end_offsets_for(KafkaConfig(), {"a"})
     with pytest.raises(KafkaError, match="cannot reach Kafka"):
         source("a")
+
+
+def test_the_dead_letter_charts_caption_names_its_hours(monkeypatch):
+    """Under the chart of dead letters per hour, the total and over how many hours (the page
+    said "0 in the last hours, per hour")."""
+    from statestore_airflow import charts
+
+    monkeypatch.setattr(store_monitor.stream_log, "recent_batches", lambda *args: [])
+    hours = [charts.Point(v, f"hour {i}") for i, v in enumerate([0, 0, 0, 1_200, 0, 34])]
+    monkeypatch.setattr(store_monitor, "dead_letters_per_hour", lambda *args: hours)
+    drawn = store_monitor.batch_charts(None, "ks", "words", now_ms=0)
+    assert drawn["dead_letters_note"] == f"1,234 in the last {store_monitor.DEAD_LETTER_HOURS} hours, per hour."
