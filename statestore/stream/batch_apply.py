@@ -39,7 +39,8 @@ from statestore.stream.writer import DRIVER, EXECUTORS, BatchResult, StoreWriter
 def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None = None) -> BatchResult:
     """Apply one batch's DataFrame of Kafka records, the batch at `position`. `cache`: the
     batch's apply-cache plan (key-value, window and session stores; None reads every key). A record whose time is
-    further ahead of the batch's clock (its write timestamp) than `writer.max_future_ms` is a
+    further ahead of the batch's clock (its write timestamp) than the batch's --max-future (the
+    one it began under: position.batch_rules; `writer.max_future_ms` for a position without) is a
     dead letter `future` and moves no stream time (transforms.with_future_limit)."""
     return timed(
         writer.timer,
@@ -68,7 +69,8 @@ def on_driver_for(start: KafkaOffsets, end: KafkaOffsets, driver_records: int) -
 def _apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None) -> BatchResult:
     """Begun before any of the batch's writes, done after all of them (recording's rule)."""
     session = session_for(writer.config)
-    batch_df = with_future_limit(batch_df, position.write_ts, writer.max_future_ms)
+    max_future_ms = writer.max_future_ms if position.max_future_ms is None else position.max_future_ms
+    batch_df = with_future_limit(batch_df, position.write_ts, max_future_ms)
     recording.begin(writer, session, position)
     stats, applied_on, letters = _count(writer, session, batch_df, position, cache)
     pause_driver_if_armed(position.batch_id)

@@ -9,6 +9,7 @@ pass, and a batch is applied only at a position the store's history allows.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -30,8 +31,11 @@ from statestore.stream.checkpoint import QueryCheckpoint
 from statestore.stream.monitor import StreamMonitor
 from statestore.stream.position import (
     SourceTopic,
+    batch_rules,
     checked_batch_id,
     first_start,
+    naming_partitions,
+    partitions_of,
     pending_position,
     recorded_done,
     stream_time_ms,
@@ -118,6 +122,7 @@ class BatchApplier:
         start = KafkaOffsets.parse_stored(progress.offsets) or timed(
             timer, "first batch start offsets", lambda: first_start(self.checkpoint, batch_df, spark_batch_id, end)
         )
+        rules = batch_rules(progress, batch_id, self.writer.max_future_ms)
         return BatchPosition(
             batch_id=batch_id,
             write_ts=write_ts_for(progress, batch_id),
@@ -127,7 +132,8 @@ class BatchApplier:
             batch_base=base,
             spark_batch_id=spark_batch_id,
             stream_time_ms=stream_time_ms(progress),
-            retention_ms=progress.retention_ms,
+            retention_ms=rules.retention_ms,
+            max_future_ms=rules.max_future_ms,
         )
 
     def _already_done(self, position: BatchPosition, began: float) -> None:
@@ -222,12 +228,15 @@ def finish_pending_batch(spark, writer: StoreWriter, kafka: KafkaConfig) -> Batc
         raise checkpoint.mismatch_error(
             spec.name, "(unknown)", f"batch {pending} has no recorded offsets to finish it from"
         )
-    position = pending_position(progress)
+    position = pending_position(progress, writer.max_future_ms)
+    # Exactly the partitions the batch's end names: its start may lack one added meanwhile, and
+    # the topic may have gained more since (position.naming_partitions).
+    assigned = partitions_of(position.end)
     batch_df = (
         spark.read.format("kafka")
         .options(**spark_source_options(kafka))
-        .option("subscribe", ",".join(position.end.topics))
-        .option("startingOffsets", position.start.as_json())
+        .option("assign", json.dumps(assigned))
+        .option("startingOffsets", naming_partitions(position.start, assigned).as_json())
         .option("endingOffsets", position.end.as_json())
         .load()
     )

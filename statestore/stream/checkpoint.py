@@ -52,6 +52,25 @@ def query_id(spark, checkpoint: str) -> str | None:
     return json.loads("".join(_read_lines(spark, path, fs)))["id"]
 
 
+def owner(spark, checkpoint: str) -> str | None:
+    """The query a checkpoint holds a reading position of (query_id), or None for a new
+    checkpoint: one without metadata, or whose query never resolved where it reads (a query that
+    failed before its first plan, e.g. on offsets naming too few partitions, leaves only its
+    metadata). Spark starts such a query afresh from the `startingOffsets` it is given now."""
+    found = query_id(spark, checkpoint)
+    return found if found is not None and resolved_a_position(spark, checkpoint) else None
+
+
+def resolved_a_position(spark, checkpoint: str) -> bool:
+    """Whether the checkpoint's query resolved its starting offsets (`sources/0/0`) or planned
+    a batch (`offsets/N`)."""
+    path, fs = _path(spark, checkpoint, "sources", "0", "0")
+    if fs.exists(path):
+        return True
+    path, fs = _path(spark, checkpoint, "offsets")
+    return fs.exists(path) and any(status.getPath().getName().isdigit() for status in fs.listStatus(path))
+
+
 def batch_end_offsets(spark, checkpoint: str, spark_batch_id: int) -> KafkaOffsets:
     """The Kafka source's end offsets of Spark batch `spark_batch_id` (validated)."""
     path, fs = _path(spark, checkpoint, "offsets", str(spark_batch_id))

@@ -36,13 +36,14 @@ from statestore.core.errors import (
 from statestore.core.model import StoreSpec, StoreType
 from statestore.store.book import registry, schema, stream_log
 from statestore.store.book.lease import LeaseHeldError, LeaseLostError, StoreLease
+from statestore.store.book.registry import KafkaOffsets
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.store.tables import options_with_compaction
 from statestore.stream import checkpoint
 from statestore.stream.batches import BatchApplier, finish_pending_batch
 from statestore.stream.checkpoint import QueryCheckpoint
 from statestore.stream.monitor import StreamMonitor
-from statestore.stream.position import SourceTopic
+from statestore.stream.position import SourceTopic, naming_partitions
 from statestore.stream.writer import SHIPPED, BatchSeams, StoreWriter
 
 _log = logging.getLogger("statestore.stream.job")
@@ -155,7 +156,7 @@ def _check_checkpoint(
     topic_id = source.checked_id(progress, spec.name, location)
     if topic_id is not None and topic_id != progress.topic_id:
         registry.record_topic_id(session, spec, topic_id, writer.epoch)
-    owner = checkpoint.query_id(spark, location)
+    owner = checkpoint.owner(spark, location)
     committed = owner is not None and checkpoint.committed_batches(spark, location)
     problem = checkpoint.checkpoint_problem(progress, owner, job.stream.recover_from_store, committed)
     if problem:
@@ -164,8 +165,21 @@ def _check_checkpoint(
     if owner is None and progress.has_batches:  # only reached with --recover-from-store
         monitor.state(stream_log.RECOVERING, "--recover-from-store: finishing the store's pending batch, if any")
         finish_pending_batch(spark, writer, job.kafka)
-        return registry.progress(session, spec.keyspace, spec.name).offsets or job.stream.starting_offsets
+        return _recovery_start(registry.progress(session, spec.keyspace, spec.name), job)
     return job.stream.starting_offsets
+
+
+def _recovery_start(progress, job: JobConfig) -> str:
+    """Where a new checkpoint recovered from the store starts: the store's position, naming
+    every partition the topic has now (position.naming_partitions: one added since the store's
+    last batch is read from its start); --starting-offsets when the store recorded none."""
+    stored = KafkaOffsets.parse_stored(progress.offsets)
+    if stored is None:
+        return job.stream.starting_offsets
+    count = partition_count(job.kafka, job.stream.topic)
+    if count is None:  # no such topic (deleted since): the query's own error says so
+        return stored.as_json()
+    return naming_partitions(stored, {job.stream.topic: range(count)}).as_json()
 
 
 def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:

@@ -17,9 +17,12 @@ from pyspark.sql import functions as F
 
 from statestore.conn.kafka import TopicIds
 from statestore.core.codecs import millis_of
-from statestore.store.book.registry import BatchPosition, KafkaOffsets, StoreProgress
+from statestore.store.book.registry import BatchPosition, BatchRules, KafkaOffsets, StoreProgress
 from statestore.stream import checkpoint
 from statestore.stream.checkpoint import QueryCheckpoint
+
+# Spark's Kafka source, in offsets given as JSON: a partition's earliest offset.
+EARLIEST = -2
 
 
 def now_micros() -> int:
@@ -33,6 +36,17 @@ def write_ts_for(progress: StoreProgress, batch_id: int, now_us: int | None = No
         return progress.pending_ts
     floor = max(t for t in (progress.last_ts, progress.pending_ts, 0) if t is not None)
     return max(now_micros() if now_us is None else now_us, floor + 1)
+
+
+def batch_rules(progress: StoreProgress, batch_id: int, max_future_ms: int) -> BatchRules:
+    """Pure: the rules batch `batch_id` counts by. A replay of the pending batch keeps those it
+    began under (recorded by begin_batch), so a run given another --max-future, or a retention
+    changed meanwhile, counts it as its first attempt did; a new batch takes this run's
+    `max_future_ms` and the store's retention now. (A pending batch begun by a release that
+    recorded no rules takes this run's.)"""
+    if progress.pending_batch_id == batch_id and progress.pending_rules is not None:
+        return progress.pending_rules
+    return BatchRules(max_future_ms=max_future_ms, retention_ms=progress.retention_ms)
 
 
 def stream_time_ms(progress: StoreProgress) -> int | None:
@@ -104,9 +118,11 @@ def first_batch_start(batch_df, end: KafkaOffsets) -> KafkaOffsets:
     return KafkaOffsets.of(start)
 
 
-def pending_position(progress: StoreProgress) -> BatchPosition:
+def pending_position(progress: StoreProgress, max_future_ms: int) -> BatchPosition:
     """The position of the store's pending batch (begun, never recorded as done), as the
-    store recorded it: a finish of that batch is a replay of it."""
+    store recorded it: a finish of that batch is a replay of it (`max_future_ms`: this run's
+    --max-future, for a batch begun with no recorded rules)."""
+    rules = batch_rules(progress, progress.pending_batch_id, max_future_ms)
     return BatchPosition(
         batch_id=progress.pending_batch_id,
         write_ts=progress.pending_ts,
@@ -115,8 +131,28 @@ def pending_position(progress: StoreProgress) -> BatchPosition:
         query_id=progress.query_id,
         batch_base=progress.batch_base,
         stream_time_ms=stream_time_ms(progress),
-        retention_ms=progress.retention_ms,
+        retention_ms=rules.retention_ms,
+        max_future_ms=rules.max_future_ms,
     )
+
+
+def naming_partitions(start: KafkaOffsets | None, partitions: dict[str, range | list[int]]) -> KafkaOffsets:
+    """Pure: where to read `partitions` (per topic) from, given as JSON to Spark's Kafka source:
+    each partition's offset in `start`, or EARLIEST where `start` does not name it. Spark refuses
+    specific offsets that do not name every partition it reads ("you must specify all
+    TopicPartitions"), and the store's offsets lack a partition added to the topic after the
+    batch that ended there: no batch the store recorded read it, so it is read from its start,
+    as Spark reads a partition it discovers."""
+    known = {} if start is None else start.as_dict()
+    named = {}
+    for topic, parts in partitions.items():
+        named[topic] = {str(p): known.get(topic, {}).get(str(p), EARLIEST) for p in parts}
+    return KafkaOffsets.of(named)
+
+
+def partitions_of(offsets: KafkaOffsets) -> dict[str, list[int]]:
+    """Pure: the partitions `offsets` name, per topic (the Kafka source's `assign`)."""
+    return {topic: sorted(int(p) for p, _ in parts) for topic, parts in offsets.by_topic}
 
 
 @dataclass(frozen=True)

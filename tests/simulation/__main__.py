@@ -1,5 +1,5 @@
 """Run the batch protocol's simulator for a while: `python -m tests.simulation --seconds N
-[--seed S] [--exclude item5,...]`.
+[--seed S] [--exclude NAME,...]`.
 
 It runs the state machine (tests.simulation.machine) seed after seed (S, S+1, ...; S random
 unless given), each seed a Hypothesis run of --examples examples (tests.simulation.runner),

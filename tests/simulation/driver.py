@@ -5,7 +5,7 @@ store.
 
 Every decision is the package's own pure function, called here: checkpoint.topic_problem,
 checkpoint_problem and mismatch_error (the refusals), position.checked_batch_id (which calls
-checkpoint.position_problem), position.recorded_done, write_ts_for, pending_position,
+checkpoint.position_problem), position.recorded_done, write_ts_for, batch_rules, pending_position, naming_partitions,
 position.stream_time_ms, checkpoint.starts_batch, StoreProgress.unfinished_batch, KafkaOffsets,
 transforms.future_limit_ms and is_future_time (the future rule), tokenize.tokenize (the
 words), retention.cutoff_ms and plan.plan_slice (the replay-safe rule of every key, `advance`
@@ -31,7 +31,10 @@ from statestore.stream import checkpoint
 from statestore.stream.apply import UNCOUNTABLE
 from statestore.stream.plan import Delta, plan_slice, stored_record
 from statestore.stream.position import (
+    batch_rules,
     checked_batch_id,
+    naming_partitions,
+    partitions_of,
     pending_position,
     recorded_done,
     stream_time_ms,
@@ -161,7 +164,7 @@ class StreamJob:
         if topic_id is not None and topic_id != progress.topic_id:
             self.cassandra.record_topic_id(topic_id, self.epoch)  # registry.record_topic_id
             yield Step("topic id", f"topic id {topic_id} recorded")
-        owner = self.folder.query_id  # checkpoint.query_id
+        owner = self.folder.owner()  # checkpoint.owner
         committed = owner is not None and self.folder.committed_batches()
         problem = checkpoint.checkpoint_problem(progress, owner, self.settings.recover_from_store, committed)
         if problem:
@@ -169,8 +172,16 @@ class StreamJob:
             raise checkpoint.mismatch_error(self.cassandra.store, self.folder.location, problem, way_out)
         if owner is None and progress.has_batches:  # only reached with --recover-from-store
             yield from self.finish_pending_batch(write_order)
-            return self.topic.of(KafkaOffsets.parse_stored(self.cassandra.progress().offsets)) or None
+            return self._recovery_start()
         return None
+
+    def _recovery_start(self) -> Offsets | None:
+        """job._recovery_start: the store's position, naming every partition the topic has now
+        (None: the store recorded none; --starting-offsets, earliest here)."""
+        stored = KafkaOffsets.parse_stored(self.cassandra.progress().offsets)
+        if stored is None:
+            return None
+        return self.topic.of(naming_partitions(stored, {self.topic.name: range(self.topic.partition_count)}))
 
     def _checked_topic_id(self, progress) -> str | None:
         """position.SourceTopic.checked_id: the topic's id, once checkpoint.topic_problem passes."""
@@ -191,8 +202,12 @@ class StreamJob:
             raise checkpoint.mismatch_error(
                 self.cassandra.store, "(unknown)", f"batch {pending} has no recorded offsets to finish it from"
             )
-        position = pending_position(progress)
-        records = batch_read(self.topic, self.topic.of(position.start), self.topic.of(position.end))
+        position = pending_position(progress, self.settings.max_future_ms)
+        assigned = partitions_of(position.end)  # finish_pending_batch's `assign`
+        start = naming_partitions(position.start, assigned)
+        records = batch_read(
+            self.topic, set(assigned[self.topic.name]), self.topic.of(start), self.topic.of(position.end)
+        )
         yield from self.apply_batch(records, position, write_order)
 
     # --- a micro-batch: Spark's trigger, then batches.BatchApplier.__call__ ---
@@ -221,6 +236,7 @@ class StreamJob:
             progress, spark_batch_id, end, self.query.query_id, self.cassandra.store, self.folder.location
         )
         start = KafkaOffsets.parse_stored(progress.offsets) or self._first_start(batch, end)
+        rules = batch_rules(progress, batch_id, self.settings.max_future_ms)
         position = BatchPosition(
             batch_id=batch_id,
             write_ts=write_ts_for(progress, batch_id, self.world.now_us()),
@@ -230,7 +246,8 @@ class StreamJob:
             batch_base=base,
             spark_batch_id=spark_batch_id,
             stream_time_ms=stream_time_ms(progress),
-            retention_ms=progress.retention_ms,
+            retention_ms=rules.retention_ms,
+            max_future_ms=rules.max_future_ms,
         )
         if recorded_done(progress, position.batch_id):
             return  # BatchApplier._already_done: logged, applied nowhere
@@ -253,9 +270,9 @@ class StreamJob:
     def apply_batch(self, records: list[Record], position: BatchPosition, write_order: int) -> Iterator[Step]:
         """Begun before any of the batch's writes, done after all of them: recording.begin, the
         counts (batch_apply._count: the replay-safe apply, then the dead letters if the batch had
-        any), recording.done. The future limit is the batch's write timestamp plus this run's
-        --max-future (batch_apply._apply_batch: with_future_limit(..., writer.max_future_ms))."""
-        max_future = self.settings.max_future_ms
+        any), recording.done. The future limit is the batch's write timestamp plus the
+        --max-future it began under (position.batch_rules; batch_apply._apply_batch)."""
+        max_future = position.max_future_ms
         batch_id, write_ts = position.batch_id, position.write_ts
         limit = future_limit_ms(write_ts, max_future)
         self.cassandra.begin_batch(position, self.epoch)  # recording.begin -> registry.begin_batch

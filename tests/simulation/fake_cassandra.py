@@ -91,7 +91,7 @@ class FakeCassandra:
 
     def begin_batch(self, position: BatchPosition, epoch: int | None) -> None:
         """registry.begin_batch: SET pending_batch_id, pending_ts, offsets (the batch's start),
-        pending_offsets (its end), query_id, batch_base."""
+        pending_offsets (its end), query_id, batch_base, pending_rules (the batch's rules)."""
         self._fenced(
             epoch,
             f"beginning batch {position.batch_id}",
@@ -101,6 +101,7 @@ class FakeCassandra:
             pending_offsets=_offsets_text(position.end),
             query_id=position.query_id,
             batch_base=position.batch_base,
+            pending_rules=position.rules,
         )
 
     def record_batch(self, position: BatchPosition, max_event_time_ms: int | None, epoch: int | None) -> None:

@@ -14,8 +14,9 @@ What matters of the real system and is kept:
 - on start, the last batch whose `offsets/N` exists without `commits/N` runs again with the
   SAME end offsets (MicroBatchExecution.populateStartOffsets), whatever the settings now;
 - offsets given as JSON (`startingOffsets`, and a batch read's start and end) must name every
-  partition of the topic: Spark's Kafka source asserts it ("If startingOffsets contains
-  specific offsets, you must specify all TopicPartitions"), failing the query.
+  partition of the topic, or every partition `assign`ed: Spark's Kafka source asserts it ("If
+  startingOffsets contains specific offsets, you must specify all TopicPartitions"), failing
+  the query; -2 there is a partition's earliest offset.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from statestore.store.book.registry import KafkaOffsets
+from statestore.stream.position import EARLIEST
 from tests.simulation.fake_kafka import FakeTopic, Offsets, Record
 
 
@@ -49,6 +51,10 @@ class CheckpointFolder:
     def latest_batch(self) -> int | None:
         return max(self.offsets) if self.offsets else None
 
+    def owner(self) -> str | None:
+        """checkpoint.owner: the query id, once the query resolved its start or planned a batch."""
+        return self.query_id if self.initial is not None or self.offsets else None
+
     def committed_batches(self) -> bool:
         """checkpoint.committed_batches: the commit log holds a batch."""
         return bool(self.commits)
@@ -66,15 +72,18 @@ class CheckpointFolder:
         return f"checkpoint {self.location} of query {self.query_id}: offsets/[{batches}]"
 
 
-def specific_offsets(topic: FakeTopic, offsets: Offsets) -> Offsets:
+def specific_offsets(topic: FakeTopic, offsets: Offsets, assigned: set[int] | None = None) -> Offsets:
     """`offsets` given to Spark's Kafka source as JSON, once it checked they name every partition
-    of the topic (KafkaOffsetReader's validateTopicPartitions); SparkAssertionError if not."""
-    if set(offsets) != set(range(topic.partition_count)):
+    it reads (KafkaOffsetReader's fetchSpecificOffsets: the topic's, or the `assigned` ones);
+    SparkAssertionError if not. EARLIEST (-2) stands for a partition's earliest offset."""
+    partitions = set(range(topic.partition_count)) if assigned is None else assigned
+    if set(offsets) != partitions:
         raise SparkAssertionError(
             "If startingOffsets contains specific offsets, you must specify all TopicPartitions. "
-            f"Specified: {sorted(offsets)} Assigned: {list(range(topic.partition_count))}"
+            f"Specified: {sorted(offsets)} Assigned: {sorted(partitions)}"
         )
-    return dict(offsets)
+    earliest = topic.earliest()
+    return {partition: earliest[partition] if offset == EARLIEST else offset for partition, offset in offsets.items()}
 
 
 def rate_limit(limit: int, start: Offsets, latest: Offsets) -> Offsets:
@@ -160,7 +169,8 @@ class SparkQuery:
         return MicroBatch(spark_batch_id, dict(start), dict(end), tuple(self.topic.read(start, end)), rerun)
 
 
-def batch_read(topic: FakeTopic, start: Offsets, end: Offsets) -> list[Record]:
-    """A batch (not streaming) read of the topic from `start` to `end`, both given as JSON, as
-    batches.finish_pending_batch does (`startingOffsets`, `endingOffsets`)."""
-    return topic.read(specific_offsets(topic, start), specific_offsets(topic, end))
+def batch_read(topic: FakeTopic, assigned: set[int], start: Offsets, end: Offsets) -> list[Record]:
+    """A batch (not streaming) read of the `assigned` partitions of the topic from `start` to
+    `end`, both given as JSON, as batches.finish_pending_batch does (`assign`,
+    `startingOffsets`, `endingOffsets`)."""
+    return topic.read(specific_offsets(topic, start, assigned), specific_offsets(topic, end, assigned))

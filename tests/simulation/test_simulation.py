@@ -12,12 +12,7 @@ from tests.simulation.runner import run_seed
 
 # The known bugs whose events this run leaves out (machine.KNOWN_BUGS says what each leaves
 # out). Remove a bug's name here once it is fixed: the run then takes its events again.
-KNOWN_BUGS_EXCLUDED = frozenset(
-    {
-        "item5",  # issue 45 item 5
-        "recover-new-partitions",  # found by the simulator: --recover-from-store after partitions were added
-    }
-)
+KNOWN_BUGS_EXCLUDED: frozenset[str] = frozenset()
 # The run's budget: about 15 CPU-seconds (measured on the 2-core CI machine: 2000 examples of
 # 40 events took 25 CPU-s, 49 s while another test run kept it busy), under half the minute a
 # CI lane may give it even when busy.
@@ -30,15 +25,13 @@ def test_the_store_equals_the_truth_of_its_input_through_crashes_restarts_and_re
     --max-future and --max-offsets-per-trigger, checkpoint backups (even mid-batch) restored,
     checkpoints lost and --recover-from-store, with the invariant (tests.simulation.truth)
     checked after every step. Issue 45 item 1 (a copy restored between offsets/N and commits/N
-    while batch N+1 was half written) is in: fixed by position.recorded_done.
+    while batch N+1 was half written) is in: fixed by position.recorded_done; and item 5 (a
+    --max-future other than the one the store's unfinished batch was first written under, when
+    that batch runs again): fixed by the rules begin_batch records (position.batch_rules).
 
-    Left out until fixed (KNOWN_BUGS_EXCLUDED):
-    - issue 45 item 5: a --max-future other than the one the store's unfinished batch was first
-      written under, when that batch runs again (a restart or --recover-from-store): records
-      neither counted nor dead-lettered, or both;
-    - recover-new-partitions: partitions added while the store's offsets do not name them yet;
-      --recover-from-store then gives Spark offsets that do not name every partition, and Spark's
-      Kafka source refuses them (the job fails, exit 1; no way out is documented).
+    And the recovery once partitions were added before the store's offsets named them (found by
+    the simulator: Spark's Kafka source refused offsets that did not name every partition, exit
+    1): fixed by position.naming_partitions. No known bug is left out (KNOWN_BUGS_EXCLUDED).
 
     Under the "ci" Hypothesis profile (derandomize) the seed is fixed, so CI runs the same
     examples every time; otherwise each run draws a new seed, printed with a failure."""

@@ -11,7 +11,8 @@ conditional on that epoch. A writer that lost its lease while paused (a "zombie"
 therefore cannot record anything once a newer writer has taken over: its update is refused
 (StoreFencedError) and the store's progress never goes back. Progress and epoch reads that a
 writer decides on are serial reads; everything here runs on the bookkeeping profile
-(LOCAL_QUORUM / LOCAL_SERIAL by default), so one replica of three may be down.
+(QUORUM / SERIAL by default: statestore.conn.cassandra.level_for), so one replica of three may
+be down.
 
 Outside writes: a program other than the stream that changes a store's entries while a
 stream may run (the expire job) marks `outside_writes` before its first change (negative: in
@@ -44,7 +45,29 @@ from statestore.core.windows import SessionSpec, WindowSpec
 
 REGISTRY_TABLE = "statestore_stores"
 # The schema version this release registers stores at (statestore.store.book.schema: the rules).
-CURRENT_SCHEMA_VERSION = 2
+CURRENT_SCHEMA_VERSION = 3
+
+
+@dataclass(frozen=True)
+class BatchRules:
+    """The settings of a run that decide what a batch counts, recorded when the batch begins
+    (`pending_rules`) so that its replay decides the same, whatever the run that replays it was
+    given: the future limit's `max_future_ms` (--max-future) and the store's `retention_ms`
+    (its cutoff: statestore.core.retention). None: no retention."""
+
+    max_future_ms: int
+    retention_ms: int | None
+
+    def as_json(self) -> str:
+        return json.dumps({"max_future_ms": self.max_future_ms, "retention_ms": self.retention_ms}, sort_keys=True)
+
+    @classmethod
+    def parse_stored(cls, text: str | None) -> BatchRules | None:
+        """The rules of the registry column (None or empty: none recorded)."""
+        if not text:
+            return None
+        rules = json.loads(text)
+        return cls(max_future_ms=rules["max_future_ms"], retention_ms=rules["retention_ms"])
 
 
 @dataclass(frozen=True)
@@ -66,6 +89,8 @@ class StoreProgress:
     retention_ms: int | None = None  # the store's retention now (statestore.core.retention)
     # Epoch ms until which rows written under a table TTL may still expire (record_ttl_expiry).
     ttl_expiring_until: int | None = None
+    # The rules the pending batch began under (None: none recorded, or begun by an earlier release).
+    pending_rules: BatchRules | None = None
 
     @property
     def has_batches(self) -> bool:
@@ -140,6 +165,12 @@ class BatchPosition:
     spark_batch_id: int | None = None  # None: a pending batch finished from the store's own record
     stream_time_ms: int | None = None  # the store's stream time before the batch (window stores: closed windows)
     retention_ms: int | None = None  # the store's retention when the batch began: its cutoff is stream time - this
+    max_future_ms: int | None = None  # the future limit's distance when the batch began (None: the run's)
+
+    @property
+    def rules(self) -> BatchRules | None:
+        """The rules begin_batch records (None: the position has no --max-future of its own)."""
+        return None if self.max_future_ms is None else BatchRules(self.max_future_ms, self.retention_ms)
 
 
 def create_cql(keyspace: str) -> str:
@@ -149,13 +180,15 @@ def create_cql(keyspace: str) -> str:
         " key_format text, value_format text, created_at timestamp, source_topic text,"
         " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
         " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
-        " last_ts bigint, epoch bigint, outside_writes bigint, windowing text, topic_id text, schema_version int)"
+        " last_ts bigint, epoch bigint, outside_writes bigint, windowing text, topic_id text, schema_version int,"
+        " pending_rules text)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
 
 # Columns a registry made by an older release lacks (fencing epochs, outside-write marks,
-# windowing, the topic's id, sub-partitions, retention, the TTL horizon, schema versions).
+# windowing, the topic's id, sub-partitions, retention, the TTL horizon, schema versions, the
+# pending batch's rules).
 _LATER_COLUMNS = (
     ("epoch", "bigint"),
     ("outside_writes", "bigint"),
@@ -165,6 +198,7 @@ _LATER_COLUMNS = (
     ("retention_ms", "bigint"),
     ("ttl_expiring_until", "bigint"),
     ("schema_version", "int"),
+    ("pending_rules", "text"),
 )
 
 
@@ -327,6 +361,7 @@ def _progress(row) -> StoreProgress:
         getattr(row, "topic_id", None),
         retention_ms=getattr(row, "retention_ms", None),
         ttl_expiring_until=getattr(row, "ttl_expiring_until", None),
+        pending_rules=BatchRules.parse_stored(getattr(row, "pending_rules", None)),
     )
 
 
@@ -383,14 +418,17 @@ def check_epoch(session, spec: StoreSpec, epoch: int, what: str) -> None:
 
 def begin_batch(session, spec: StoreSpec, position: BatchPosition, epoch: int | None) -> None:
     """Record the batch at `position` before any of its writes: its write timestamp (a replay
-    reuses it, every later batch gets a larger one) and the offsets it reads (so a lost
-    checkpoint can still complete it). `offsets`, the store's position, is where the batch
-    starts. Refused (StoreFencedError) unless the store's epoch is still `epoch`."""
+    reuses it, every later batch gets a larger one), the offsets it reads (so a lost
+    checkpoint can still complete it) and the rules it counts by (BatchRules: a replay keeps
+    them). `offsets`, the store's position, is where the batch starts. Refused
+    (StoreFencedError) unless the store's epoch is still `epoch`."""
     update = prepare(
         session,
         f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET pending_batch_id = ?, pending_ts = ?, offsets = ?,"
-        " pending_offsets = ?, query_id = ?, batch_base = ? WHERE name = ?" + _IF_EPOCH[epoch is None],
+        " pending_offsets = ?, query_id = ?, batch_base = ?, pending_rules = ? WHERE name = ?"
+        + _IF_EPOCH[epoch is None],
     )
+    rules = position.rules
     params = (
         position.batch_id,
         position.write_ts,
@@ -398,6 +436,7 @@ def begin_batch(session, spec: StoreSpec, position: BatchPosition, epoch: int | 
         _offsets_text(position.end),
         position.query_id,
         position.batch_base,
+        None if rules is None else rules.as_json(),
         spec.name,
     )
     _fenced(session, update, params, spec, epoch, f"beginning batch {position.batch_id}")
@@ -464,8 +503,8 @@ def clear_progress(session, spec: StoreSpec, epoch: int | None = None, floor_ts:
     update = prepare(
         session,
         f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = null, last_ts = ?, offsets = null,"
-        " pending_batch_id = null, pending_ts = null, pending_offsets = null, query_id = null, batch_base = null,"
-        " max_event_time = null, last_batch_at = null WHERE name = ?" + _IF_EPOCH[epoch is None],
+        " pending_batch_id = null, pending_ts = null, pending_offsets = null, pending_rules = null, query_id = null,"
+        " batch_base = null, max_event_time = null, last_batch_at = null WHERE name = ?" + _IF_EPOCH[epoch is None],
     )
     _fenced(session, update, (floor_ts, spec.name), spec, epoch, "clearing its progress")
 

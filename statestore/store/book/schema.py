@@ -4,8 +4,10 @@ that brings a store made by an earlier release up to this release's.
 Each store's registry row holds `schema_version`. Version 1 is every store registered before
 versions existed (the column is absent or null): its registry, stream log and dead-letter tables
 may lack columns later releases added (fencing epochs, outside-write marks, windowing, the
-topic's id, sub-partitions, retention, the TTL horizon, the stream log's writer). Version 2 is
-this release's. A store is registered at the current version; older ones are brought up by
+topic's id, sub-partitions, retention, the TTL horizon, the stream log's writer). Version 2
+lacks the registry's `pending_rules` (the rules a pending batch began under, which its replay
+keeps: a writer of version 2 would begin batches without them). Version 3 is this release's.
+A store is registered at the current version; older ones are brought up by
 `statestore migrate` (also the state_store_admin DAG's `migrate` action), which
 
 - holds the store's lease while it runs (refused while a stream writes the store: a migration

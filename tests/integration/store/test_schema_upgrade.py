@@ -100,8 +100,11 @@ def test_an_old_release_store_is_refused_then_migrated_and_counted_on_exactly(
     assert cli(["migrate", "--keyspace", keyspace]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in printed] == ["store upgrade_kv", "store upgrade_sess", "store upgrade_win"]
-    assert "schema 1 -> 2 (added statestore_stores.topic_id, statestore_stores.subpartitions" in printed[0]
-    assert all(schema.stored_version(session, keyspace, store) == 2 for store in SETTINGS)
+    assert (
+        f"schema 1 -> {schema.SCHEMA_VERSION} (added statestore_stores.topic_id, statestore_stores.subpartitions"
+        in printed[0]
+    )
+    assert all(schema.stored_version(session, keyspace, store) == schema.SCHEMA_VERSION for store in SETTINGS)
 
     for store in SETTINGS:
         _stream(spark, cassandra_config, kafka_config, keyspace, topic, checkpoints, store)
@@ -115,7 +118,7 @@ def test_an_old_release_store_is_refused_then_migrated_and_counted_on_exactly(
     assert any(s[0] <= old[w][-1][1] and s[1] >= old[w][-1][0] and s != old[w][-1] for w in old for s in sessions[w])
 
     assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 0  # again: nothing to do
-    assert capsys.readouterr().out.strip() == "store upgrade_kv: schema 2, up to date"
+    assert capsys.readouterr().out.strip() == f"store upgrade_kv: schema {schema.SCHEMA_VERSION}, up to date"
 
 
 def test_a_store_a_newer_release_migrated_is_refused(spark, session, cassandra_config, kafka_config, old_release):
@@ -123,7 +126,9 @@ def test_a_store_a_newer_release_migrated_is_refused(spark, session, cassandra_c
     assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 0
     registry.record_schema_version(session, keyspace, "upgrade_kv", schema.SCHEMA_VERSION + 1)
     corpus.produce(kafka_config.bootstrap_servers, topic, corpus.NEW)
-    with pytest.raises(StoreSchemaError, match=r"newer than this release's 2 .*upgrade statestore"):
+    with pytest.raises(
+        StoreSchemaError, match=rf"newer than this release's {schema.SCHEMA_VERSION} .*upgrade statestore"
+    ):
         _stream(spark, cassandra_config, kafka_config, keyspace, topic, checkpoints, "upgrade_kv")
     assert dump(session, keyspace, "upgrade_kv") == corpus.counts(corpus.OLD)
     assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 4  # refused: exit 4
@@ -140,4 +145,4 @@ def test_a_migration_is_refused_while_a_stream_holds_the_store(session, old_rele
     finally:
         writer.release()
     assert cli(["migrate", "upgrade_kv", "--keyspace", keyspace]) == 0
-    assert schema.stored_version(session, keyspace, "upgrade_kv") == 2
+    assert schema.stored_version(session, keyspace, "upgrade_kv") == schema.SCHEMA_VERSION

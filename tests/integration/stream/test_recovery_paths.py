@@ -1,6 +1,6 @@
 """Recovery paths a crash or an operator's mistake leads to: --recover-from-store finishing a
 half-written batch, a checkpoint restored from an older copy (rolled back), and a writer whose
-lease is taken from it while it runs."""
+lease is taken from it while it runs, and a half-written batch replayed under other settings."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ import json
 import shutil
 import subprocess
 import time
+from collections import Counter
 
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from statestore.conn import kafka as kafka_io
 from statestore.core.config import StreamConfig
 from statestore.core.errors import CheckpointMismatchError, StoreTableLostError
+from statestore.core.event_time import TimedValue
 from statestore.store import admin
-from statestore.store.book import registry
+from statestore.store.book import deadletters, registry
 from statestore.store.book.lease import LEASE_TABLE
 from statestore.store.provision import table_exists
 from statestore.stream.checkpoint import initial_offsets
@@ -198,3 +201,36 @@ def test_a_writer_that_loses_its_lease_mid_run_stops_before_writing_more(
     # Nothing more was recorded or counted by the writer that lost the lease.
     assert registry.progress(session, keyspace, store_name).last_batch_id == recorded
     assert dump(session, keyspace, store_name) == dict(truth)
+
+
+def test_a_half_written_batch_replayed_under_another_max_future_counts_as_it_began(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    """Issue 45, item 5, on the real stack: records 20 minutes ahead of the clock are dead
+    letters `future` under the default --max-future (5m); the job is killed half-way through
+    the batch's writes and restarted on its checkpoint with --max-future 30m. The replay keeps
+    the rules the batch began under (registry `pending_rules`): the on-time words counted once,
+    the records ahead dead letters, nothing lost. Before the fix the replay counted the records
+    ahead in the keys the first attempt had not written yet, and dead-lettered none of them."""
+    now = int(time.time() * 1000)
+    on_time = [(now - 60_000 + i, f"weir heron w{i % 40}") for i in range(400)]
+    ahead = [(now + 20 * 60_000 + i, f"weir ahead{i % 40}") for i in range(100)]
+    kafka_io.produce(kafka_config, topic, [TimedValue(text.encode(), t) for t, text in on_time + ahead])
+    checkpoint = tmp_path / "cp"
+    crashed = spark_submit_job(
+        *("--topic", topic, "--store", store_name, "--checkpoint", str(checkpoint), "--keyspace", keyspace),
+        *("--lease-ttl", "5"),
+        env={FAULT_ENV: "kill-mid-write:0"},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert crashed.wait(timeout=600) != 0
+    half = registry.progress(session, keyspace, store_name)
+    assert (half.last_batch_id, half.pending_batch_id) == (None, 0), "the crash left no half-written batch 0"
+    assert half.pending_rules == registry.BatchRules(max_future_ms=5 * 60_000, retention_ms=None)
+    wait_for_lease_to_lapse(session, keyspace, store_name, ttl_s=5, whose="the crashed writer's")
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, checkpoint, max_future_ms=30 * 60_000)
+    assert dump(session, keyspace, store_name) == Counter(w for _, text in on_time for w in text.split())
+    letters = deadletters.read_all(session, keyspace, store_name)
+    assert sorted((d.reason, d.kafka_timestamp_ms) for d in letters) == [(deadletters.FUTURE, t) for t, _ in ahead]

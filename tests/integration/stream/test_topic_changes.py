@@ -43,6 +43,27 @@ def test_partitions_added_between_runs_are_counted_from_their_start(
     assert dump(session, keyspace, store_name) == dict(truth + extra)
 
 
+def test_a_store_recovered_after_partitions_were_added_counts_them_from_their_start(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    """Found by the protocol simulator (tests/simulation): partitions added after the store's
+    last batch, then its checkpoint lost. --recover-from-store gave Spark the store's offsets,
+    which name only the old partitions, and Spark's Kafka source refuses specific offsets that
+    do not name every partition: the job failed (exit 1), with no way out. Now the new
+    partitions are read from their start (position.naming_partitions)."""
+    lines, truth = generate(200, seed=2812)
+    produce_lines(kafka_config, topic, lines)
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "lost")
+    admin = AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers})
+    admin.create_partitions([NewPartitions(topic, 6)])[topic].result(timeout=30)
+    wait_for(lambda: kafka_io.partition_count(kafka_config, topic) == 6, 30, "the new partitions")
+    more, extra = generate(120, seed=2813)
+    _produce_to(kafka_config, topic, 1, more[:40])
+    _produce_to(kafka_config, topic, 5, more[40:])
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "new", recover_from_store=True)
+    assert dump(session, keyspace, store_name) == dict(truth + extra)
+
+
 def _first_commit_reading(events: list[dict], topic: str, partition: int) -> float | None:
     """When (epoch seconds) the first batch that read from `partition` had committed."""
     for event in sorted(events, key=lambda e: e["batchId"]):

@@ -10,7 +10,7 @@ def test_only_this_releases_version_may_be_written():
     assert schema.SCHEMA_VERSION == registry.CURRENT_SCHEMA_VERSION  # what new stores are registered at
     assert schema.version_problem("words", schema.SCHEMA_VERSION) is None
     older = schema.version_problem("words", schema.BEFORE_VERSIONS)
-    assert "schema version 1" in older and "`statestore migrate --store words`" in older
+    assert "schema version 1" in older and "`statestore migrate words`" in older
     assert "Nothing was written" in older
     newer = schema.version_problem("words", schema.SCHEMA_VERSION + 1)
     assert f"newer than this release's {schema.SCHEMA_VERSION}" in newer and "upgrade statestore" in newer
