@@ -9,6 +9,7 @@ facts; `stream_status` gathers the facts, and reads no Kafka itself.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -78,6 +79,16 @@ def lag_of(topic: str, end_offsets: dict[int, int], position: str | None) -> lis
     return [
         PartitionLag(topic, p, end, read.get(p), max(0, end - read.get(p, 0))) for p, end in sorted(end_offsets.items())
     ]
+
+
+def rate_window(batches: list[BatchRecord]) -> list[BatchRecord]:
+    """The batches (newest first) the rate is measured over: the newest run's. Runs that stop
+    when the topic is read (available-now: make run, the DAG) are minutes apart, and the time
+    between them is no throughput. Pure."""
+    if not batches:
+        return []
+    run = batches[0].run_id
+    return list(itertools.takewhile(lambda b: b.run_id == run, batches))
 
 
 def words_per_second(batches: list[BatchRecord]) -> float | None:
@@ -170,6 +181,7 @@ def stream_status(
         letters = dead_letters_between(batches[0], hour_ago)
     latest = store_state(states, None if holder is None else holder.holder)
     restart = last_restart(states)
+    rated = rate_window(batches)
     lag, total, kafka_error = _lag(progress, end_offsets, lenient)
     last_at = None if progress.last_batch_at is None else millis_of(progress.last_batch_at)
     return StreamStatus(
@@ -186,8 +198,8 @@ def stream_status(
         last_batch_age_s=None if last_at is None else round((now_ms - last_at) / 1000, 1),
         lag=lag,
         lag_total=total,
-        words_per_s=words_per_second(batches),
-        rate_batches=len(batches),
+        words_per_s=words_per_second(rated),
+        rate_batches=len(rated),
         dead_letters_last_hour=letters,
         last_restart_s=None if restart is None else restart.restart_seconds,
         last_restart_at_ms=None if restart is None else restart.at_ms,

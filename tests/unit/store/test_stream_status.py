@@ -14,6 +14,7 @@ from statestore.store.book.status import (
     lag_of,
     last_recorded_before,
     last_restart,
+    rate_window,
     words_per_second,
 )
 from statestore.store.book.stream_log import BatchRecord, StateChange, Totals
@@ -54,6 +55,17 @@ def test_words_per_second_spans_the_batches_commits():
     assert words_per_second(newest_first) == 50.0
     assert words_per_second([batch(1, 10_000, 300, seconds=2.0)]) == 150.0
     assert words_per_second([]) is None
+
+
+def test_the_rate_is_the_newest_runs_not_the_idle_time_between_runs():
+    """Three available-now runs minutes apart (make run, then the DAG), 540 words in 2 s each:
+    the rate is the newest run's, not 1,080 words over the 10 minutes since the first (1.9/s)."""
+    runs = [replace(batch(i, i * 300_000, 540, seconds=2.0), run_id=f"run{i}") for i in (2, 1, 0)]
+    assert rate_window(runs) == runs[:1]
+    assert words_per_second(rate_window(runs)) == 270.0
+    one_run = [batch(3, 30_000, 600), batch(2, 20_000, 400), batch(1, 10_000, 999_999)]
+    assert rate_window(one_run) == one_run  # a stream that keeps running: every batch
+    assert rate_window([]) == []
 
 
 def logged(rows: list[tuple[int, int, int]]) -> list[BatchRecord]:
