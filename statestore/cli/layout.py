@@ -5,7 +5,6 @@ this command only parses and prints. (`create-store --subpartitions` is in state
 from __future__ import annotations
 
 import argparse
-import json
 
 from statestore.cli.args import (
     CASSANDRA_BOOKKEEPING,
@@ -39,9 +38,9 @@ def cmd_relayout(args) -> int:
         print(f"table {dropped} dropped")
         return 0
     result = relayout.relayout_store(session, config.keyspace, args.store, args.subpartitions)
-    print(json.dumps(result.as_dict(), sort_keys=True))
     print(
-        f"store {result.store} now reads {result.new_table} ({result.new_subpartitions} sub-partition(s)); "
+        f"store {result.store} now reads {result.new_table} ({result.new_subpartitions} sub-partition(s), "
+        f"{result.entries} {result.unit} copied and verified in {result.seconds:.1f}s); "
         f"{result.old_table} is kept as the way back: drop it with `statestore relayout {result.store} "
         f"--drop-table {result.old_table} --yes`"
     )

@@ -109,7 +109,9 @@ def test_relayout_keeps_every_entry_and_the_old_table_until_dropped(session, key
     assert "PRIMARY KEY (partition, key)" in admin.describe_store(session, keyspace, "relay").schema_cql
 
 
-def test_relayout_is_refused_while_a_writer_holds_the_lease_and_for_other_types(session, keyspace, cassandra_config):
+def test_relayout_is_refused_while_a_writer_holds_the_lease_and_for_other_types(
+    session, keyspace, cassandra_config, capsys
+):
     store = StoreBuilder(session, "held").with_keyspace(keyspace).partitioned_key_value_store(2).create()
     store.put("a", 1)
     lease = StoreLease(session, keyspace, "held", "checkpoint-of-a-stream", 30)
@@ -127,7 +129,11 @@ def test_relayout_is_refused_while_a_writer_holds_the_lease_and_for_other_types(
     StoreBuilder(session, "flat").with_keyspace(keyspace).global_key_value_store().create()
     with pytest.raises(UnsupportedOperationError, match="only partitioned-kv and partitioned-versioned stores"):
         relayout_store(session, keyspace, "flat", 4)
+    capsys.readouterr()
     assert cli(["--keyspace", keyspace, "relayout", "held", "--subpartitions", "4"]) == 0
+    # It says what it did, in one sentence (the CLI's rule: no --format, so no JSON line).
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) == 1 and said[0].startswith("store held now reads held_store_r1 (4 sub-partition(s), 1 entries")
     assert open_store(session, keyspace, "held").get("a") == 1
 
 
