@@ -5,6 +5,8 @@ timestamp, the pending position, the replay-safe plan of a slice, the future lim
 tokenizer) run against in-memory fakes of Kafka (fake_kafka), Spark's checkpoint folder and
 micro-batch planning (fake_spark) and Cassandra (fake_cassandra); driver.py is the job's
 driver around them, truth.py the one invariant, machine.py the Hypothesis state machine that
-composes crashes, restarts, settings changes and operator actions. `python -m tests.simulation
---seconds N` runs it for N seconds; tests/simulation/test_simulation.py is its bounded CI run.
+composes crashes, restarts, settings changes and operator actions. sessions.py is the session
+store kind (the real apply_sessions planning over fake_sessions' table, LOGGED batches and task
+attempts). `python -m tests.simulation --seconds N` runs it for N seconds;
+tests/simulation/test_simulation.py and test_sessions.py are its bounded CI runs.
 """

@@ -1,7 +1,8 @@
 """Run the batch protocol's simulator for a while: `python -m tests.simulation --seconds N
 [--seed S] [--exclude NAME,...]`.
 
-It runs the state machine (tests.simulation.machine) seed after seed (S, S+1, ...; S random
+It runs the state machine (tests.simulation.machine; --store sessions: tests.simulation.sessions,
+the session store; by default each seed for each kind in turn) seed after seed (S, S+1, ...; S random
 unless given), each seed a Hypothesis run of --examples examples (tests.simulation.runner),
 until N seconds have passed or one fails. A failure prints its seed and the shortest sequence
 of events Hypothesis found (with the driver's steps and how the store differs from the truth),
@@ -19,7 +20,7 @@ import time
 from collections.abc import Sequence
 
 from tests.simulation.machine import KNOWN_BUGS
-from tests.simulation.runner import STEPS, print_failure, run_seed
+from tests.simulation.runner import MACHINES, STEPS, print_failure, run_seed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,6 +29,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="the first seed (default: random)")
     parser.add_argument("--examples", type=int, default=200, help="examples per seed")
     parser.add_argument("--steps", type=int, default=STEPS, help="events per example")
+    parser.add_argument(
+        "--store",
+        choices=[*sorted(MACHINES), "all"],
+        default="all",
+        help="the store kind (default: all, each seed run for each kind in turn)",
+    )
     parser.add_argument(
         "--exclude",
         default="",
@@ -38,14 +45,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = random.SystemRandom().randrange(2**32) if args.seed is None else args.seed
     began = time.monotonic()
     runs = 0
+    stores = sorted(MACHINES) if args.store == "all" else [args.store]
     while True:
-        print(f"seed {seed}: {args.examples} examples of up to {args.steps} events", flush=True)
-        try:
-            run_seed(seed, excluded, args.examples, args.steps)
-        except Exception as failure:  # noqa: BLE001 - the runner's report: the seed and what failed
-            print(f"\nFAILED at seed {seed} after {time.monotonic() - began:.1f}s", flush=True)
-            print_failure(failure)
-            return 1
+        for store in stores:
+            print(f"seed {seed} ({store}): {args.examples} examples of up to {args.steps} events", flush=True)
+            try:
+                run_seed(seed, excluded, args.examples, args.steps, store)
+            except Exception as failure:  # noqa: BLE001 - the runner's report: the seed and what failed
+                print(f"\nFAILED at seed {seed} ({store}) after {time.monotonic() - began:.1f}s", flush=True)
+                print_failure(failure)
+                return 1
         runs += 1
         seed += 1
         if time.monotonic() - began >= args.seconds:

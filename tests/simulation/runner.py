@@ -12,7 +12,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.simulation.machine import machine_excluding
+from tests.simulation.sessions import session_machine_excluding
 
+# The store kinds: a key-value store (machine.py), a session store (sessions.py).
+MACHINES = {"kv": machine_excluding, "sessions": session_machine_excluding}
 STEPS = 40  # events per example: room for a crash, a backup, a restore and their replays
 
 
@@ -28,16 +31,16 @@ def simulation_settings(examples: int, steps: int = STEPS) -> settings:
     )
 
 
-def run_seed(seed: int, excluded: frozenset[str], examples: int, steps: int = STEPS) -> None:
+def run_seed(seed: int, excluded: frozenset[str], examples: int, steps: int = STEPS, store: str = "kv") -> None:
     """One Hypothesis run of the state machine from `seed`, the events of the known bugs
     `excluded` left out; raises what the shortest failing sequence raised, with the seed (and
     the command that runs it again) in its notes."""
-    machine = machine_excluding(excluded)
+    machine = MACHINES[store](excluded)
     seeded = type(machine.__name__, (machine,), {"_hypothesis_internal_use_seed": seed})
     try:
         run_state_machine_as_test(seeded, settings=simulation_settings(examples, steps))
     except Exception as failure:
-        options = f"--seed {seed} --seconds 0 --examples {examples} --steps {steps}"
+        options = f"--store {store} --seed {seed} --seconds 0 --examples {examples} --steps {steps}"
         if excluded:
             options += f" --exclude {','.join(sorted(excluded))}"
         failure.add_note(f"simulation seed: {seed} (python -m tests.simulation {options})")
