@@ -275,7 +275,9 @@ def truncate_store(
         floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
         shadowed = spec.store_type.partitioned and not spec.store_type.timed
         lease.check()
-        if lost or (progress.unfinished_batch is not None and not shadowed and not writer_stopped):
+        if lost:
+            spec = _move_to_new_table(session, spec, epoch, _lost_refusal(spec, verb))
+        elif progress.unfinished_batch is not None and not shadowed and not writer_stopped:
             spec = _move_to_new_table(session, spec, epoch, _pending_refusal(spec, progress.unfinished_batch, verb))
         else:
             _truncate(session, spec, spec.table, epoch)
@@ -311,6 +313,14 @@ def _pending_refusal(spec: StoreSpec, batch_id: int, verb: str) -> str:
         "the store is now fenced against that writer. Either make sure the writer is stopped for good (its "
         "process gone) and pass --writer-stopped (hook: writer_stopped=True; admin DAG: param "
         "writer_stopped), or restart its stream so it records the batch, then stop it and reset"
+    )
+
+
+def _lost_refusal(spec: StoreSpec, verb: str) -> str:
+    return (
+        f"{verb} store '{spec.name}' ({spec.store_type.value}) refused: its table {spec.table} is gone, and the store "
+        "cannot start over in a new generation of it (the next free name is over 48 characters). Nothing was "
+        f"deleted. Drop the store (state_store_admin's drop, or the hook's drop_store) and create it again"
     )
 
 

@@ -6,12 +6,14 @@ exists, and the store's table holds none of them, whatever the type."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from cassandra import InvalidRequest
 
 from statestore.cli.main import main as cli
 from statestore.core.codecs import encode_long, encode_text
-from statestore.core.errors import StoreFencedError
+from statestore.core.errors import StoreFencedError, WriterMayBeLiveError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store import admin
@@ -131,3 +133,22 @@ def test_writer_stopped_truncates_in_place_and_a_reset_with_no_batch_in_flight_k
     registry.begin_batch(session, spec, batch0, registry.take_epoch(session, spec))
     assert cli(reset) == 0  # in flight: moved, and the CLI says where
     assert f"its table is now {keyspace}.{spec.table}_r1 ({spec.table} was dropped" in capsys.readouterr().out
+
+
+def test_a_lost_table_whose_next_generation_name_does_not_fit_is_refused_naming_the_loss(session, keyspace, store_name):
+    """A store whose table is gone starts over in a new generation of it; when no next name fits
+    in Cassandra's 48 characters the reset is refused, and says the table is gone (it said "its
+    batch None was begun", the refusal of a batch in flight)."""
+    long_name = f"t{'x' * 44}_r9"  # 48 characters: the next generation, _r10, does not fit
+    spec = provision_store(session, replace(_spec(keyspace, store_name, StoreType.GLOBAL_KV), table_name=long_name))
+    epoch = registry.take_epoch(session, spec)
+    batch0 = BatchPosition(
+        batch_id=0, write_ts=ZOMBIE_TS, start=None, end=KafkaOffsets.parse('{"t":{"0":5}}'), query_id="q1"
+    )
+    registry.begin_batch(session, spec, batch0, epoch)
+    registry.record_batch(session, spec, batch0, None, epoch)
+    session.execute(f"DROP TABLE {keyspace}.{long_name}")
+    with pytest.raises(WriterMayBeLiveError, match=rf"its table {long_name} is gone, .*Nothing was deleted") as refused:
+        admin.truncate_store(session, keyspace, store_name, verb="resetting")
+    assert "None" not in str(refused.value)
+    assert registry.progress(session, keyspace, store_name).last_batch_id == 0
