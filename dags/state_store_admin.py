@@ -41,7 +41,9 @@ return value (XCom) and is logged.
   version (the stream refuses them until then); without **store**, every store of the keyspace.
   Idempotent; refused while a stream writes a store that needs it (stop the stream first).
 - `drop` (confirm): drops the store's tables; **confirm** must repeat the store's name;
-  refused while a stream writes the store.
+  refused while a stream writes the store, and while its last batch was begun and never
+  recorded (a paused writer would write the rest into a store made again under the name)
+  unless **writer_stopped** says its writer is stopped for good.
 
 Options: `ttl` (seconds, 0 = none), `compaction`, `compaction_options`, `gc_grace_seconds`,
 `comment`. Mistakes (a bad name or option, a missing confirmation, an unknown store) fail
@@ -122,9 +124,10 @@ with DAG(
         "writer_stopped": Param(
             False,
             type="boolean",
-            title="Writer stopped for good (truncate)",
+            title="Writer stopped for good (truncate, drop)",
             description="the store's last writer cannot wake up: truncate a global, window or session store "
-            "whose last batch was never recorded in place, instead of moving it to a new table",
+            "whose last batch was never recorded in place, instead of moving it to a new table; drop a store "
+            "whose last batch was never recorded",
         ),
         # Optional on the form (a required field keeps Trigger disabled while empty, for every
         # action); drop and drop_old_table check it when they run (the library's rule).
@@ -185,7 +188,7 @@ with DAG(
             elif action == "drop_old_table":
                 return {"dropped": hook.drop_old_table(store, params.get("table") or "", params["confirm"])}
             elif action == "drop":
-                spec = hook.drop_store(store, params["confirm"])
+                spec = hook.drop_store(store, params["confirm"], writer_stopped=params["writer_stopped"])
                 return {"dropped": spec.name, "table": spec.table}
             # Every action but drop answers with the store as it is now.
             return hook.describe_store(store, count_partitions=action == "describe").as_dict()

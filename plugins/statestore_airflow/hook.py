@@ -198,10 +198,11 @@ class CassandraStateStoreHook(BaseHook):
         than move a store with a batch in flight to a new table)."""
         return admin.truncate_store(self.get_conn(), self.keyspace, name, writer_stopped=writer_stopped)
 
-    def drop_store(self, name: str, confirm: str | None):
+    def drop_store(self, name: str, confirm: str | None, writer_stopped: bool = False):
         """Drop the store's tables and forget it, only when `confirm` is its name; refused while
-        a stream writes it (statestore.store.admin.drop_store)."""
-        return admin.drop_store(self.get_conn(), self.keyspace, name, confirm)
+        a stream writes it, and while a batch is begun and not recorded unless `writer_stopped`
+        (statestore.store.admin.drop_store)."""
+        return admin.drop_store(self.get_conn(), self.keyspace, name, confirm, writer_stopped=writer_stopped)
 
     # -- reads ------------------------------------------------------------------------------------
 

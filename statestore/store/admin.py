@@ -364,10 +364,17 @@ def _cassandra_partitions(spec: StoreSpec) -> tuple[str, list[tuple[int, ...]]]:
     return "partition = ? AND subpartition = ?", keys
 
 
-def drop_store(session, keyspace: str, name: str, confirm: str | None) -> StoreSpec:
+def drop_store(session, keyspace: str, name: str, confirm: str | None, *, writer_stopped: bool = False) -> StoreSpec:
     """Drop the store's table and dead-letter table and forget the store. Only when `confirm`
     is the store's name, and never while a writer holds its lease. Safe to run again after a
-    partial failure (tables are dropped before the registry row goes)."""
+    partial failure (tables are dropped before the registry row goes).
+
+    A writer whose lease lapsed while it was paused may wake up after the drop. Its registry
+    updates are refused (the row is gone, and a store created again under the name starts
+    other epochs: registry.first_epoch), but the entries of a batch it began are not
+    conditional, and would land in the table of a store created again under the same name. So
+    while a batch is begun and not recorded the drop is refused (WriterMayBeLiveError, nothing
+    dropped), unless the caller says that writer is stopped for good (`writer_stopped`)."""
     validate_store_name(name)
     if confirm != name:
         raise ConfirmationRequiredError(
@@ -376,6 +383,15 @@ def drop_store(session, keyspace: str, name: str, confirm: str | None) -> StoreS
         )
     spec = registry.lookup(session, keyspace, name)
     _refuse_while_written(session, spec, "dropping")
+    pending = registry.progress(session, keyspace, name).unfinished_batch
+    if pending is not None and not writer_stopped:
+        raise WriterMayBeLiveError(
+            f"dropping store '{name}' refused: its batch {pending} was begun and never recorded, so its writer may "
+            "be paused mid-batch (a lapsed lease does not prove it stopped) and would write the rest of the batch "
+            "into a store created again under this name. Nothing was dropped. Make sure the writer is stopped for "
+            "good (its process gone) and pass writer_stopped=True (admin DAG: param writer_stopped), or restart "
+            "its stream so it records the batch, then stop it and drop"
+        )
     session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
     session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{deadletter_table(name)}", execution_profile=DDL_PROFILE)
     registry.unregister(session, keyspace, name)

@@ -23,6 +23,7 @@ change of that mark (statestore.stream.apply_cache).
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -376,13 +377,21 @@ def progress(session, keyspace: str, name: str) -> StoreProgress:
     return _progress(row)
 
 
+def first_epoch() -> int:
+    """A store's first epoch: random in [1, 2**62), not 1. A store dropped and created again
+    under its name starts a new sequence of epochs, so a writer of the dropped one (paused while
+    it was dropped, its lease lapsed) never finds its own epoch current again: epochs counted
+    from 1 in both stores made the new store accept that writer's updates."""
+    return secrets.randbelow(2**62 - 1) + 1
+
+
 def take_epoch(session, spec: StoreSpec) -> int:
     """Take the store's next epoch for a writer that now holds its lease (see the module doc).
     Every earlier writer's progress updates are refused from now on. Returns the new epoch."""
     take = prepare(session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET epoch = ? WHERE name = ? IF epoch = ?")
     while True:
         current = progress(session, spec.keyspace, spec.name).epoch
-        epoch = (current or 0) + 1
+        epoch = first_epoch() if current is None else current + 1
         row = session.execute(take, (epoch, spec.name, current), execution_profile=BOOKKEEPING_PROFILE).one()
         if row.applied:
             return epoch

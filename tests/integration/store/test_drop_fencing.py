@@ -1,0 +1,56 @@
+"""A store dropped and created again under its name while a writer of the dropped one is paused
+(its lease lapsed): the paused writer must write nothing into the new store. Its registry updates
+are conditional on its epoch, and a store's epochs start at a random point (registry.first_epoch),
+so the new store's never match an old writer's (they both started at 1 before: the paused writer's
+begin_batch was accepted by the new store). Its entry writes are not conditional: a drop is
+refused while a batch is begun and not recorded, unless the operator says its writer is stopped."""
+
+from __future__ import annotations
+
+import pytest
+
+from statestore.core.errors import StoreFencedError, WriterMayBeLiveError
+from statestore.core.model import StoreSpec, StoreType
+from statestore.store import admin
+from statestore.store.book import registry
+from statestore.store.book.registry import BatchPosition, KafkaOffsets
+from statestore.store.provision import provision_store
+
+
+def _position(batch_id: int, write_ts: int) -> BatchPosition:
+    return BatchPosition(
+        batch_id=batch_id,
+        write_ts=write_ts,
+        start=KafkaOffsets.parse(f'{{"t":{{"0":{batch_id * 10}}}}}'),
+        end=KafkaOffsets.parse(f'{{"t":{{"0":{batch_id * 10 + 10}}}}}'),
+        query_id="q-old",
+    )
+
+
+def test_a_writer_of_a_dropped_store_is_fenced_off_the_store_created_again(session, keyspace, store_name):
+    spec = StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2)
+    old = provision_store(session, spec)
+    paused = registry.take_epoch(session, old)
+    registry.begin_batch(session, old, _position(0, 100), paused)
+    registry.record_batch(session, old, _position(0, 100), None, paused)
+    # The writer pauses between batches; its lease lapses; the store is dropped and made again.
+    admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    again = provision_store(session, spec)
+    taken = registry.take_epoch(session, again)
+    assert taken != paused
+    # The paused writer wakes up and begins its next batch: refused, nothing recorded.
+    with pytest.raises(StoreFencedError):
+        registry.begin_batch(session, again, _position(1, 200), paused)
+    assert not registry.progress(session, keyspace, store_name).has_batches
+
+
+def test_a_drop_under_a_batch_in_flight_is_refused_unless_the_writer_is_stopped(session, keyspace, store_name):
+    spec = StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2)
+    old = provision_store(session, spec)
+    paused = registry.take_epoch(session, old)
+    registry.begin_batch(session, old, _position(0, 100), paused)  # then paused mid-batch
+    with pytest.raises(WriterMayBeLiveError, match=r"batch 0 was begun and never recorded.*Nothing was dropped"):
+        admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    assert registry.find(session, keyspace, store_name) is not None
+    admin.drop_store(session, keyspace, store_name, confirm=store_name, writer_stopped=True)
+    assert registry.find(session, keyspace, store_name) is None
