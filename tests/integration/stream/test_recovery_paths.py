@@ -35,6 +35,21 @@ from tests.integration.conftest import (
 )
 
 
+def _crashed_mid_write(keyspace, topic, store_name, checkpoint, batch: int, *limit: str) -> None:
+    """The job (spark-submit, lease TTL 5 s) killed half-way through batch `batch`'s writes;
+    `limit`: more job arguments (e.g. --max-offsets-per-trigger N)."""
+    crashed = spark_submit_job(
+        *("--topic", topic, "--store", store_name, "--checkpoint", str(checkpoint), "--keyspace", keyspace),
+        *limit,
+        *("--lease-ttl", "5"),
+        env={FAULT_ENV: f"kill-mid-write:{batch}"},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert crashed.wait(timeout=600) != 0
+
+
 @pytest.mark.parametrize("crashed_batch", [1, 0])
 def test_recover_from_store_finishes_a_half_written_batch(
     spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, crashed_batch
@@ -42,15 +57,7 @@ def test_recover_from_store_finishes_a_half_written_batch(
     lines, truth = generate(3_000, seed=1901)
     produce_lines(kafka_config, topic, lines)
     lost = tmp_path / "lost-cp"
-    crashed = spark_submit_job(
-        *("--topic", topic, "--store", store_name, "--checkpoint", str(lost), "--keyspace", keyspace),
-        *("--max-offsets-per-trigger", "1000", "--lease-ttl", "5"),
-        env={FAULT_ENV: f"kill-mid-write:{crashed_batch}"},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    assert crashed.wait(timeout=600) != 0
+    _crashed_mid_write(keyspace, topic, store_name, lost, crashed_batch, "--max-offsets-per-trigger", "1000")
     half = registry.progress(session, keyspace, store_name)
     last = crashed_batch - 1 if crashed_batch else None
     assert (half.last_batch_id, half.pending_batch_id) == (last, crashed_batch), "the crash left no half-written batch"
@@ -91,15 +98,7 @@ def test_a_checkpoint_restored_between_a_batchs_offsets_and_commit_while_the_nex
     lines, truth = generate(3_000, seed=1930)
     produce_lines(kafka_config, topic, lines)
     checkpoint = tmp_path / "cp"
-    crashed = spark_submit_job(
-        *("--topic", topic, "--store", store_name, "--checkpoint", str(checkpoint), "--keyspace", keyspace),
-        *("--max-offsets-per-trigger", "1000", "--lease-ttl", "5"),
-        env={FAULT_ENV: "kill-mid-write:2"},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    assert crashed.wait(timeout=600) != 0
+    _crashed_mid_write(keyspace, topic, store_name, checkpoint, 2, "--max-offsets-per-trigger", "1000")
     half = registry.progress(session, keyspace, store_name)
     assert (half.last_batch_id, half.pending_batch_id) == (1, 2), "the crash left no half-written batch 2"
     _forget_batch_files(checkpoint, "offsets", 2)
@@ -217,15 +216,7 @@ def test_a_half_written_batch_replayed_under_another_max_future_counts_as_it_beg
     ahead = [(now + 20 * 60_000 + i, f"weir ahead{i % 40}") for i in range(100)]
     kafka_io.produce(kafka_config, topic, [TimedValue(text.encode(), t) for t, text in on_time + ahead])
     checkpoint = tmp_path / "cp"
-    crashed = spark_submit_job(
-        *("--topic", topic, "--store", store_name, "--checkpoint", str(checkpoint), "--keyspace", keyspace),
-        *("--lease-ttl", "5"),
-        env={FAULT_ENV: "kill-mid-write:0"},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    assert crashed.wait(timeout=600) != 0
+    _crashed_mid_write(keyspace, topic, store_name, checkpoint, 0)
     half = registry.progress(session, keyspace, store_name)
     assert (half.last_batch_id, half.pending_batch_id) == (None, 0), "the crash left no half-written batch 0"
     assert half.pending_rules == registry.BatchRules(max_future_ms=5 * 60_000, retention_ms=None)

@@ -27,9 +27,15 @@ def _produce_to(kafka_config, topic: str, partition: int, lines) -> None:
     assert producer.flush(30) == 0
 
 
+@pytest.mark.parametrize("recovered", [False, True], ids=["same-checkpoint", "recover-from-store"])
 def test_partitions_added_between_runs_are_counted_from_their_start(
-    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path, recovered
 ):
+    """`recovered`: the checkpoint lost meanwhile, and the stream started on a new one with
+    --recover-from-store. Found by the protocol simulator (tests/simulation): it gave Spark the
+    store's offsets, which name only the old partitions, and Spark's Kafka source refuses
+    specific offsets that do not name every partition: the job failed (exit 1), with no way
+    out. Now the new partitions are read from their start (position.naming_partitions)."""
     lines, truth = generate(200, seed=2810)
     produce_lines(kafka_config, topic, lines)
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
@@ -39,28 +45,8 @@ def test_partitions_added_between_runs_are_counted_from_their_start(
     more, extra = generate(120, seed=2811)
     _produce_to(kafka_config, topic, 4, more[:60])
     _produce_to(kafka_config, topic, 5, more[60:])
-    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
-    assert dump(session, keyspace, store_name) == dict(truth + extra)
-
-
-def test_a_store_recovered_after_partitions_were_added_counts_them_from_their_start(
-    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
-):
-    """Found by the protocol simulator (tests/simulation): partitions added after the store's
-    last batch, then its checkpoint lost. --recover-from-store gave Spark the store's offsets,
-    which name only the old partitions, and Spark's Kafka source refuses specific offsets that
-    do not name every partition: the job failed (exit 1), with no way out. Now the new
-    partitions are read from their start (position.naming_partitions)."""
-    lines, truth = generate(200, seed=2812)
-    produce_lines(kafka_config, topic, lines)
-    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "lost")
-    admin = AdminClient({"bootstrap.servers": kafka_config.bootstrap_servers})
-    admin.create_partitions([NewPartitions(topic, 6)])[topic].result(timeout=30)
-    wait_for(lambda: kafka_io.partition_count(kafka_config, topic) == 6, 30, "the new partitions")
-    more, extra = generate(120, seed=2813)
-    _produce_to(kafka_config, topic, 1, more[:40])
-    _produce_to(kafka_config, topic, 5, more[40:])
-    run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "new", recover_from_store=True)
+    checkpoint = tmp_path / ("new" if recovered else "cp")
+    run_stream(spark, cassandra_config, kafka_config, topic, store_name, checkpoint, recover_from_store=recovered)
     assert dump(session, keyspace, store_name) == dict(truth + extra)
 
 
