@@ -14,7 +14,16 @@ a comment naming the real function.
 
 Each effect on the outside world (a registry update, one key's write, the dead letters, a file
 of the checkpoint) is yielded as a Step: the driver may crash after any of them, which is the
-caller stopping the generator there.
+caller stopping the generator there, or pause there (a "zombie": the caller keeps the generator
+and goes on with it later, after another writer took the store).
+
+For the key-value kind (StreamJob.protocol_faults) the driver also holds the store's lease as
+job.start and BatchApplier do (taken before the epoch, waited for when a crashed run of the
+same checkpoint holds it, refused and retried once expired for another checkpoint, checked
+before every batch: LeaseLostError), and runs each registry call as the job does, under
+conn.retry.with_retries (the real is_transient decides what is retried; a timeout is a Step;
+after RETRY_ATTEMPTS the run stops with CassandraUnavailableError, exit 2), `_check_checkpoint`
+retried whole as job.start retries it.
 """
 
 from __future__ import annotations
@@ -23,9 +32,14 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from cassandra import InvalidRequest
+
+from statestore.conn.retry import is_transient, table_gone
+from statestore.core.errors import CassandraUnavailableError, StoreFencedError
 from statestore.core.model import Entry
 from statestore.core.retention import cutoff_ms
 from statestore.store.book import deadletters
+from statestore.store.book.lease import LeaseHeldError, LeaseLostError
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.stream import checkpoint
 from statestore.stream.apply import UNCOUNTABLE
@@ -42,12 +56,15 @@ from statestore.stream.position import (
 )
 from statestore.stream.tokenize import tokenize
 from statestore.stream.transforms import future_limit_ms, is_future_time
-from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
+from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra, LeaseRow
 from tests.simulation.fake_kafka import FakeTopic, Offsets, Record
 from tests.simulation.fake_spark import CheckpointFolder, MicroBatch, SparkQuery, batch_read
 
 # The simulated wall clock starts here (epoch ms, November 2023).
 CLOCK_START_MS = 1_700_000_000_000
+LEASE_TTL_MS = 30_000  # --lease-ttl's default
+# with_retries' attempts within its budget (--retry-budget): this many timeouts in a row stop the run.
+RETRY_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -80,6 +97,7 @@ class World:
     clock_ms: int = CLOCK_START_MS
     checkpoints_made: int = 1
     queries_made: int = 0
+    writers_made: int = 0
 
     def now_us(self) -> int:
         return self.clock_ms * 1000
@@ -93,6 +111,11 @@ class World:
     def new_query_id(self) -> str:
         self.queries_made += 1
         return f"query-{self.queries_made}"
+
+    def new_holder(self) -> str:
+        """lease.describe_self: a name unique per process start."""
+        self.writers_made += 1
+        return f"writer-{self.writers_made}"
 
 
 def dead_letter_reason(record: Record, limit_ms: int | None) -> str | None:
@@ -132,6 +155,14 @@ class StreamJob:
         self.folder = world.checkpoint
         self.query: SparkQuery | None = None
         self.epoch: int | None = None
+        self.holder = world.new_holder()
+        self.generation = world.cassandra.table_generation  # the table the run resolved
+
+    @classmethod
+    def protocol_faults(cls) -> bool:
+        """Whether the lease, paused drivers and registry timeouts are modelled: for the key-value
+        apply (this class's apply_batch, whose registry calls go through `_retried`)."""
+        return cls.apply_batch is StreamJob.apply_batch
 
     @property
     def cassandra(self) -> FakeCassandra:
@@ -144,22 +175,93 @@ class StreamJob:
     # --- start-up: statestore.stream.job.start ---
 
     def start(self, write_order: int = 0) -> Iterator[Step]:
-        """job.start: the lease (one writer here: always free), the store's next epoch, the
-        checks of job._check_checkpoint (with --recover-from-store, the store's pending batch
-        finished first), then the query started on the checkpoint."""
-        self.epoch = self.cassandra.take_epoch()  # registry.take_epoch
+        """job.start: the lease, the store's next epoch, the checks of job._check_checkpoint
+        (with --recover-from-store, the store's pending batch finished first; retried whole),
+        then the query started on the checkpoint."""
+        if self.protocol_faults():
+            self.cassandra.provision()  # job.resolve_store -> provision (before the lease)
+            self.generation = self.cassandra.table_generation
+            self._take_lease()
+        self.epoch = yield from self._retried("taking the store's epoch", self.cassandra.take_epoch)
         yield Step("epoch", f"epoch {self.epoch} taken")
-        starting = yield from self._check_checkpoint(write_order)
+        starting = yield from self._retried_steps(
+            "checking the checkpoint", lambda: self._check_checkpoint(write_order)
+        )
         self.query = SparkQuery(
             self.folder, self.topic, starting, self.settings.max_offsets_per_trigger, self.world.new_query_id()
         )
         yield Step("query", f"query {self.query.query_id} started on {self.folder.location}")
 
+    # --- the lease (statestore.store.book.lease.StoreLease) and with_retries ---
+
+    def _take_lease(self) -> None:
+        """StoreLease.acquire: free, or expired, it is taken; held by a run of the same checkpoint
+        (crashed: it no longer renews) it is waited for; held for another checkpoint, the start
+        is refused (LeaseHeldError, exit 2), and its way out, a restart once the lease expired,
+        is taken here. A holder that still renews is never found here (one job runs at a time;
+        a paused one stopped renewing)."""
+        now = self.world.clock_ms
+        held = self.cassandra.live_lease(now)
+        if held is not None:
+            if held.expires_ms is None:
+                raise LeaseHeldError(f"store '{self.cassandra.store}' is being written by {held.holder}")
+            self.world.clock_ms = held.expires_ms  # waited (same checkpoint), or refused and restarted then
+            self.cassandra.live_lease(self.world.clock_ms)
+        self.cassandra.lease = LeaseRow(self.holder, self.folder.location)
+
+    def check_lease(self) -> None:
+        """StoreLease.check, before each batch: LeaseLostError once the lease expired or was taken
+        (a renewal, `IF holder = ?`, is then refused)."""
+        held = self.cassandra.live_lease(self.world.clock_ms)
+        if held is None or held.holder != self.holder:
+            taken = "expired" if held is None else f"was taken by {held.holder}"
+            raise LeaseLostError(f"store '{self.cassandra.store}': the lease {taken}; this query stops writing")
+
+    def stop_renewing(self) -> None:
+        """The driver crashed or paused: its lease lives one TTL more."""
+        held = self.cassandra.lease
+        if held is not None and held.holder == self.holder and held.expires_ms is None:
+            held.expires_ms = self.world.clock_ms + LEASE_TTL_MS
+
+    def release_lease(self) -> None:
+        """RunningStream.stop / job.start's failure: StoreLease.release (`IF holder = ?`)."""
+        if self.cassandra.lease is not None and self.cassandra.lease.holder == self.holder:
+            self.cassandra.lease = None
+
+    def _write_entry(self, entry: Entry, write_ts: int) -> None:
+        """One key's write to the table the run resolved, under with_retries: a table gone is
+        StoreFencedError (conn.retry.table_gone)."""
+        try:
+            self.cassandra.write_entry(entry, write_ts, self.generation)
+        except InvalidRequest as exc:
+            if table_gone(exc):
+                raise StoreFencedError(f"writing batch entries failed: its table is gone ({exc})") from exc
+            raise
+
+    def _retried(self, what: str, action):
+        """conn.retry.with_retries over `action`: a transient error (is_transient: a timeout, an
+        unknown transaction outcome) is a Step and the action runs again; RETRY_ATTEMPTS of them
+        stop the run (CassandraUnavailableError). Returns the action's result."""
+        return (yield from self._retried_steps(what, lambda: _no_steps(action)))
+
+    def _retried_steps(self, what: str, steps):
+        """`_retried` over an action that has steps of its own (`steps()` makes them anew)."""
+        for attempt in range(1, RETRY_ATTEMPTS + 1):
+            try:
+                return (yield from steps())
+            except Exception as exc:  # only what is_transient names is retried, as with_retries does
+                if not is_transient(exc):
+                    raise
+                if attempt == RETRY_ATTEMPTS:
+                    raise CassandraUnavailableError(f"{what} failed ({attempt} attempts): {exc}") from None
+                yield Step("timeout", f"{what}: {type(exc).__name__}: {exc}; retrying")
+        raise AssertionError("unreachable")
+
     def _check_checkpoint(self, write_order: int) -> Iterator[Step]:
         """job._check_checkpoint: refuse a topic created again and a checkpoint outside the store's
         history; record the topic's id; with --recover-from-store, finish the pending batch.
         Returns the query's starting offsets (None: --starting-offsets, earliest here)."""
-        progress = self.cassandra.progress()
+        progress = self.cassandra.serial_progress()
         topic_id = self._checked_topic_id(progress)
         if topic_id is not None and topic_id != progress.topic_id:
             self.cassandra.record_topic_id(topic_id, self.epoch)  # registry.record_topic_id
@@ -178,7 +280,7 @@ class StreamJob:
     def _recovery_start(self) -> Offsets | None:
         """job._recovery_start: the store's position, naming every partition the topic has now
         (None: the store recorded none; --starting-offsets, earliest here)."""
-        stored = KafkaOffsets.parse_stored(self.cassandra.progress().offsets)
+        stored = KafkaOffsets.parse_stored(self.cassandra.serial_progress().offsets)
         if stored is None:
             return None
         return self.topic.of(naming_partitions(stored, {self.topic.name: range(self.topic.partition_count)}))
@@ -194,7 +296,7 @@ class StreamJob:
     def finish_pending_batch(self, write_order: int) -> Iterator[Step]:
         """batches.finish_pending_batch: the store's pending batch applied again from the
         offsets it recorded (a batch read of Kafka from its start to its end)."""
-        progress = self.cassandra.progress()
+        progress = self.cassandra.serial_progress()
         pending = progress.unfinished_batch
         if pending is None:
             return
@@ -227,8 +329,10 @@ class StreamJob:
     def foreach_batch(self, batch: MicroBatch, write_order: int) -> Iterator[Step]:
         """BatchApplier.__call__: the store's progress (_checked_progress), the batch's position
         (_position), then apply_batch, unless the store recorded the batch as done already
-        (position.recorded_done: nothing is written or recorded)."""
-        progress = self.cassandra.progress()
+        (position.recorded_done: nothing is written or recorded). The lease checked first."""
+        if self.protocol_faults():
+            self.check_lease()
+        progress = self.cassandra.serial_progress()
         self._checked_topic_id(progress)
         spark_batch_id = batch.spark_batch_id
         end = self.folder.end_offsets(self.topic, spark_batch_id)
@@ -275,7 +379,8 @@ class StreamJob:
         max_future = position.max_future_ms
         batch_id, write_ts = position.batch_id, position.write_ts
         limit = future_limit_ms(write_ts, max_future)
-        self.cassandra.begin_batch(position, self.epoch)  # recording.begin -> registry.begin_batch
+        # recording.begin -> registry.begin_batch, under with_retries (writer.step)
+        yield from self._retried("registry begin_batch", lambda: self.cassandra.begin_batch(position, self.epoch))
         yield Step("begin", f"batch {batch_id} begun (write_ts {write_ts}, limit {limit})", position, max_future)
 
         deltas, uncountable = batch_deltas(records, limit)
@@ -288,7 +393,7 @@ class StreamJob:
         if write_order:
             random.Random(write_order).shuffle(writes)
         for number, entry in enumerate(writes, 1):
-            self.cassandra.write_entry(entry, write_ts)
+            self._write_entry(entry, write_ts)
             what = f"batch {batch_id}: key {entry.key.decode()!r} written ({number} of {len(writes)})"
             yield Step("write", what, position, max_future)
 
@@ -302,5 +407,13 @@ class StreamJob:
                 self.cassandra.write_dead_letter(letter, batch_id)
             yield Step("dead letters", f"batch {batch_id}: {len(letters)} dead letter(s) written", position, max_future)
 
-        self.cassandra.record_batch(position, plan.max_time_ms, self.epoch)  # recording.done -> record_batch
+        # recording.done -> registry.record_batch, under with_retries (writer.step)
+        record = lambda: self.cassandra.record_batch(position, plan.max_time_ms, self.epoch)  # noqa: E731
+        yield from self._retried("registry record_batch", record)
         yield Step("record", f"batch {batch_id} recorded, ending at {position.end.as_json()}", position, max_future)
+
+
+def _no_steps(action):
+    """`action` as a generator of no steps (for StreamJob._retried)."""
+    return action()
+    yield  # pragma: no cover - makes this a generator

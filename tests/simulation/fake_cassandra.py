@@ -5,12 +5,27 @@ What matters of the real system and is kept:
 - the registry's progress updates mirror registry.begin_batch / record_batch / take_epoch /
   record_topic_id column by column, each conditional on the writer's epoch (registry._fenced:
   StoreFencedError when a newer writer took the store), and are atomic (lightweight transactions);
+- a lightweight transaction may end in a timeout whose outcome the writer cannot tell (a
+  WriteTimeout of write type CAS, as the driver raises it): applied, not applied, or accepted
+  by a replica and not yet committed, which the next Paxos round on the row (any later
+  transaction or serial read) commits first (`lwt_faults`, chosen by the scheduler). Plain
+  reads (`progress`, the checker's) see only what is committed;
+- the store's lease row (statestore.store.book.lease): its holder and checkpoint, renewed while
+  its holder runs, expiring one TTL after the last renewal once its holder stopped renewing
+  (crashed, or paused);
 - the store's rows are written one key at a time (a batch's writes are many statements, so a
   crash can leave a batch half written), each `USING TIMESTAMP` of its batch: a write older than
-  the row's last one loses (last write wins per row here; Cassandra decides per cell, which is
-  the same for rows written whole as the stream writes them);
+  the row's last one loses; at an equal timestamp Cassandra keeps, cell by cell, the larger
+  value (a null, a tombstone, wins), which is what two writers of the same batch get;
 - dead letters are rows keyed by (topic, partition, offset, reason): writing one again changes
-  nothing.
+  nothing;
+- the store's table may be dropped (by hand): writes to it fail as Cassandra's do ("unconfigured
+  table"), and a start creates it again only while the registry records no batches
+  (provision: StoreTableLostError); `statestore reset` (admin.truncate_store) as the partitioned
+  key-value layout does it: the epoch taken, the table truncated in place (or, when it is gone,
+  a new generation of it), the dead letters truncated, every partition deleted at the floor
+  timestamp (the registry's last_ts / pending_ts: a later write at or below it is shadowed) and
+  the progress cleared with the floor kept as last_ts.
 """
 
 from __future__ import annotations
@@ -18,8 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 
+from cassandra import InvalidRequest, WriteTimeout, WriteType
+
 from statestore.core.codecs import millis_of
-from statestore.core.errors import StoreFencedError
+from statestore.core.errors import StoreFencedError, StoreTableLostError
 from statestore.core.model import Entry
 from statestore.store.book.registry import BatchPosition, KafkaOffsets, StoreProgress
 
@@ -54,6 +71,28 @@ class DeadLetterKey:
 
 
 @dataclass
+class LeaseRow:
+    """The store's lease row: who holds it, for which checkpoint, and until when (epoch ms; None:
+    its holder runs and renews it every third of the TTL)."""
+
+    holder: str
+    checkpoint: str
+    expires_ms: int | None = None
+
+
+# The outcomes of a lightweight transaction that times out (FakeCassandra.lwt_faults).
+LWT_APPLIED, LWT_LOST, LWT_LATE = "applied", "not applied", "accepted, committed by the next Paxos round"
+
+
+def _newer_cell(held, written):
+    """The cell Cassandra keeps of two written with the same timestamp: a tombstone (None), else
+    the larger value."""
+    if held is None or written is None:
+        return None
+    return max(held, written)
+
+
+@dataclass
 class FakeCassandra:
     """The registry row of the one store, its table and its dead letters."""
 
@@ -63,27 +102,70 @@ class FakeCassandra:
     )
     rows: dict[bytes, StoredRow] = field(default_factory=dict)
     dead_letters: dict[DeadLetterKey, int] = field(default_factory=dict)  # -> the batch that wrote it
+    lease: LeaseRow | None = None
+    # How the next registry transactions end when they time out (LWT_*), one each; empty: they answer.
+    lwt_faults: list[str] = field(default_factory=list)
+    # A transaction accepted and not committed (LWT_LATE): the next Paxos round commits it.
+    in_flight: tuple[dict, BatchPosition | None] | None = None
+    # The position of every record_batch committed, in order (what the checker learns batches from).
+    recorded: list[BatchPosition] = field(default_factory=list)
+    table_present: bool = True
+    table_generation: int = 0  # the table's generation (a reset of a lost table moves to the next)
+    floor_ts: int | None = None  # a reset's partition deletes: a write at or below it is shadowed
 
     # --- the registry (statestore.store.book.registry) ---
 
     def progress(self) -> StoreProgress:
-        """registry.progress: a serial read of the store's progress."""
+        """The store's progress as committed (a plain read; the checker's)."""
         return self.progress_row
 
+    def serial_progress(self) -> StoreProgress:
+        """registry.progress: a serial read, which first commits a transaction left accepted."""
+        self._commit_in_flight()
+        return self.progress_row
+
+    def _commit_in_flight(self) -> None:
+        if self.in_flight is not None:
+            (columns, recorded), self.in_flight = self.in_flight, None
+            self._commit(columns, recorded)
+
+    def _commit(self, columns: dict, recorded: BatchPosition | None) -> None:
+        self.progress_row = replace(self.progress_row, **columns)
+        if recorded is not None:
+            self.recorded.append(recorded)
+
+    def _lwt(
+        self, applies: bool, refused: Exception | None, what: str, recorded: BatchPosition | None = None, **columns
+    ) -> None:
+        """A lightweight transaction on the registry row: its Paxos round first commits one left
+        accepted; then the update when `applies` (else `refused` is raised), or the timeout the
+        scheduler chose (lwt_faults), its outcome unknown to the writer."""
+        self._commit_in_flight()
+        fault = self.lwt_faults.pop(0) if self.lwt_faults else None
+        if not applies:
+            raise refused
+        if fault == LWT_LATE:
+            self.in_flight = columns, recorded
+        elif fault != LWT_LOST:
+            self._commit(columns, recorded)
+        if fault is not None:
+            raise WriteTimeout(f"{what}: CAS operation timed out ({fault})", write_type=WriteType.CAS)
+
     def take_epoch(self) -> int:
-        """registry.take_epoch: the store's next epoch, for a writer that now holds the lease."""
-        epoch = (self.progress_row.epoch or 0) + 1
-        self.progress_row = replace(self.progress_row, epoch=epoch)
+        """registry.take_epoch: the store's next epoch, for a writer that now holds the lease (a
+        serial read of the epoch, then a transaction conditional on it)."""
+        epoch = (self.serial_progress().epoch or 0) + 1
+        self._lwt(True, None, "taking the store's epoch", epoch=epoch)
         return epoch
 
-    def _fenced(self, epoch: int | None, what: str, **columns) -> None:
+    def _fenced(self, epoch: int | None, what: str, recorded: BatchPosition | None = None, **columns) -> None:
         """registry._fenced: the update, conditional on the store's epoch still being `epoch`."""
-        if epoch is not None and self.progress_row.epoch != epoch:
-            raise StoreFencedError(
-                f"store '{self.store}': this writer (epoch {epoch}) was fenced off while {what}: the store was taken "
-                f"over by a newer writer (epoch {self.progress_row.epoch})"
-            )
-        self.progress_row = replace(self.progress_row, **columns)
+        self._commit_in_flight()
+        refused = StoreFencedError(
+            f"store '{self.store}': this writer (epoch {epoch}) was fenced off while {what}: the store was taken "
+            f"over by a newer writer (epoch {self.progress_row.epoch})"
+        )
+        self._lwt(epoch is None or self.progress_row.epoch == epoch, refused, what, recorded, **columns)
 
     def record_topic_id(self, topic_id: str, epoch: int) -> None:
         """registry.record_topic_id."""
@@ -107,12 +189,13 @@ class FakeCassandra:
     def record_batch(self, position: BatchPosition, max_event_time_ms: int | None, epoch: int | None) -> None:
         """registry.record_batch: SET last_batch_id, last_ts, offsets (the batch's end),
         max_event_time (only ever growing: a batch with no events, or earlier ones, leaves it)."""
-        current = self.progress_row.max_event_time
+        current = self.serial_progress().max_event_time
         if max_event_time_ms is None or (current is not None and millis_of(current) >= max_event_time_ms):
             max_event_time_ms = None if current is None else millis_of(current)
         self._fenced(
             epoch,
             f"recording batch {position.batch_id}",
+            position,
             last_batch_id=position.batch_id,
             last_ts=position.write_ts,
             offsets=_offsets_text(position.end),
@@ -126,16 +209,72 @@ class FakeCassandra:
         """The current entries of `keys` (those the store holds)."""
         return {key: self.rows[key].entry for key in keys if key in self.rows}
 
-    def write_entry(self, entry: Entry, write_ts: int) -> None:
-        """One key's write, `USING TIMESTAMP write_ts`: lost if the row holds a later write."""
+    def write_entry(self, entry: Entry, write_ts: int, generation: int | None = None) -> None:
+        """One key's write, `USING TIMESTAMP write_ts`, to the table of `generation` (None: the
+        current one): lost if the row holds a later write or a reset's delete shadows it; at the
+        same timestamp, merged cell by cell (_newer_cell). InvalidRequest when the table is gone."""
+        if not self.table_present or generation not in (None, self.table_generation):
+            raise InvalidRequest(f"unconfigured table {self.store}" + (f"_r{generation}" if generation else ""))
+        if self.floor_ts is not None and write_ts <= self.floor_ts:
+            return
         held = self.rows.get(entry.key)
+        if held is not None and held.write_ts == write_ts:
+            merged = [_newer_cell(a, b) for a, b in zip(held.entry[1:], entry[1:], strict=True)]
+            entry = Entry(entry.key, *merged)
         if held is None or held.write_ts <= write_ts:
             self.rows[entry.key] = StoredRow(entry, write_ts)
 
     def write_dead_letter(self, key: DeadLetterKey, batch_id: int) -> None:
         self.dead_letters[key] = batch_id
 
+    # --- the store's table: provision, dropped by hand, reset ---
+
+    def provision(self) -> None:
+        """provision.provision_store: the table created if it is missing, unless the registry
+        records batches of the store (_refuse_if_it_holds_batches: StoreTableLostError)."""
+        if self.table_present:
+            return
+        if self.serial_progress().has_batches:
+            raise StoreTableLostError(
+                f"store '{self.store}': its table is gone, but the registry records its batches. Nothing was "
+                f"written. Restore the table from a backup, or start the store over: `statestore reset {self.store} "
+                "--yes`, then a new, empty --checkpoint counts from --starting-offsets."
+            )
+        self.table_present = True
+
+    def drop_table(self) -> None:
+        """DROP TABLE by hand (or a drop-store interrupted before its unregister)."""
+        self.rows.clear()
+        self.table_present = False
+
+    def reset(self) -> None:
+        """admin.truncate_store of a partitioned key-value store, once no lease is held (see the
+        module doc). The reset's own transactions do not time out here."""
+        self._commit_in_flight()
+        progress = self.progress_row
+        floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
+        if not self.table_present:  # _move_to_new_table: the next generation, empty
+            self.table_generation += 1
+            self.table_present = True
+        self.rows.clear()
+        self.dead_letters.clear()
+        if floor is not None:  # _shadow_partitions
+            self.floor_ts = max(self.floor_ts or 0, floor)
+        cleared = dict.fromkeys(
+            ("last_batch_id", "offsets", "pending_batch_id", "pending_ts", "pending_offsets", "pending_rules"), None
+        )
+        cleared.update(dict.fromkeys(("query_id", "batch_base", "max_event_time", "last_batch_at"), None))
+        self.progress_row = replace(progress, epoch=(progress.epoch or 0) + 1, last_ts=floor, **cleared)
+
+    # --- the store's lease (statestore.store.book.lease) ---
+
+    def live_lease(self, now_ms: int) -> LeaseRow | None:
+        """The lease row, unless its TTL ran out (then it is gone)."""
+        if self.lease is not None and self.lease.expires_ms is not None and self.lease.expires_ms <= now_ms:
+            self.lease = None
+        return self.lease
+
     def describe_progress(self) -> str:
         row = self.progress_row
-        shown = ("last_batch_id", "offsets", "pending_batch_id", "pending_offsets", "pending_ts", "query_id")
+        shown = ("last_batch_id", "offsets", "pending_batch_id", "pending_offsets", "pending_ts", "query_id", "epoch")
         return ", ".join(f"{f.name}={getattr(row, f.name)}" for f in fields(row) if f.name in shown)

@@ -5,6 +5,17 @@ any step of one, checkpoint backups taken (even mid-batch) and restored, the che
 `--recover-from-store` with a new checkpoint. The invariant (truth.Truth) is checked after
 every step of the driver, not only after every event.
 
+For the key-value kind, also: more than one writer (a driver paused after any step of a batch
+for longer than the lease TTL, a "zombie", that goes on later, after another run may have taken
+the lease and the next epoch and run batches: its registry updates are refused, its entry
+writes are not fenced and land with its batch's write timestamp), and registry transactions
+that time out applied, not applied, or accepted and committed by the next Paxos round, three in
+a row stopping the run (CassandraUnavailableError, exit 2: its way out is a restart); the
+operator's `statestore reset` between runs (then the old checkpoint, refused once it committed a
+batch, or a new one), and the store's table dropped by hand (the start refuses,
+StoreTableLostError, until the reset, its way out; the store is not compared while its table is
+gone).
+
 A refusal (CheckpointMismatchError) stops the job; the operator's only events then are the
 refusal's documented ways out (restore the checkpoint that was replaced, or a new checkpoint
 with --recover-from-store; records keep arriving meanwhile), and the invariant must hold
@@ -22,14 +33,36 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from statestore.core.errors import CheckpointMismatchError
-from tests.simulation.driver import RunSettings, Step, StreamJob, World
+from statestore.core.errors import (
+    CassandraUnavailableError,
+    CheckpointMismatchError,
+    StoreFencedError,
+    StoreTableLostError,
+)
+from statestore.store.book.lease import LeaseLostError
+from tests.simulation.driver import LEASE_TTL_MS, RunSettings, Step, StreamJob, World
+from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE, LWT_LOST
 from tests.simulation.fake_spark import CheckpointFolder, SparkAssertionError
 from tests.simulation.truth import Truth
 
 # The known bugs (issue 45's item number, or a name for one the simulator found) and what
 # leaving out the events that reach each means. A bug's entry goes once it is fixed.
-KNOWN_BUGS: dict[str, str] = {}
+KNOWN_BUGS: dict[str, str] = {
+    "reset-zombie-dead-letters": (
+        "a driver paused mid-batch past its lease, `statestore reset` (the partitioned table truncated in place, "
+        "its partitions deleted at the floor timestamp, the dead-letter table truncated), then the paused driver "
+        "goes on: its entries are shadowed, but its dead letters (written without USING TIMESTAMP, and no "
+        "delete at the floor shadows the dead-letter table) land in the emptied store, dead letters of records "
+        "no batch of the store read. Left out: no reset while a paused driver may still go on"
+    ),
+    "reset-uncommitted-checkpoint": (
+        "a checkpoint that planned batches and committed none (a --recover-from-store run that crashed in its "
+        "first batch), `statestore reset`, then a start on that checkpoint: checkpoint_problem refuses an old "
+        "checkpoint after a reset only once it committed a batch, so this one is accepted and the reset store "
+        "counts from where its batch 0 starts, the old store's position, not --starting-offsets: the input "
+        "before it is never counted. Left out: no start on a checkpoint of before a reset that committed nothing"
+    ),
+}
 
 WORDS = ("a", "b", "c", "B")
 MAX_PARTITIONS = 3
@@ -79,6 +112,9 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         self.replaced: CheckpointFolder | None = None  # the checkpoint an operator replaced last
         self.steps: list[str] = []  # what the driver did in the current event
         self.spark_failed_at: int | None = None  # the topic's partitions when Spark's query last failed
+        self.reset_over: set[str] = set()  # the checkpoints there were at the last reset
+        # A paused driver (its job and the rest of its steps), once its pause outlived its lease.
+        self.zombie: tuple[StreamJob, Iterator[Step]] | None = None
 
     # --- the world ---
 
@@ -99,7 +135,7 @@ class BatchProtocolMachine(RuleBasedStateMachine):
 
     # --- the job ---
 
-    @precondition(lambda self: self.job is None and self.refusal is None)
+    @precondition(lambda self: self.job is None and self.refusal is None and self._may_start_on(self.world.checkpoint))
     @rule(max_future_ms=st.sampled_from(MAX_FUTURE_MS), max_offsets=st.sampled_from((None, 1, 2, 3)),
           crash_at=STEP_INDEX, order=st.integers(0, 3))  # fmt: skip
     def start_job(self, max_future_ms: int, max_offsets: int | None, crash_at: int | None, order: int) -> None:
@@ -113,6 +149,88 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         step `backup_at` of it (a backup taken while the job runs), the driver killed after step
         `crash_at` (past its last step: once the batch is committed, between batches)."""
         self._run(self.job.trigger(order), crash_at, backup_at)
+
+    # --- more than one writer, and registry timeouts (the key-value kind: StreamJob.protocol_faults) ---
+
+    @precondition(lambda self: self.zombie is None and self.job_class.protocol_faults() and self._batch_ahead())
+    @rule(pause_at=st.integers(0, 4), order=st.integers(0, 3))
+    def trigger_and_pause(self, pause_at: int, order: int) -> None:
+        """The query's next micro-batch, its driver paused after step `pause_at` (past its last
+        step: between batches) for longer than the lease TTL (SIGSTOP, a GC pause, a suspended
+        VM): the job no longer runs; the paused driver goes on later (zombie_resumes)."""
+        self._run(self.job.trigger(order), None, pause_at=pause_at)
+
+    def _may_start_on(self, folder: CheckpointFolder) -> bool:
+        """A start on `folder` is taken unless, with reset-uncommitted-checkpoint left out, it
+        planned batches before a reset and committed none."""
+        if "reset-uncommitted-checkpoint" not in self.excluded:
+            return True
+        return not (folder.offsets and not folder.commits and folder.location in self.reset_over)
+
+    def _may_reset(self) -> bool:
+        """A reset is taken unless a paused driver may still go on, with reset-zombie-dead-letters left out."""
+        return self.zombie is None or "reset-zombie-dead-letters" not in self.excluded
+
+    def _batch_ahead(self) -> bool:
+        """A job runs and its next trigger has a batch to run (one to run again, or new records)."""
+        if self.job is None or self.job.query is None:
+            return False
+        folder = self.job.folder
+        latest = folder.latest_batch()
+        if latest is not None and latest not in folder.commits:
+            return True
+        start = {} if latest is None else folder.offsets[latest]
+        return any(end > start.get(partition, 0) for partition, end in self.world.topic.latest().items())
+
+    @precondition(lambda self: self.zombie is not None)
+    @rule(crash_at=STEP_INDEX)
+    def zombie_resumes(self, crash_at: int | None) -> None:
+        """The paused driver goes on with its batch's steps, the invariant checked after each:
+        its registry updates are refused once another writer took the store (StoreFencedError,
+        exit 2), its entry writes and dead letters are not fenced. A driver that finished its
+        batch stops at the next one's lease check (LeaseLostError, exit 2)."""
+        (job, steps), self.zombie = self.zombie, None
+        self.steps = ["the paused driver goes on"]
+        try:
+            for index, step in enumerate(steps):
+                self.steps.append(step.what)
+                self.truth.observe(step)
+                self._check()
+                if index == crash_at:
+                    steps.close()
+                    self.steps.append("the paused driver crashed")
+                    return
+            job.check_lease()
+        except (StoreFencedError, LeaseLostError, CassandraUnavailableError) as stopped:
+            self.steps.append(f"the paused driver stopped (exit 2): {stopped}")
+            job.release_lease()
+            return
+        raise AssertionError(self._report(["the paused driver went on: its lease still holds"]))
+
+    @precondition(lambda self: self.job_class.protocol_faults())
+    @rule(outcomes=st.lists(st.sampled_from((LWT_APPLIED, LWT_LOST, LWT_LATE)), min_size=1, max_size=3))
+    def registry_times_out(self, outcomes: list[str]) -> None:
+        """The next registry transactions (take_epoch, record_topic_id, begin_batch, record_batch,
+        whichever writer runs them), one each, time out with these outcomes; three in a row exhaust
+        the driver's retries."""
+        self.world.cassandra.lwt_faults = list(outcomes)
+
+    @precondition(
+        lambda self: (
+            self.job is None and self.refusal is None and self.job_class.protocol_faults() and self._may_reset()
+        )
+    )
+    @rule(drop=st.booleans())
+    def operator_acts(self, drop: bool) -> None:
+        """Between runs: `statestore reset` (the next start is on the checkpoint in use, refused
+        once it committed a batch, or a new one, as the scheduler chooses); or (`drop`) the
+        store's table dropped while its registry keeps its progress (by hand, or a drop-store
+        interrupted between its DROP and its unregister)."""
+        if not drop:
+            self._reset()
+            return
+        self.world.cassandra.drop_table()
+        self.steps = ["the store's table dropped by hand"]
 
     # --- the operator ---
 
@@ -138,7 +256,14 @@ class BatchProtocolMachine(RuleBasedStateMachine):
 
     # --- the ways out of a refusal (mismatch_error's text) ---
 
-    @precondition(lambda self: self.refusal is not None and self.replaced is not None)
+    @precondition(
+        lambda self: (
+            self.refusal is not None
+            and self.replaced is not None
+            and "restore the original" in self.refusal
+            and self._may_start_on(self.replaced)
+        )
+    )
     @rule(crash_at=STEP_INDEX, order=st.integers(0, 3))
     def way_out_restore_original(self, crash_at: int | None, order: int) -> None:
         """The way out "restore the original checkpoint": the one the operator replaced, then a start."""
@@ -146,10 +271,23 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         self.refusal = None
         self._start(self.settings, crash_at, order)
 
-    @precondition(lambda self: self.refusal is not None)
+    @precondition(lambda self: self.refusal is not None and "statestore reset" in self.refusal and self._may_reset())
+    @rule(crash_at=STEP_INDEX, order=st.integers(0, 3))
+    def way_out_reset(self, crash_at: int | None, order: int) -> None:
+        """The way out "start over with `statestore reset`" (the only one of a lost table), then a
+        new, empty --checkpoint."""
+        self._reset()
+        self.replaced = self.world.checkpoint
+        self.world.new_checkpoint()
+        self.refusal = None
+        settings = RunSettings(self.settings.max_future_ms, self.settings.max_offsets_per_trigger)
+        self._start(settings, crash_at, order)
+
+    @precondition(lambda self: self.refusal is not None and "new, empty --checkpoint" in self.refusal)
     @rule(crash_at=STEP_INDEX, order=st.integers(0, 3))
     def way_out_recover(self, crash_at: int | None, order: int) -> None:
-        """The way out "rerun with a new, empty --checkpoint and --recover-from-store"."""
+        """The way out "rerun with a new, empty --checkpoint and --recover-from-store" (for a store
+        with no batches, checkpoint.START_OVER's new, empty --checkpoint)."""
         self.replaced = self.world.checkpoint
         self.world.new_checkpoint()
         self.refusal = None
@@ -163,10 +301,12 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         self.job = self.job_class(self.world, settings)
         self._run(self.job.start(order), crash_at)
 
-    def _run(self, steps: Iterator[Step], crash_at: int | None, backup_at: int | None = None) -> None:
+    def _run(
+        self, steps: Iterator[Step], crash_at: int | None, backup_at: int | None = None, pause_at: int | None = None
+    ) -> None:
         """Run the driver's steps, the invariant checked after each; the checkpoint copied after
-        step `backup_at`, the driver killed after step `crash_at` (either past the last step:
-        after it). A refusal stops the job."""
+        step `backup_at`, the driver killed after step `crash_at`, or paused after step
+        `pause_at` (each past the last step: after it). A refusal stops the job."""
         self.steps = []
         try:
             index = -1
@@ -182,16 +322,28 @@ class BatchProtocolMachine(RuleBasedStateMachine):
                     steps.close()
                     self._crash()
                     return
+                if index == pause_at:
+                    self._pause(steps)
+                    return
             if backup_at is not None and backup_at > index:
                 self._back_up()
             if crash_at is not None and crash_at > index:
                 self._crash()
-        except CheckpointMismatchError as refusal:
+            if pause_at is not None and pause_at > index:
+                self._pause(iter(()))
+        except (CheckpointMismatchError, StoreTableLostError) as refusal:
             self.steps.append(f"refused: {refusal}")
+            self.job.release_lease()
             self.job, self.refusal = None, str(refusal)
+        except CassandraUnavailableError as failure:
+            # Exit 2; its way out is a restart once Cassandra answers (any start rule).
+            self.steps.append(f"the job stopped (exit 2): {failure}")
+            self.job.release_lease()
+            self.job = None
         except SparkAssertionError as failure:
             # Spark's query failed (exit 1) before it read anything. Once, on a topic that changed
             # under a starting query, a restart gets past it; twice on the same topic nothing does.
+            self.job.release_lease()
             self.job = None
             self.steps.append(f"the job failed (exit 1): {failure}")
             if self.spark_failed_at == self.world.topic.partition_count:
@@ -204,13 +356,38 @@ class BatchProtocolMachine(RuleBasedStateMachine):
 
     def _crash(self) -> None:
         self.steps.append("driver crashed")
+        self.job.stop_renewing()
         self.job = None
+
+    def _reset(self) -> None:
+        """admin.truncate_store: refused while a lease is held (_refuse_while_written); a
+        crashed or paused run's lapses within its TTL, and the reset is run again then."""
+        world = self.world
+        held = world.cassandra.live_lease(world.clock_ms)
+        if held is not None:
+            assert held.expires_ms is not None, "a reset while a run holds the lease"
+            world.clock_ms = held.expires_ms
+        world.cassandra.reset()
+        self.truth.forget(world.cassandra)
+        folders = [world.checkpoint, *self.backups, *([self.replaced] if self.replaced else [])]
+        self.reset_over |= {folder.location for folder in folders}
+        self.steps = [f"statestore reset (the store's table generation {world.cassandra.table_generation})"]
+
+    def _pause(self, steps: Iterator[Step]) -> None:
+        """The driver paused: its lease lapses (the clock moves past its TTL); the rest of its
+        steps wait in `zombie`."""
+        self.job.stop_renewing()
+        self.world.clock_ms += LEASE_TTL_MS + 1
+        self.steps.append(f"driver paused for {LEASE_TTL_MS + 1} ms: its lease lapsed")
+        self.zombie, self.job = (self.job, steps), None
 
     @invariant()
     def store_equals_truth(self) -> None:
         self._check()
 
     def _check(self) -> None:
+        if not self.world.cassandra.table_present:
+            return  # nothing to compare until a start creates it, or refuses (StoreTableLostError)
         violations = self.truth.violations(self.world.cassandra)
         if violations.counts:
             raise CountsWrong(self._report(violations.lines()))

@@ -69,6 +69,7 @@ class Truth:
     # (partition, offset) -> why the record cannot be counted (None: it is counted), fixed by
     # the first recorded batch whose range holds it
     fate: dict[tuple[int, int], str | None] = field(default_factory=dict)
+    learned: int = 0  # how many of the registry's committed record_batch positions were learned
 
     def observe(self, step: Step) -> None:
         """Learn from one step of the driver what a batch decided."""
@@ -77,12 +78,30 @@ class Truth:
         position = step.position
         rule = self.rule_of.setdefault((position.batch_id, position.write_ts), step.max_future_ms)
         if step.kind == "record":
-            for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
-                if record.coordinates not in self.fate:
-                    self.fate[record.coordinates] = uncountable_reason(record, position.write_ts, rule)
+            self._recorded(position, rule)
+
+    def _recorded(self, position, rule: int) -> None:
+        for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
+            if record.coordinates not in self.fate:
+                self.fate[record.coordinates] = uncountable_reason(record, position.write_ts, rule)
+
+    def _learn(self, cassandra: FakeCassandra) -> None:
+        """Learn the batches recorded by a transaction that committed before its driver's step
+        said so (one that timed out, applied, or was committed by a later Paxos round)."""
+        for position in cassandra.recorded[self.learned :]:
+            rule = self.rule_of.setdefault((position.batch_id, position.write_ts), position.max_future_ms)
+            self._recorded(position, rule)
+        self.learned = len(cassandra.recorded)
+
+    def forget(self, cassandra: FakeCassandra) -> None:
+        """The store was reset: no batch of it is recorded any more."""
+        self.rule_of.clear()
+        self.fate.clear()
+        self.learned = len(cassandra.recorded)
 
     def violations(self, cassandra: FakeCassandra) -> Violations:
         """How the store differs from the truth (none: it holds the invariant)."""
+        self._learn(cassandra)
         progress = cassandra.progress()
         covered = self.topic.of(KafkaOffsets.parse_stored(progress.offsets))
         problems: list[str] = []  # of the counts
