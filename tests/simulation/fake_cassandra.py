@@ -227,6 +227,11 @@ class FakeCassandra:
     def write_dead_letter(self, key: DeadLetterKey, batch_id: int) -> None:
         self.dead_letters[key] = batch_id
 
+    def record_retention(self, retention_ms: int | None) -> None:
+        """registry.record_retention (`statestore set-retention`): a transaction, IF EXISTS, not fenced."""
+        self._commit_in_flight()
+        self.progress_row = replace(self.progress_row, retention_ms=retention_ms)
+
     # --- the store's table: provision, dropped by hand, reset ---
 
     def provision(self) -> None:
@@ -276,5 +281,8 @@ class FakeCassandra:
 
     def describe_progress(self) -> str:
         row = self.progress_row
-        shown = ("last_batch_id", "offsets", "pending_batch_id", "pending_offsets", "pending_ts", "query_id", "epoch")
+        shown = (
+            "last_batch_id", "offsets", "pending_batch_id", "pending_offsets", "pending_ts", "query_id", "epoch",
+            "retention_ms", "max_event_time",
+        )  # fmt: skip
         return ", ".join(f"{f.name}={getattr(row, f.name)}" for f in fields(row) if f.name in shown)

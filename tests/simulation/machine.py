@@ -69,6 +69,7 @@ MAX_PARTITIONS = 3
 MAX_FUTURE_MS = (1_000, 60_000, 300_000)
 AHEAD_MS = (0, 0, 30_000, 120_000, 900_000)  # a record's time ahead of the clock when produced
 AFTER_MS = (0, 0, 1_000, 100_000, 1_000_000)  # how far the clock moves before a record is produced
+RETENTIONS_MS = (None, 60_000, 600_000)  # set-retention's choices
 STEP_INDEX = st.none() | st.integers(0, 8)  # crash (or back up) after this step of the driver, or never
 
 
@@ -232,6 +233,14 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         self.world.cassandra.drop_table()
         self.steps = ["the store's table dropped by hand"]
 
+    @precondition(lambda self: self.job is None and self.job_class.protocol_faults())
+    @rule(retention_ms=st.sampled_from(RETENTIONS_MS))
+    def operator_sets_retention(self, retention_ms: int | None) -> None:
+        """`statestore set-retention` between runs (None: none): from the next batch on, a key
+        dated before the stream time minus the retention counts from zero, and reads leave it out."""
+        self.world.cassandra.record_retention(retention_ms)
+        self.steps = [f"statestore set-retention {retention_ms} ms"]
+
     # --- the operator ---
 
     @precondition(lambda self: self.job is None and self.refusal is None and self.backups)
@@ -271,7 +280,14 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         self.refusal = None
         self._start(self.settings, crash_at, order)
 
-    @precondition(lambda self: self.refusal is not None and "statestore reset" in self.refusal and self._may_reset())
+    @precondition(
+        lambda self: (
+            self.refusal is not None
+            and "statestore reset" in self.refusal
+            and self.job_class.protocol_faults()
+            and self._may_reset()
+        )
+    )
     @rule(crash_at=STEP_INDEX, order=st.integers(0, 3))
     def way_out_reset(self, crash_at: int | None, order: int) -> None:
         """The way out "start over with `statestore reset`" (the only one of a lost table), then a

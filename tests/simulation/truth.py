@@ -10,6 +10,12 @@ wrote nothing before it was recorded: the run that recorded it). That is when a 
 decisions become visible, so a replay must keep them: a run that crashed after beginning a
 batch and before writing any of it has decided nothing yet.
 
+Retention (statestore.core.retention, the registry's `retention_ms`): a batch that counts a key
+whose value is dated before the batch's cutoff (the stream time before the batch, the largest
+time of the words counted by the batches before it, minus the retention the batch first wrote
+under) counts it from zero; and an entry dated before the cutoff now (the registry's stream time
+and retention) is absent, in the store as in the truth.
+
 The one allowance: the store's unfinished batch (begun, not recorded) may be half written. A
 key tagged with that batch holds the truth plus that batch's delta (its recorded range, by its
 rule), and its dead letters may or may not be there yet. Every other key, and every other dead
@@ -22,7 +28,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from statestore.core.codecs import decode_long
+from statestore.core.codecs import decode_long, millis_of
+from statestore.core.retention import cutoff_ms, expired
 from statestore.store.book import deadletters
 from statestore.store.book.registry import KafkaOffsets
 from statestore.stream.tokenize import tokenize
@@ -70,6 +77,10 @@ class Truth:
     # the first recorded batch whose range holds it
     fate: dict[tuple[int, int], str | None] = field(default_factory=dict)
     learned: int = 0  # how many of the registry's committed record_batch positions were learned
+    # (batch id, write timestamp) -> the retention its first write was made under
+    retention_of: dict[tuple[int, int], int | None] = field(default_factory=dict)
+    history: list[tuple[int, int]] = field(default_factory=list)  # the recorded batches, in order
+    decided_by: dict[tuple[int, int], int] = field(default_factory=dict)  # record -> its batch in history
 
     def observe(self, step: Step) -> None:
         """Learn from one step of the driver what a batch decided."""
@@ -77,26 +88,35 @@ class Truth:
             return
         position = step.position
         rule = self.rule_of.setdefault((position.batch_id, position.write_ts), step.max_future_ms)
+        self.retention_of.setdefault((position.batch_id, position.write_ts), position.retention_ms)
         if step.kind == "record":
             self._recorded(position, rule)
 
     def _recorded(self, position, rule: int) -> None:
+        batch = (position.batch_id, position.write_ts)
+        if batch not in self.history:
+            self.history.append(batch)
         for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
             if record.coordinates not in self.fate:
                 self.fate[record.coordinates] = uncountable_reason(record, position.write_ts, rule)
+                self.decided_by[record.coordinates] = self.history.index(batch)
 
     def _learn(self, cassandra: FakeCassandra) -> None:
         """Learn the batches recorded by a transaction that committed before its driver's step
         said so (one that timed out, applied, or was committed by a later Paxos round)."""
         for position in cassandra.recorded[self.learned :]:
             rule = self.rule_of.setdefault((position.batch_id, position.write_ts), position.max_future_ms)
+            self.retention_of.setdefault((position.batch_id, position.write_ts), position.retention_ms)
             self._recorded(position, rule)
         self.learned = len(cassandra.recorded)
 
     def forget(self, cassandra: FakeCassandra) -> None:
         """The store was reset: no batch of it is recorded any more."""
         self.rule_of.clear()
+        self.retention_of.clear()
         self.fate.clear()
+        self.history.clear()
+        self.decided_by.clear()
         self.learned = len(cassandra.recorded)
 
     def violations(self, cassandra: FakeCassandra) -> Violations:
@@ -108,6 +128,7 @@ class Truth:
         missing: list[str] = []  # dead letters
         unexpected: list[str] = []
         truth = Tally()
+        by_batch: dict[int, Tally] = {}
         for record in self.topic.records():
             if record.offset >= covered.get(record.partition, 0):
                 continue
@@ -115,6 +136,11 @@ class Truth:
                 problems.append(f"record {_shown(record)} is below the store's offsets, but no recorded batch read it")
                 continue
             truth.add(record, self.fate[record.coordinates])
+            by_batch.setdefault(self.decided_by[record.coordinates], Tally()).add(record, self.fate[record.coordinates])
+        state: dict[bytes, tuple[int, int | None]] = {}
+        stream_time = None
+        for index, batch in enumerate(self.history):
+            stream_time = _counted(state, by_batch.get(index, Tally()), self.retention_of.get(batch), stream_time)
 
         unfinished = progress.unfinished_batch
         pending = Tally()
@@ -126,13 +152,21 @@ class Truth:
                 pending_fate[record.coordinates] = uncountable_reason(record, progress.pending_ts, rule)
                 pending.add(record, pending_fate[record.coordinates])
 
-        for key in sorted(set(cassandra.rows) | set(truth.counts)):
+        with_pending = dict(state)
+        if rule is not None:
+            _counted(with_pending, pending, self.retention_of.get((unfinished, progress.pending_ts)), stream_time)
+        now = None if progress.max_event_time is None else millis_of(progress.max_event_time)
+        cutoff = cutoff_ms(progress.retention_ms, now)  # what reads leave out now
+        for key in sorted(set(cassandra.rows) | set(state)):
             row = cassandra.rows.get(key)
-            want = (truth.counts[key], truth.times.get(key))
+            want = state.get(key, (0, None))
             if row is not None and unfinished is not None and row.entry.batch_id == unfinished:
-                times = [t for t in (want[1], pending.times.get(key)) if t is not None]
-                want = (want[0] + pending.counts[key], max(times) if times else None)
+                want = with_pending.get(key, (0, None))
+            if expired(want[1], cutoff):
+                want = (0, None)
             have = (0, None) if row is None else (decode_long(row.entry.value), row.entry.time_ms)
+            if row is not None and expired(row.entry.time_ms, cutoff):
+                have = (0, None)
             if have != want:
                 tag = "absent" if row is None else f"tagged batch {row.entry.batch_id}"
                 problems.append(
@@ -178,6 +212,22 @@ class Violations:
 
     def lines(self) -> list[str]:
         return [self.registry, *self.counts, *self.missing_dead_letters, *self.unexpected_dead_letters]
+
+
+def _counted(
+    state: dict[bytes, tuple[int, int | None]], batch: Tally, retention_ms: int | None, stream_time: int | None
+) -> int | None:
+    """A batch's counts added to `state` (key -> count, latest time) by the retention rule: a
+    key dated before the batch's cutoff counts from zero. Returns the stream time after it."""
+    cutoff = cutoff_ms(retention_ms, stream_time)
+    for key, amount in batch.counts.items():
+        count, time = state.get(key, (0, None))
+        if expired(time, cutoff):
+            count, time = 0, None
+        latest = batch.times[key]
+        state[key] = (count + amount, latest if time is None else max(time, latest))
+    times = [t for t in (stream_time, *batch.times.values()) if t is not None]
+    return max(times) if times else None
 
 
 def _shown(record: Record) -> str:
