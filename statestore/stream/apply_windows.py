@@ -29,6 +29,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
+from typing import Protocol
 
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec, WindowedEntry
@@ -39,6 +40,17 @@ from statestore.stream.plan import SlicePlan, plan_slice, stored_record
 
 WindowKey = tuple[bytes, int]  # (key, window start)
 _START = struct.Struct(">q")
+
+
+class WindowRows(Protocol):
+    """The I/O of a window apply, behind which the planning runs: the real table
+    (PartitionedWindowTable), or the protocol simulator's fake (tests/simulation/windows.py)."""
+
+    def read(self, session, windows: list[WindowKey], concurrency: int) -> dict[WindowKey, WindowedEntry]:
+        """The stored entries among (key, window start) pairs; missing ones are absent."""
+
+    def write(self, session, entries: list[WindowedEntry], concurrency: int, write_ts: int | None) -> None:
+        """Upsert the entries' absolute values at `write_ts`."""
 
 
 def window_cache_key(key: bytes, start_ms: int) -> bytes:
@@ -99,13 +111,15 @@ def apply_window_deltas(
     timer: Timer | None = None,
     stream_time_ms: int | None = None,
     cache: BucketCache | None = None,
+    table: WindowRows | None = None,
 ) -> ApplyStats:
     """Apply deltas keyed by window_cache_key: read the windows the store may hold (_may_hold)
     that `cache` (the keys' bucket file, if any) cannot vouch for, then write their new
-    absolute values, and keep every window's record as the store now holds it in `cache`."""
+    absolute values, and keep every window's record as the store now holds it in `cache`.
+    `table`: the rows' I/O (None: the store's table, window_table_for)."""
     if not deltas:
         return ApplyStats()
-    table = window_table_for(spec)
+    table = window_table_for(spec) if table is None else table
     keys = [delta.key for delta in deltas]
     if cache is None:
         stored: list[bytes | None] = [None] * len(keys)

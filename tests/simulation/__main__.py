@@ -2,7 +2,8 @@
 [--seed S] [--exclude NAME,...]`.
 
 It runs the state machine (tests.simulation.machine; --store sessions: tests.simulation.sessions,
-the session store; by default each seed for each kind in turn) seed after seed (S, S+1, ...; S random
+the session store; --store windows: tests.simulation.windows, the window store; by default each
+seed for each kind in turn) seed after seed (S, S+1, ...; S random
 unless given), each seed a Hypothesis run of --examples examples (tests.simulation.runner),
 until N seconds have passed or one fails. A failure prints its seed and the shortest sequence
 of events Hypothesis found (with the driver's steps and how the store differs from the truth),

@@ -13,9 +13,11 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from tests.simulation.machine import machine_excluding
 from tests.simulation.sessions import session_machine_excluding
+from tests.simulation.windows import window_machine_excluding
 
-# The store kinds: a key-value store (machine.py), a session store (sessions.py).
-MACHINES = {"kv": machine_excluding, "sessions": session_machine_excluding}
+# The store kinds: a key-value store (machine.py), a session store (sessions.py), a window store
+# (windows.py).
+MACHINES = {"kv": machine_excluding, "sessions": session_machine_excluding, "windows": window_machine_excluding}
 STEPS = 40  # events per example: room for a crash, a backup, a restore and their replays
 
 

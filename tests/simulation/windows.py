@@ -1,0 +1,454 @@
+"""The window store kind in the simulator: the stream's driver (driver.StreamJob) applying each
+batch to a partitioned window store through the real apply of statestore.stream.apply_windows
+(apply_window_deltas: the windows read, the replay-safe plan, the rows written) over a fake
+window table (WindowTable, the apply's WindowRows), with a windowing the machine chooses first:
+tumbling or hopping windows, with or without grace, a retention of a day or exactly window +
+grace (a window expires the moment it closes).
+
+A batch's windows and late records are decided as statestore.stream.windowed decides them
+(restated over values: WindowSpec.starts_of and WindowSpec.closed at the stream time the batch
+began with, position.stream_time_ms). The apply is one Spark task: its rows are written after it
+read and planned, landing one at a time in any order; its attempts may die after any landing (a
+new attempt of the task then runs), and a speculative attempt may land the rest of its rows after
+its successor, or read and plan only then, even once later batches ran.
+
+The truth of a window store, from the topic's records alone: a record's fate is decided by the
+first recorded batch whose range holds it, at the stream time before that batch (the largest
+event time of the records counted by the batches recorded before it: the truth keeps its own).
+A record with no value, or too far ahead, is a dead letter as for key-value stores; a record
+with words counts in each window holding its time that is still open (its end + grace not
+before the stream time, its start after the stream time - retention), and is a dead letter
+`late` if any of its windows had closed. Each (key, window) holds the count of its counted
+words and their latest time. The allowance for the store's unfinished batch: a window row
+tagged with it holds the truth plus that batch's delta, and its dead letters may be there.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, precondition, rule
+
+from statestore.core.codecs import decode_long
+from statestore.core.model import StoreSpec, StoreType, WindowedEntry
+from statestore.core.windows import WindowSpec
+from statestore.store.book import deadletters
+from statestore.store.book.registry import BatchPosition, KafkaOffsets
+from statestore.stream.apply import ApplyStats
+from statestore.stream.apply_windows import WindowKey, apply_window_deltas, keyed
+from statestore.stream.plan import Delta
+from statestore.stream.tokenize import tokenize
+from statestore.stream.transforms import future_limit_ms
+from tests.simulation.driver import Step, StreamJob, dead_letter_reason
+from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
+from tests.simulation.fake_kafka import Record
+from tests.simulation.machine import KNOWN_BUGS, MAX_PARTITIONS, STEP_INDEX, WORDS, BatchProtocolMachine
+from tests.simulation.truth import Truth, Violations, uncountable_reason
+
+# The windowings a run chooses among (size, hop, grace, retention; None: a day).
+WINDOWINGS = (
+    (60_000, 60_000, 0, None),  # tumbling, no grace
+    (60_000, 60_000, 30_000, 90_000),  # tumbling, retention exactly window + grace
+    (60_000, 20_000, 30_000, None),  # hopping
+    (60_000, 30_000, 0, 60_000),  # hopping, retention exactly the window
+)
+LANDINGS = st.integers(0, 3)  # an attempt stops after this many of its rows landed
+# Record times on the scale of the windows: some behind the clock, some ahead, windows closing.
+AHEAD_MS = (0, 0, -30_000, -90_000, -200_000, 20_000, 45_000, 120_000, 900_000)
+AFTER_MS = (0, 1_000, 20_000, 50_000, 100_000, 1_000_000)
+
+
+def spec_of(windowing: tuple[int, int, int, int | None]) -> StoreSpec:
+    size, hop, grace, retention = windowing
+    window = WindowSpec(size, hop, grace, retention, segment_ms=60_000)
+    return StoreSpec("ks", "windows", StoreType.PARTITIONED_WINDOW, 2, windowing=window)
+
+
+@dataclass(frozen=True)
+class TaskFaults:
+    """What befalls the batch's task: its first attempts die after `deaths[i]` landings each
+    (the last attempt then completes); `speculative`: (starts late, stops after n landings), an
+    attempt that lands n rows and the rest later (`starts late`: it reads and plans only
+    then, after its successor), or None."""
+
+    deaths: tuple[int, ...] = ()
+    speculative: tuple[bool, int] | None = None
+
+
+@dataclass(frozen=True)
+class StoredWindow:
+    entry: WindowedEntry
+    write_ts: int
+
+
+class WindowTable:
+    """The window store's table as the apply sees it (apply_windows.WindowRows): rows keyed by
+    (key, window start), each written `USING TIMESTAMP` of its batch (a later write wins, last
+    write wins at a tie); a read sees what has landed."""
+
+    def __init__(self, spec: StoreSpec) -> None:
+        self.spec = spec
+        self.rows: dict[WindowKey, StoredWindow] = {}
+
+    def read(self, session, windows: list[WindowKey], concurrency: int) -> dict[WindowKey, WindowedEntry]:
+        return {window: self.rows[window].entry for window in windows if window in self.rows}
+
+    def land(self, entry: WindowedEntry, write_ts: int) -> None:
+        window = (entry.key, entry.start_ms)
+        held = self.rows.get(window)
+        if held is None or held.write_ts <= write_ts:
+            self.rows[window] = StoredWindow(entry, write_ts)
+
+
+class AttemptTable:
+    """One task attempt's I/O: reads what has landed; its writes wait in `pending`, to land one
+    at a time in an order `seed` fixes (the apply's UNLOGGED batches, one per Cassandra
+    partition, go out concurrently; a row at a time is finer still)."""
+
+    def __init__(self, table: WindowTable, seed: int) -> None:
+        self.table = table
+        self.rng = random.Random(seed)
+        self.pending: list[Callable[[], None]] = []
+
+    def read(self, session, windows: list[WindowKey], concurrency: int) -> dict[WindowKey, WindowedEntry]:
+        return self.table.read(session, windows, concurrency)
+
+    def write(self, session, entries: list[WindowedEntry], concurrency: int, write_ts: int | None) -> None:
+        landings = [lambda entry=entry: self.table.land(entry, write_ts) for entry in entries]
+        self.rng.shuffle(landings)
+        self.pending.extend(landings)
+
+    def land(self, count: int | None = None) -> int:
+        """Land `count` of the pending rows (None: all); how many landed."""
+        landed = 0
+        while self.pending and (count is None or landed < count):
+            self.pending.pop(0)()
+            landed += 1
+        return landed
+
+
+@dataclass
+class OldAttempt:
+    """An attempt still running after its successor: its read and plan, if not yet made, then
+    its remaining landings, one per event."""
+
+    what: str
+    start: Callable[[], AttemptTable] | None
+    rows: AttemptTable | None = None
+
+    def step(self) -> str:
+        if self.start is not None:
+            self.rows, self.start = self.start(), None
+            return f"{self.what}: read and planned, {len(self.rows.pending)} row(s) to land"
+        self.rows.land(1)
+        return f"{self.what}: one more row landed, {len(self.rows.pending)} to go"
+
+    @property
+    def done(self) -> bool:
+        return self.start is None and not self.rows.pending
+
+
+@dataclass
+class WindowWorld:
+    """The window store's spec and table, and the old attempts still running."""
+
+    spec: StoreSpec
+    table: WindowTable
+    old_attempts: list[OldAttempt] = field(default_factory=list)
+
+
+def record_windows(record: Record, limit_ms: int | None, windowing: WindowSpec, stream_time: int | None):
+    """windowed._windowed_records and _late for one record: (dead-letter reason or None, its
+    words, the open windows it counts in). A record with words and a closed window is late,
+    and still counts in its open ones."""
+    reason = dead_letter_reason(record, limit_ms)
+    words = [] if reason else [w for w in tokenize(record.value or "") if w]
+    starts = windowing.starts_of(record.time_ms)
+    opened = [s for s in starts if not windowing.closed(s, stream_time)]
+    if reason is None and words and len(opened) < len(starts):
+        reason = deadletters.LATE
+    return reason, words, opened
+
+
+def window_batch(
+    records: list[Record], limit_ms: int | None, windowing: WindowSpec, stream_time: int | None
+) -> tuple[list[tuple[int, Delta]], list[DeadLetterKey]]:
+    """windowed.windowed_deltas and the dead letters (transforms.dead_letter_rows,
+    windowed.late_letter_rows): (window start, delta) per word and open window, in order, and
+    the records that cannot be counted (no value, too far ahead) or are late."""
+    counts: dict[tuple[int, str], list[int]] = {}
+    letters = []
+    for record in records:
+        reason, words, opened = record_windows(record, limit_ms, windowing, stream_time)
+        if reason is not None:
+            letters.append(DeadLetterKey(record.partition, record.offset, reason))
+        for word in words:
+            for start in opened:
+                count = counts.setdefault((start, word), [0, record.time_ms])
+                count[0] += 1
+                count[1] = max(count[1], record.time_ms)
+    deltas = [(start, Delta(word.encode(), n, last)) for (start, word), (n, last) in sorted(counts.items())]
+    return deltas, letters
+
+
+class WindowStreamJob(StreamJob):
+    """driver.StreamJob whose batches apply to the window store (see the module doc). The
+    machine sets `faults` before each trigger."""
+
+    faults: TaskFaults = TaskFaults()
+
+    @property
+    def windows(self) -> WindowWorld:
+        return self.world.windows
+
+    def apply_batch(self, records: list[Record], position: BatchPosition, write_order: int) -> Iterator[Step]:
+        """batch_apply._apply_batch for a window store: begun, the apply (one task,
+        window_applier: apply_window_deltas; with the apply cache on, windows after the stream
+        time are not read: here on odd `write_order`s), the dead letters, recorded with the
+        apply's latest event time."""
+        max_future = position.max_future_ms
+        batch_id, write_ts = position.batch_id, position.write_ts
+        limit = future_limit_ms(write_ts, max_future)
+        self.cassandra.begin_batch(position, self.epoch)
+        yield Step("begin", f"batch {batch_id} begun (write_ts {write_ts}, limit {limit})", position, max_future)
+
+        spec = self.windows.spec
+        deltas, letters = window_batch(records, limit, spec.windowing, position.stream_time_ms)
+        after = position.stream_time_ms if write_order % 2 else None
+        table = self.windows.table
+
+        def attempt(seed: int) -> tuple[AttemptTable, ApplyStats]:
+            rows = AttemptTable(table, seed)
+            stats = apply_window_deltas(
+                None, spec, batch_id, keyed(deltas), 1, write_ts, stream_time_ms=after, table=rows
+            )
+            return rows, stats
+
+        faults = self.faults
+        if faults.speculative is not None and deltas:
+            late, stop = faults.speculative
+
+            def start() -> AttemptTable:
+                rows, _ = attempt(write_order * 31)
+                rows.land(stop)
+                return rows
+
+            old = OldAttempt(f"batch {batch_id}'s speculative attempt", start)
+            if not late:
+                old.step()
+            if not old.done:
+                self.windows.old_attempts.append(old)
+        stats = ApplyStats()
+        for number, dies_after in enumerate((*faults.deaths, None), 1):
+            rows, stats = attempt(write_order * 31 + number)
+            if dies_after is not None:
+                landed = rows.land(dies_after)
+                what = f"batch {batch_id}: task attempt {number} died after {landed} row(s)"
+                yield Step("write", what, position, max_future)
+                continue
+            total = len(rows.pending)
+            for landed in range(1, total + 1):
+                rows.land(1)
+                what = f"batch {batch_id}: task attempt {number} landed row {landed} of {total}"
+                yield Step("write", what, position, max_future)
+            break
+
+        if letters:
+            for letter in letters:
+                self.cassandra.write_dead_letter(letter, batch_id)
+            yield Step("dead letters", f"batch {batch_id}: {len(letters)} dead letter(s) written", position, max_future)
+        self.cassandra.record_batch(position, stats.max_time_ms, self.epoch)  # recording.done
+        yield Step("record", f"batch {batch_id} recorded, ending at {position.end.as_json()}", position, max_future)
+
+
+# --- the truth ---
+
+
+def window_fate(
+    record: Record, write_ts: int, max_future_ms: int, stream_time: int | None, windowing: WindowSpec
+) -> tuple[str | None, tuple[int, ...]]:
+    """(why a window store's batch of `write_ts` under `max_future_ms` that began at
+    `stream_time` does not count all of `record` (None: it counts it whole), the windows it
+    counts it in). Stated apart from the store's rule: a window is closed once its end + grace
+    is before the stream time, or its start is at or before the stream time - retention."""
+    reason = uncountable_reason(record, write_ts, max_future_ms)
+    if reason is not None or not tokenize(record.value):
+        return reason, ()
+    size, hop, grace, retention = windowing.size_ms, windowing.hop_ms, windowing.grace_ms, windowing.retention_ms
+    last = record.time_ms - record.time_ms % hop
+    starts = [s for s in range(last, last - size, -hop) if s >= 0 and s <= record.time_ms < s + size][::-1]
+    if stream_time is None:
+        return None, tuple(starts)
+    opened = tuple(s for s in starts if s + size + grace >= stream_time and s > stream_time - retention)
+    return (deadletters.LATE if len(opened) < len(starts) else None), opened
+
+
+@dataclass
+class WindowTruth(Truth):
+    """truth.Truth for the window store (see the module doc)."""
+
+    windowing: WindowSpec | None = None
+    table: WindowTable | None = None
+    stream_time: int | None = None  # the largest event time the recorded batches counted
+    fates: dict[tuple[int, int], tuple[str | None, tuple[int, ...]]] = field(default_factory=dict)
+
+    def observe(self, step: Step) -> None:
+        if step.kind not in ("write", "dead letters", "record"):
+            return
+        position = step.position
+        rule = self.rule_of.setdefault((position.batch_id, position.write_ts), step.max_future_ms)
+        if step.kind != "record":
+            return
+        latest = self.stream_time
+        for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
+            if record.coordinates in self.fates:
+                continue
+            fate = window_fate(record, position.write_ts, rule, self.stream_time, self.windowing)
+            self.fates[record.coordinates] = fate
+            self.fate[record.coordinates] = fate[0]
+            if fate[1]:
+                latest = record.time_ms if latest is None else max(latest, record.time_ms)
+        self.stream_time = latest
+
+    def violations(self, cassandra: FakeCassandra) -> Violations:
+        progress = cassandra.progress()
+        covered = self.topic.of(KafkaOffsets.parse_stored(progress.offsets))
+        problems: list[str] = []
+        truth: dict[WindowKey, list[int]] = defaultdict(lambda: [0, 0])
+        letters: set[DeadLetterKey] = set()
+        for record in self.topic.records():
+            if record.offset >= covered.get(record.partition, 0):
+                continue
+            if record.coordinates not in self.fates:
+                problems.append(f"record p{record.partition}@{record.offset} is below the store's offsets, unread")
+                continue
+            _tally(record, self.fates[record.coordinates], truth, letters)
+
+        unfinished = progress.unfinished_batch
+        rule = None if unfinished is None else self.rule_of.get((unfinished, progress.pending_ts))
+        pending: dict[WindowKey, list[int]] = defaultdict(lambda: [0, 0])
+        pending_letters: set[DeadLetterKey] = set()
+        if rule is not None:
+            end = self.topic.of(KafkaOffsets.parse_stored(progress.pending_offsets))
+            for record in self.topic.read(covered, end):
+                fate = window_fate(record, progress.pending_ts, rule, self.stream_time, self.windowing)
+                _tally(record, fate, pending, pending_letters)
+
+        stored = self.table.rows
+        for window in sorted(set(stored) | set(truth)):
+            row = stored.get(window)
+            want = tuple(truth[window]) if window in truth else (0, None)
+            if row is not None and unfinished is not None and row.entry.batch_id == unfinished and window in pending:
+                more = pending[window]
+                want = (want[0] + more[0], more[1] if want[1] is None else max(want[1], more[1]))
+            have = (0, None) if row is None else (decode_long(row.entry.value), row.entry.time_ms)
+            if have != want:
+                tag = "absent" if row is None else f"tagged batch {row.entry.batch_id}"
+                problems.append(
+                    f"key {window[0].decode()!r} window {window[1]}: stored {have[0]} ({tag}, time {have[1]}), "
+                    f"truth {want[0]} (time {want[1]})"
+                )
+        held = set(cassandra.dead_letters)
+        missing = [f"dead letter {_shown(letter)} missing" for letter in sorted(letters - held, key=_order)]
+        unexpected = []
+        for letter in sorted(held - letters - pending_letters, key=_order):
+            fate = self.fates.get((letter.partition, letter.offset))
+            said = "no recorded batch read it" if fate is None else f"its first recorded batch decided {fate}"
+            unexpected.append(
+                f"dead letter {_shown(letter)} unexpected (written by batch {cassandra.dead_letters[letter]}): {said}"
+            )
+        registry = f"registry: {cassandra.describe_progress()}; the truth's stream time {self.stream_time}"
+        return Violations(registry, problems, missing, unexpected)
+
+
+def _tally(record: Record, fate: tuple[str | None, tuple[int, ...]], windows: dict, letters: set) -> None:
+    reason, opened = fate
+    if reason is not None:
+        letters.add(DeadLetterKey(record.partition, record.offset, reason))
+    if not opened:
+        return
+    for word in tokenize(record.value):
+        for start in opened:
+            count = windows[(word.encode(), start)]
+            count[0] += 1
+            count[1] = max(count[1], record.time_ms)
+
+
+def _shown(letter: DeadLetterKey) -> str:
+    return f"p{letter.partition}@{letter.offset} ({letter.reason})"
+
+
+def _order(letter: DeadLetterKey) -> tuple[int, int, str]:
+    return letter.partition, letter.offset, letter.reason
+
+
+# --- the machine ---
+
+
+class WindowProtocolMachine(BatchProtocolMachine):
+    """BatchProtocolMachine over a window store, with task attempts (see the module doc)."""
+
+    job_class: ClassVar[type[StreamJob]] = WindowStreamJob
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.choose_windowing(0)
+
+    @initialize(which=st.integers(0, len(WINDOWINGS) - 1))
+    def choose_windowing(self, which: int) -> None:
+        """The store's windowing, fixed when it was created (WINDOWINGS)."""
+        spec = spec_of(WINDOWINGS[which])
+        self.windows = WindowWorld(spec, WindowTable(spec))
+        self.world.windows = self.windows
+        self.truth = WindowTruth(self.world.topic, windowing=spec.windowing, table=self.windows.table)
+
+    @rule(partition=st.integers(0, MAX_PARTITIONS - 1), words=st.lists(st.sampled_from(WORDS), max_size=3),
+          null=st.sampled_from((False, False, False, True)), ahead_ms=st.sampled_from(AHEAD_MS),
+          after_ms=st.sampled_from(AFTER_MS))  # fmt: skip
+    def produce(self, partition: int, words: list[str], null: bool, ahead_ms: int, after_ms: int) -> None:
+        """BatchProtocolMachine.produce, at times on the scale of the windows (some behind the
+        clock), fewer of them without a value."""
+        super().produce(partition, words, null, ahead_ms, after_ms)
+
+    @precondition(lambda self: self.job is not None)
+    @rule(crash_at=STEP_INDEX, backup_at=STEP_INDEX, order=st.integers(0, 3), deaths=st.lists(LANDINGS, max_size=2),
+          speculative=st.none() | st.tuples(st.booleans(), LANDINGS))  # fmt: skip
+    def trigger(
+        self,
+        crash_at: int | None,
+        backup_at: int | None,
+        order: int,
+        deaths: list[int],
+        speculative: tuple[bool, int] | None,
+    ) -> None:
+        """The query's next micro-batch (as BatchProtocolMachine.trigger); its task's first
+        attempts die after `deaths` landings each, and `speculative` (starts late, stops after
+        n landings) runs an attempt that goes on after its successor."""
+        self.job.faults = TaskFaults(tuple(deaths), speculative)
+        self._run(self.job.trigger(order), crash_at, backup_at)
+
+    @precondition(lambda self: self.windows.old_attempts)
+    @rule(which=st.integers(0, 3))
+    def old_attempt_goes_on(self, which: int) -> None:
+        """An attempt that still runs after its successor takes its next step."""
+        attempts = self.windows.old_attempts
+        old = attempts[which % len(attempts)]
+        self.steps = [old.step()]
+        if old.done:
+            attempts.remove(old)
+
+
+def window_machine_excluding(excluded: frozenset[str]) -> type[WindowProtocolMachine]:
+    """machine.machine_excluding for the window store."""
+    unknown = excluded - set(KNOWN_BUGS)
+    if unknown:
+        raise ValueError(f"unknown known bugs {sorted(unknown)}: choose among {sorted(KNOWN_BUGS)}")
+    if not excluded:
+        return WindowProtocolMachine
+    name = "WindowProtocolMachineWithout_" + "_".join(sorted(e.replace("-", "_") for e in excluded))
+    return type(name, (WindowProtocolMachine,), {"excluded": frozenset(excluded)})
