@@ -58,7 +58,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import lmdb
@@ -166,6 +166,32 @@ class CacheLedger:
         return now_s >= self.expiring_until
 
 
+def batch_cache_plan(
+    ledger: CacheLedger | None,
+    store: str,
+    batch_id: int,
+    buckets: Callable[[], int],
+    outside_writes: int | None,
+    recorded_until_s: float | None,
+    has_batches: bool,
+    table_ttl_s: int | None,
+    now_s: float,
+    store_is_empty: Callable[[], bool],
+) -> tuple[float | None, CachePlan | None]:
+    """Pure but for the two callables (asked only when needed): the driver's decision for one
+    batch (statestore.stream.batches.BatchApplier.cache_plan does the I/O around it, the
+    simulator its fakes): the TTL mark to record in the registry first (None: leave it;
+    ttl_expiry_to_record), then the batch's plan (None: no cache for this batch; `ledger`
+    None: the cache is off). Files may start complete only at the store's very first batch,
+    when it holds nothing."""
+    mark = ttl_expiry_to_record(table_ttl_s, now_s, recorded_until_s)
+    if ledger is None or not ledger.admits(table_ttl_s, now_s, recorded_until_s):
+        return mark, None
+    count = buckets()
+    fresh = not has_batches and store_is_empty()
+    return mark, ledger.plan(store, batch_id, count, outside_writes, fresh)
+
+
 # How far past now + TTL the registry's expiry mark is set (ttl_expiry_to_record): it covers the
 # writes of the batch that sets it, which come after its `now`, and is renewed once per this span.
 TTL_MARK_AHEAD_S = 3_600.0
@@ -259,6 +285,24 @@ def _working_directory() -> str:
         return os.getcwd()
 
 
+def trust_on_open(token: str | None, expected: str | None, was_complete: bool, fresh: bool) -> tuple[bool, bool]:
+    """Pure: what a task opening a bucket's file may take from it, as (trusted, complete): its
+    entries only if the file holds the token the plan expects (`token`, None: none); complete
+    (absent from it means absent from the store) as the file was if trusted, else only if the
+    plan says files start complete (`fresh`, the store's first batch, the file then emptied)."""
+    trusted = token is not None and expected is not None and token == expected
+    return trusted, was_complete if trusted else fresh
+
+
+def keys_to_read(found: list[bytes | None], complete: bool, too_long: list[bool]) -> list[int]:
+    """Pure: the positions of the keys a task must read from Cassandra, given what its file
+    vouches for of each (`found`, None: nothing): none but keys too long for the file when the
+    file is complete, else every key it has no record of."""
+    if complete:
+        return [i for i, long in enumerate(too_long) if long]
+    return [i for i, record in enumerate(found) if record is None]
+
+
 class BucketCache:
     """One bucket's LMDB environment, opened for one task.
 
@@ -287,8 +331,9 @@ class BucketCache:
         self._mark = uuid.uuid4().bytes
         with self.env.begin(write=True) as txn:
             token = txn.get(b"token", db=self.meta)
-            self.trusted = token is not None and expected is not None and token.decode() == expected
-            self.complete = txn.get(b"complete", db=self.meta) == b"1" if self.trusted else fresh
+            self.trusted, self.complete = trust_on_open(
+                None if token is None else token.decode(), expected, txn.get(b"complete", db=self.meta) == b"1", fresh
+            )
             if not self.trusted:
                 txn.drop(self.entries, delete=False)
             txn.delete(b"token", db=self.meta)
@@ -321,9 +366,7 @@ class BucketCache:
             found = [get(key, db=entries) if len(key) <= longest else None for key in keys]
         else:
             found = [None] * len(keys)
-        if self.complete:
-            return found, [i for i, key in enumerate(keys) if len(key) > self.longest_key]
-        return found, [i for i, record in enumerate(found) if record is None]
+        return found, keys_to_read(found, self.complete, [len(key) > self.longest_key for key in keys])
 
     def remember(self, records: Iterable[tuple[bytes, bytes]]) -> None:
         """Keep (key, record) pairs as the store now holds them (written by this task, or read

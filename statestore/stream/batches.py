@@ -25,7 +25,7 @@ from statestore.store.book.registry import BatchPosition, KafkaOffsets, StorePro
 from statestore.store.tables import session_table_for, table_for, window_table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, timed
-from statestore.stream.apply_cache import CacheLedger, CachePlan, ttl_expiry_to_record
+from statestore.stream.apply_cache import CacheLedger, CachePlan, batch_cache_plan
 from statestore.stream.batch_apply import apply_batch, cacheable
 from statestore.stream.checkpoint import QueryCheckpoint
 from statestore.stream.monitor import StreamMonitor
@@ -183,21 +183,26 @@ class BatchApplier:
             f"reading the TTL of store {spec.name}",
             lambda: table_ttl_s(session, spec.keyspace, spec.table),
         )
-        now = time.time()
         recorded = None if progress.ttl_expiring_until is None else progress.ttl_expiring_until / 1000
-        mark = ttl_expiry_to_record(ttl, now, recorded)
+        mark, plan = batch_cache_plan(
+            self.ledger,
+            f"{spec.keyspace}.{spec.name}",
+            batch_id,
+            lambda: int(batch_df.sparkSession.conf.get("spark.sql.shuffle.partitions")),
+            progress.outside_writes,
+            recorded,
+            progress.has_batches,
+            ttl,
+            time.time(),
+            lambda: self._store_is_empty(session),
+        )
         if mark is not None:
             with_retries(
                 self.writer.config,
                 f"recording until when rows of store {spec.name} may expire",
                 lambda: registry.record_ttl_expiry(session, spec, int(mark * 1000)),
             )
-        if self.ledger is None or not self.ledger.admits(ttl, now, recorded):
-            return None
-        buckets = int(batch_df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        # Files may start complete only at the store's very first batch, when it holds nothing.
-        fresh = not progress.has_batches and self._store_is_empty(session)
-        return self.ledger.plan(f"{spec.keyspace}.{spec.name}", batch_id, buckets, progress.outside_writes, fresh)
+        return plan
 
     def _store_is_empty(self, session) -> bool:
         spec = self.writer.spec

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from statestore.core.model import Entry
-from statestore.stream.apply_cache import BucketCache, CacheLedger, bucket_expression
+from statestore.stream.apply_cache import BucketCache, CacheLedger, batch_cache_plan, bucket_expression, trust_on_open
 from statestore.stream.plan import entry_of, record_of
 
 KEYS = [b"alpha", b"beta", b"gamma"]
@@ -201,3 +201,28 @@ def test_a_file_another_task_opened_in_between_is_neither_trusted_nor_complete(f
         assert first.lookup([b"alpha", b"beta"]) == ([None, None], [0, 1])  # both read from Cassandra
     finally:
         first.close()
+
+
+def test_the_batch_plan_records_a_ttl_mark_and_asks_for_buckets_and_emptiness_only_when_it_plans():
+    """batch_cache_plan, the driver's decision BatchApplier.cache_plan makes its I/O around (and
+    the simulator its fakes): a TTL is recorded with the cache off too, and no plan is made."""
+
+    def never() -> int:
+        raise AssertionError("asked though no plan is made")
+
+    mark, plan = batch_cache_plan(None, "ks.s", 3, never, None, None, True, 60, 1_000.0, never)
+    assert plan is None and mark == 1_000.0 + 60 + 7_200
+    mark, plan = batch_cache_plan(CacheLedger(), "ks.s", 3, never, None, None, True, 60, 1_000.0, never)
+    assert plan is None and mark is not None
+    mark, plan = batch_cache_plan(CacheLedger(), "ks.s", 0, lambda: 4, None, None, False, None, 1_000.0, lambda: True)
+    assert mark is None and plan.buckets == 4 and plan.fresh and plan.expected == {}
+    _, plan = batch_cache_plan(_ledger_after_batch(2), "ks.s", 3, lambda: 4, 7, None, True, None, 1_000.0, never)
+    assert plan.expected == {0: "t0", 3: "t3"} and not plan.fresh
+
+
+def test_a_file_is_trusted_only_with_the_expected_token_and_complete_as_it_was_or_fresh():
+    assert trust_on_open("t", "t", True, False) == (True, True)
+    assert trust_on_open("t", "t", False, True) == (True, False)
+    assert trust_on_open("t", "u", True, False) == (False, False)
+    assert trust_on_open(None, "t", True, True) == (False, True)  # emptied, complete at a store's first batch
+    assert trust_on_open("t", None, True, False) == (False, False)
