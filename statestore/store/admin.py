@@ -29,9 +29,9 @@ from statestore.core.errors import (
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import deadletter_table, next_generation_table, validate_keyspace, validate_store_name
 from statestore.core.options import TableOptions
-from statestore.store.book import registry
+from statestore.store.book import deadletters, registry
 from statestore.store.book.lease import Holder, LeaseHeldError, StoreLease, current_holder, describe_self
-from statestore.store.book.registry import StoreProgress
+from statestore.store.book.registry import KafkaOffsets, StoreProgress
 from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.provision import provision_store, table_exists
 from statestore.store.retention import set_retention
@@ -284,6 +284,8 @@ def truncate_store(
         letters = deadletter_table(name)
         if table_exists(session, keyspace, letters):  # only stores fed by the stream have one
             _truncate(session, spec, letters, epoch)
+            if floor is not None:  # a paused writer's late dead letters, as its entries: shadowed
+                deadletters.delete_partitions_before(session, keyspace, name, _partitions_read(progress), floor)
         if floor is not None and shadowed:
             _shadow_partitions(session, spec, floor)
         registry.clear_progress(session, spec, epoch, floor)
@@ -293,6 +295,17 @@ def truncate_store(
 
 
 _RESET_LEASE_TTL_S = 30.0
+
+
+def _partitions_read(progress: StoreProgress) -> list[tuple[str, int]]:
+    """Pure: every (topic, Kafka partition) the store's recorded batches and its pending one read
+    (a batch writes dead letters of those only; partitions are never removed from a topic)."""
+    named = set()
+    for text in (progress.offsets, progress.pending_offsets):
+        offsets = KafkaOffsets.parse_stored(text)
+        if offsets is not None:
+            named.update((topic, int(partition)) for topic, parts in offsets.by_topic for partition, _ in parts)
+    return sorted(named)
 
 
 def _truncate(session, spec: StoreSpec, table: str, epoch: int) -> None:

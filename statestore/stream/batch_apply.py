@@ -106,11 +106,14 @@ def _count(
         stats, applied_on = _run(writer, batch_df, position, cache, applier)
         letters: Counter[str] = Counter()
         if stats.uncountable:
-            late = {} if spec.windowing is None else {"stream_time_ms": position.stream_time_ms}
+            # At the batch's timestamp, as its entries (a reset's floor shadows a paused writer's).
+            options = {"write_ts": position.write_ts}
+            if spec.windowing is not None:  # late records, by the stream time the batch began with
+                options["stream_time_ms"] = position.stream_time_ms
             letters = writer.step(
                 "dead letters",
                 "writing dead letters",
-                lambda: writer.seams.dead_letters(session, batch_df, spec, position.batch_id, **late),
+                lambda: writer.seams.dead_letters(session, batch_df, spec, position.batch_id, **options),
             )
     finally:
         if versioned:

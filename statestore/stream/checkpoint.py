@@ -157,12 +157,21 @@ def checkpoint_problem(
     progress: StoreProgress, checkpoint_query: str | None, recover: bool, checkpoint_committed: bool = False
 ) -> str | None:
     """Pure: why a checkpoint cannot write this store, or None if it can.
-    `checkpoint_committed`: the checkpoint's commit log holds a batch (committed_batches)."""
+    `checkpoint_query`: the query whose reading position the checkpoint holds (owner: None for a
+    new checkpoint). `checkpoint_committed`: its commit log holds a batch (committed_batches).
+
+    A store that holds no batches takes a checkpoint that has read nothing, and one that planned
+    a batch it never committed only if the store never held any (a first run that crashed before
+    its first batch began). A reset store keeps its floor timestamp (`last_ts`): a checkpoint that
+    planned batches before the reset would count from where the old store stood, never counting
+    the input before that."""
     if not progress.has_batches:
-        if checkpoint_query is not None and checkpoint_committed:
+        reset = progress.last_ts is not None
+        if checkpoint_query is not None and (checkpoint_committed or reset):
             return (
-                "the store holds no batches (it was reset, or dropped and created again) but the checkpoint has "
-                "already read part of the topic: resuming it would skip that input and ignore --starting-offsets"
+                "the store holds no batches (it was reset, or dropped and created again) but the checkpoint already "
+                "holds a position in the topic (it planned or read batches): resuming it would skip the input before "
+                "that position and ignore --starting-offsets"
             )
         return None
     if checkpoint_query == progress.query_id:

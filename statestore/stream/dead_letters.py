@@ -32,11 +32,13 @@ def write_dead_letters(
     batch_id: int,
     stream_time_ms: int | None = None,
     *,
+    write_ts: int | None = None,
     fetch_bytes: int = DEAD_LETTER_FETCH_BYTES,
     write=deadletters.write,
 ) -> Counter[str]:
     """Write the batch's dead letters; returns how many of each reason. Window stores: late
-    records too, by the stream time the batch started with (`stream_time_ms`). The driver holds
+    records too, by the stream time the batch started with (`stream_time_ms`). `write_ts`: the
+    batch's write timestamp, which they are written with (deadletters.write). The driver holds
     one group of at most `fetch_bytes` (fetch_groups) at a time; `write` writes one chunk."""
     rows = dead_letter_rows(batch_df)
     if spec.windowing is not None:
@@ -58,7 +60,7 @@ def write_dead_letters(
             for r in group
         )
         for chunk in dead_letter_chunks(letters, size=min(fetch_bytes, _DEAD_LETTER_BYTES)):
-            write(session, spec.keyspace, spec.name, chunk)
+            write(session, spec.keyspace, spec.name, chunk, write_ts=write_ts)
             written.update(d.reason for d in chunk)
         del group, letters  # the next group is fetched only once this one is let go
     return written

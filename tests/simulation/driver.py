@@ -404,7 +404,7 @@ class StreamJob:
                 if (reason := dead_letter_reason(record, limit)) is not None
             ]
             for letter in letters:
-                self.cassandra.write_dead_letter(letter, batch_id)
+                self.cassandra.write_dead_letter(letter, batch_id, write_ts)
             yield Step("dead letters", f"batch {batch_id}: {len(letters)} dead letter(s) written", position, max_future)
 
         # recording.done -> registry.record_batch, under with_retries (writer.step)

@@ -224,7 +224,12 @@ class FakeCassandra:
         if held is None or held.write_ts <= write_ts:
             self.rows[entry.key] = StoredRow(entry, write_ts)
 
-    def write_dead_letter(self, key: DeadLetterKey, batch_id: int) -> None:
+    def write_dead_letter(self, key: DeadLetterKey, batch_id: int, write_ts: int | None = None) -> None:
+        """deadletters.write, `USING TIMESTAMP write_ts` (None: the server's clock, after every
+        batch): shadowed by a reset's deletes at its floor (deadletters.delete_partitions_before,
+        of every partition the store's offsets name: every partition a batch of it read)."""
+        if write_ts is not None and self.floor_ts is not None and write_ts <= self.floor_ts:
+            return
         self.dead_letters[key] = batch_id
 
     def record_retention(self, retention_ms: int | None) -> None:
@@ -263,7 +268,7 @@ class FakeCassandra:
             self.table_present = True
         self.rows.clear()
         self.dead_letters.clear()
-        if floor is not None:  # _shadow_partitions
+        if floor is not None:  # _shadow_partitions, and deadletters.delete_partitions_before
             self.floor_ts = max(self.floor_ts or 0, floor)
         cleared = dict.fromkeys(
             ("last_batch_id", "offsets", "pending_batch_id", "pending_ts", "pending_offsets", "pending_rules"), None

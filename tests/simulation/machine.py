@@ -47,22 +47,7 @@ from tests.simulation.truth import Truth
 
 # The known bugs (issue 45's item number, or a name for one the simulator found) and what
 # leaving out the events that reach each means. A bug's entry goes once it is fixed.
-KNOWN_BUGS: dict[str, str] = {
-    "reset-zombie-dead-letters": (
-        "a driver paused mid-batch past its lease, `statestore reset` (the partitioned table truncated in place, "
-        "its partitions deleted at the floor timestamp, the dead-letter table truncated), then the paused driver "
-        "goes on: its entries are shadowed, but its dead letters (written without USING TIMESTAMP, and no "
-        "delete at the floor shadows the dead-letter table) land in the emptied store, dead letters of records "
-        "no batch of the store read. Left out: no reset while a paused driver may still go on"
-    ),
-    "reset-uncommitted-checkpoint": (
-        "a checkpoint that planned batches and committed none (a --recover-from-store run that crashed in its "
-        "first batch), `statestore reset`, then a start on that checkpoint: checkpoint_problem refuses an old "
-        "checkpoint after a reset only once it committed a batch, so this one is accepted and the reset store "
-        "counts from where its batch 0 starts, the old store's position, not --starting-offsets: the input "
-        "before it is never counted. Left out: no start on a checkpoint of before a reset that committed nothing"
-    ),
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 WORDS = ("a", "b", "c", "B")
 MAX_PARTITIONS = 3
@@ -113,7 +98,6 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         self.replaced: CheckpointFolder | None = None  # the checkpoint an operator replaced last
         self.steps: list[str] = []  # what the driver did in the current event
         self.spark_failed_at: int | None = None  # the topic's partitions when Spark's query last failed
-        self.reset_over: set[str] = set()  # the checkpoints there were at the last reset
         # A paused driver (its job and the rest of its steps), once its pause outlived its lease.
         self.zombie: tuple[StreamJob, Iterator[Step]] | None = None
 
@@ -136,7 +120,7 @@ class BatchProtocolMachine(RuleBasedStateMachine):
 
     # --- the job ---
 
-    @precondition(lambda self: self.job is None and self.refusal is None and self._may_start_on(self.world.checkpoint))
+    @precondition(lambda self: self.job is None and self.refusal is None)
     @rule(max_future_ms=st.sampled_from(MAX_FUTURE_MS), max_offsets=st.sampled_from((None, 1, 2, 3)),
           crash_at=STEP_INDEX, order=st.integers(0, 3))  # fmt: skip
     def start_job(self, max_future_ms: int, max_offsets: int | None, crash_at: int | None, order: int) -> None:
@@ -160,17 +144,6 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         step: between batches) for longer than the lease TTL (SIGSTOP, a GC pause, a suspended
         VM): the job no longer runs; the paused driver goes on later (zombie_resumes)."""
         self._run(self.job.trigger(order), None, pause_at=pause_at)
-
-    def _may_start_on(self, folder: CheckpointFolder) -> bool:
-        """A start on `folder` is taken unless, with reset-uncommitted-checkpoint left out, it
-        planned batches before a reset and committed none."""
-        if "reset-uncommitted-checkpoint" not in self.excluded:
-            return True
-        return not (folder.offsets and not folder.commits and folder.location in self.reset_over)
-
-    def _may_reset(self) -> bool:
-        """A reset is taken unless a paused driver may still go on, with reset-zombie-dead-letters left out."""
-        return self.zombie is None or "reset-zombie-dead-letters" not in self.excluded
 
     def _batch_ahead(self) -> bool:
         """A job runs and its next trigger has a batch to run (one to run again, or new records)."""
@@ -216,11 +189,7 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         the driver's retries."""
         self.world.cassandra.lwt_faults = list(outcomes)
 
-    @precondition(
-        lambda self: (
-            self.job is None and self.refusal is None and self.job_class.protocol_faults() and self._may_reset()
-        )
-    )
+    @precondition(lambda self: self.job is None and self.refusal is None and self.job_class.protocol_faults())
     @rule(drop=st.booleans())
     def operator_acts(self, drop: bool) -> None:
         """Between runs: `statestore reset` (the next start is on the checkpoint in use, refused
@@ -266,12 +235,7 @@ class BatchProtocolMachine(RuleBasedStateMachine):
     # --- the ways out of a refusal (mismatch_error's text) ---
 
     @precondition(
-        lambda self: (
-            self.refusal is not None
-            and self.replaced is not None
-            and "restore the original" in self.refusal
-            and self._may_start_on(self.replaced)
-        )
+        lambda self: self.refusal is not None and self.replaced is not None and "restore the original" in self.refusal
     )
     @rule(crash_at=STEP_INDEX, order=st.integers(0, 3))
     def way_out_restore_original(self, crash_at: int | None, order: int) -> None:
@@ -282,10 +246,7 @@ class BatchProtocolMachine(RuleBasedStateMachine):
 
     @precondition(
         lambda self: (
-            self.refusal is not None
-            and "statestore reset" in self.refusal
-            and self.job_class.protocol_faults()
-            and self._may_reset()
+            self.refusal is not None and "statestore reset" in self.refusal and self.job_class.protocol_faults()
         )
     )
     @rule(crash_at=STEP_INDEX, order=st.integers(0, 3))
@@ -385,8 +346,6 @@ class BatchProtocolMachine(RuleBasedStateMachine):
             world.clock_ms = held.expires_ms
         world.cassandra.reset()
         self.truth.forget(world.cassandra)
-        folders = [world.checkpoint, *self.backups, *([self.replaced] if self.replaced else [])]
-        self.reset_over |= {folder.location for folder in folders}
         self.steps = [f"statestore reset (the store's table generation {world.cassandra.table_generation})"]
 
     def _pause(self, steps: Iterator[Step]) -> None:

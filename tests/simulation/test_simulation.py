@@ -12,7 +12,7 @@ from tests.simulation.runner import run_seed
 
 # The known bugs whose events this run leaves out (machine.KNOWN_BUGS says what each leaves
 # out). Remove a bug's name here once it is fixed: the run then takes its events again.
-KNOWN_BUGS_EXCLUDED: frozenset[str] = frozenset({"reset-zombie-dead-letters", "reset-uncommitted-checkpoint"})
+KNOWN_BUGS_EXCLUDED: frozenset[str] = frozenset()
 # The run's budget: about 15 CPU-seconds (measured on the 2-core CI machine: 2000 examples of
 # 40 events took 25 CPU-s, 49 s while another test run kept it busy), under half the minute a
 # CI lane may give it even when busy.
@@ -35,8 +35,9 @@ def test_the_store_equals_the_truth_of_its_input_through_crashes_restarts_and_re
 
     Also a driver paused past its lease that goes on after another run took the store,
     registry transactions of unknown outcome, `statestore reset` and a table dropped by hand
-    between runs. Two bugs found there are left out until fixed (KNOWN_BUGS_EXCLUDED; their
-    sequences are xfail tests in test_writers.py).
+    between runs. The two bugs found there (a paused driver's dead letters in a reset store; a
+    checkpoint of before a reset that planned and committed nothing) are fixed; their sequences
+    are tests in test_writers.py.
 
     Under the "ci" Hypothesis profile (derandomize) the seed is fixed, so CI runs the same
     examples every time; otherwise each run draws a new seed, printed with a failure."""

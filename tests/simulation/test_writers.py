@@ -10,7 +10,7 @@ import pytest
 from statestore.core.codecs import decode_long
 from statestore.store.book.lease import LeaseLostError
 from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE, LWT_LOST
-from tests.simulation.machine import BatchProtocolMachine, CountsWrong, DeadLetterUnexpected
+from tests.simulation.machine import BatchProtocolMachine
 
 
 def _machine() -> BatchProtocolMachine:
@@ -96,10 +96,12 @@ def test_a_dropped_table_is_refused_until_the_reset_then_a_new_checkpoint_counts
     assert decode_long(machine.world.cassandra.rows[b"a"].entry.value) == 1
 
 
-@pytest.mark.xfail(strict=True, raises=DeadLetterUnexpected, reason="machine.KNOWN_BUGS['reset-zombie-dead-letters']")
 def test_a_paused_drivers_dead_letters_do_not_land_in_a_reset_store():
     """Found by the simulator (seed 13, 300 examples; shrunk): a driver paused after beginning a
-    batch with a record without a value, `statestore reset`, then the paused driver goes on."""
+    batch with a record without a value, `statestore reset`, then the paused driver goes on: its
+    dead letters, written without a timestamp, landed in the emptied store (DeadLetterUnexpected).
+    Now they carry their batch's write timestamp and the reset deletes each partition the store
+    read at its floor (deadletters.delete_partitions_before)."""
     machine = _machine()
     machine.start_job(crash_at=None, max_future_ms=1000, max_offsets=None, order=0)
     _produce(machine, words=())
@@ -107,13 +109,15 @@ def test_a_paused_drivers_dead_letters_do_not_land_in_a_reset_store():
     machine.trigger_and_pause(order=0, pause_at=1)
     machine.operator_acts(drop=False)
     machine.zombie_resumes(crash_at=None)
+    machine.store_equals_truth()
+    assert not machine.world.cassandra.dead_letters
 
 
-@pytest.mark.xfail(strict=True, raises=CountsWrong, reason="machine.KNOWN_BUGS['reset-uncommitted-checkpoint']")
 def test_a_checkpoint_of_before_a_reset_that_committed_nothing_is_refused():
     """Found by the simulator (seed 5, 1,000 examples; this is its sequence, shortened by hand):
     a --recover-from-store run crashes after planning its batch 0, the store is reset, and the
-    job restarts on that checkpoint: its batch 0 starts at the old store's position."""
+    job restarts on that checkpoint: its batch 0 started at the old store's position
+    (CountsWrong). Now checkpoint_problem refuses it: a reset store keeps its floor as last_ts."""
     machine = _machine()
     machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
     _produce(machine)
@@ -123,4 +127,7 @@ def test_a_checkpoint_of_before_a_reset_that_committed_nothing_is_refused():
     machine.trigger(crash_at=0, backup_at=None, order=0)  # offsets/0 planned, then a crash
     machine.operator_acts(drop=False)
     machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    assert machine.refusal is not None and "planned or read batches" in machine.refusal
+    machine.way_out_recover(crash_at=None, order=0)  # the way out it names: a new, empty checkpoint
     machine.trigger(crash_at=None, backup_at=None, order=0)
+    machine.store_equals_truth()

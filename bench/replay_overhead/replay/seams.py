@@ -39,12 +39,12 @@ def count_first(write_dead_letters):
     dead_letter_rows (a union of two branches over every Kafka partition) for every batch,
     even though the set is almost always empty."""
 
-    def write_if_any(session, batch_df, spec, batch_id):
+    def write_if_any(session, batch_df, spec, batch_id, **options):
         from statestore.stream.transforms import dead_letter_rows
 
         if dead_letter_rows(batch_df).count() == 0:
             return Counter()
-        return write_dead_letters(session, batch_df, spec, batch_id)
+        return write_dead_letters(session, batch_df, spec, batch_id, **options)
 
     return write_if_any
 

@@ -73,13 +73,20 @@ def ensure_table(
     return added
 
 
-def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurrency: int = 16) -> None:
+def write(
+    session, keyspace: str, store: str, letters: list[DeadLetter], concurrency: int = 16, write_ts: int | None = None
+) -> None:
+    """Write `letters`; `write_ts`: the write timestamp of their batch (epoch micros; None: the
+    server's clock, for tools), so a reset's deletes at its floor timestamp shadow the dead letters
+    of a writer paused mid-batch as they shadow its entries (statestore.store.admin.truncate_store)."""
+    stamped = "" if write_ts is None else " USING TIMESTAMP ?"
     insert = prepare(
         session,
         f"INSERT INTO {validate_keyspace(keyspace)}.{deadletter_table(store)} (topic, kafka_partition,"
         " kafka_offset, reason, kafka_timestamp, detail, raw, batch_id, stream_time, recorded_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, toTimestamp(now()))",
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, toTimestamp(now())){stamped}",
     )
+    stamp = () if write_ts is None else (write_ts,)
     insert.is_idempotent = True
     work = (
         (
@@ -94,11 +101,25 @@ def write(session, keyspace: str, store: str, letters: list[DeadLetter], concurr
                 d.raw,
                 d.batch_id,
                 d.stream_time_ms,
+                *stamp,
             ),
         )
         for d in letters
     )
     execute_concurrent(session, work, concurrency=concurrency, raise_on_first_error=True)
+
+
+def delete_partitions_before(session, keyspace: str, store: str, partitions, floor_ts: int) -> None:
+    """Delete the dead letters of each (topic, Kafka partition) in `partitions` USING TIMESTAMP
+    `floor_ts`: every dead letter a batch wrote at or below that timestamp is shadowed, even one
+    written after this delete (a writer paused mid-batch), and later batches' are not."""
+    delete = prepare(
+        session,
+        f"DELETE FROM {validate_keyspace(keyspace)}.{deadletter_table(store)} USING TIMESTAMP ?"
+        " WHERE topic = ? AND kafka_partition = ?",
+    )
+    for topic, partition in partitions:
+        session.execute(delete, (floor_ts, topic, partition))
 
 
 def read_all(session, keyspace: str, store: str, page_size: int = 500) -> Iterator[DeadLetter]:

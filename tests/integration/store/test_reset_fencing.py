@@ -1,7 +1,7 @@
 """A reset on the real Cassandra fences every earlier writer: it takes the store's lease and a
 newer epoch before it truncates, so a writer paused mid-batch records nothing afterwards, and the
-entries such a writer still sends after the truncate (with its batch's write timestamp) are
-shadowed, while a new stream's writes (timestamps above the reset's floor) count."""
+entries and dead letters such a writer still sends after the truncate (with its batch's write
+timestamp) are shadowed, while a new stream's writes (timestamps above the reset's floor) count."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from statestore.core.errors import StoreFencedError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.partitioner import partition_for
 from statestore.store import admin
-from statestore.store.book import registry
+from statestore.store.book import deadletters, registry
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.store.provision import provision_store
 from statestore.stream.position import write_ts_for
@@ -28,6 +28,11 @@ def _write(session, spec: StoreSpec, word: str, count: int, batch_id: int, ts: i
         " USING TIMESTAMP %s",
         (partition_for(key, spec.partitions), key, encode_long(count), batch_id, ts),
     )
+
+
+def _letter(offset: int, batch_id: int) -> deadletters.DeadLetter:
+    """A dead letter of topic t, partition 0 (a message without a value)."""
+    return deadletters.DeadLetter("t", 0, offset, 0, deadletters.NULL_VALUE, "no value", None, batch_id, None)
 
 
 def test_a_reset_fences_the_writer_it_interrupts(session, keyspace, store_name):
@@ -60,10 +65,13 @@ def test_a_reset_fences_the_writer_it_interrupts(session, keyspace, store_name):
     assert after.epoch > old and not after.has_batches and after.offsets is None
     assert dump(session, keyspace, store_name) == {}
 
-    # The paused writer wakes up: the rest of its batch lands after the truncate, its record
-    # (and any later batch) is refused.
+    # The paused writer wakes up: the rest of its batch lands after the truncate (its entries
+    # and its dead letters, found by the simulator: they landed), its record (and any later
+    # batch) is refused.
     for word in ("late", "words", "of", "the", "zombie"):
         _write(session, spec, word, 1, 1, ts)
+    deadletters.write(session, keyspace, store_name, [_letter(7, 1)], write_ts=ts)
+    assert list(deadletters.read_all(session, keyspace, store_name)) == []
     with pytest.raises(StoreFencedError, match="recording batch 1"):
         registry.record_batch(session, spec, batch1, None, old)
     batch2 = BatchPosition(
@@ -87,8 +95,10 @@ def test_a_reset_fences_the_writer_it_interrupts(session, keyspace, store_name):
     )
     registry.begin_batch(session, spec, fresh, new)
     _write(session, spec, "late", 7, 0, fresh_ts)
+    deadletters.write(session, keyspace, store_name, [_letter(2, 0)], write_ts=fresh_ts)
     registry.record_batch(session, spec, fresh, None, new)
     assert dump(session, keyspace, store_name) == {"late": 7}
+    assert [(d.kafka_offset, d.batch_id) for d in deadletters.read_all(session, keyspace, store_name)] == [(2, 0)]
 
 
 # Global, window and session stores under a batch in flight move to a new table generation

@@ -54,9 +54,9 @@ def test_a_batch_whose_dead_letters_exceed_the_bound_is_written_whole_one_bound_
             groups.append((_held(group), len(group)))
             yield group
 
-    def measured_write(session, keyspace, store, chunk):
+    def measured_write(session, keyspace, store, chunk, write_ts=None):
         chunks.append(sum(len(d.raw or b"") + len(d.detail or "") for d in chunk))
-        deadletters.write(session, keyspace, store, chunk)
+        deadletters.write(session, keyspace, store, chunk, write_ts=write_ts)
 
     def step(session, batch_df, spec, batch_id, **late):  # what the stream calls, with a small bound
         return dead_letters.write_dead_letters(

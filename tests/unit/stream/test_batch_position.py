@@ -5,6 +5,7 @@ with the very offsets it recorded for it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -67,11 +68,16 @@ def test_offsets_compare_as_json_not_as_text():
 
 
 def test_a_store_with_no_batches_refuses_a_checkpoint_that_read_input():
-    empty = _progress(None, None, None, None, query=None)
+    empty = replace(_progress(None, None, None, None, query=None), last_ts=None)  # never held a batch
     assert checkpoint_problem(empty, None, recover=False) is None  # a new checkpoint
     assert checkpoint_problem(empty, "q", recover=False, checkpoint_committed=False) is None  # crashed in batch 0
     assert "holds no batches" in checkpoint_problem(empty, "q", recover=False, checkpoint_committed=True)
     assert "holds no batches" in checkpoint_problem(empty, "q", recover=True, checkpoint_committed=True)
+    # Reset (its floor kept as last_ts): a checkpoint that planned a batch before the reset would
+    # count from the old store's position (found by the simulator: reset-uncommitted-checkpoint).
+    reset = replace(empty, last_ts=1_700_000_000_000_000)
+    assert checkpoint_problem(reset, None, recover=False) is None
+    assert "planned or read" in checkpoint_problem(reset, "q", recover=True, checkpoint_committed=False)
 
 
 def test_a_topic_created_again_is_refused_once_the_store_read_it():
