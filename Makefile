@@ -128,7 +128,7 @@ test: install browser netfilter ## every test, on the real stack (started and st
 # The batch protocol's simulator (tests/simulation; docs/consistency.md, "The protocol simulator"):
 # seed after seed for SIM_SECONDS, every event included, the known bugs' too; a failure prints its
 # seed and the shortest sequence of events and exits 1. SEED=S starts at seed S (SIM_SECONDS=0: that
-# seed only); EXCLUDE=NAME,... leaves the events of known bugs (machine.KNOWN_BUGS) out. CI runs a bounded run.
+# seed only); EXCLUDE=NAME,... leaves the events of known bugs out (machine.KNOWN_BUGS, cache.CACHE_KNOWN_BUGS).
 SIM_SECONDS ?= 600
 SEED ?=
 EXCLUDE ?=
