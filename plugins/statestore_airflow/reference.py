@@ -53,6 +53,12 @@ def _doc(obj: Any) -> tuple[list[str], list[tuple[str, str]]]:
     return paragraphs, params
 
 
+def _literal(value: Any) -> str:
+    """A default as the code formatter writes it (strings in double quotes: `ruff format`
+    checks the page's code blocks)."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
 def _signature(name: str, function: Any, more: bool = False) -> str:
     """`name(args)` without self and **kwargs (`more`: with them, as `**kwargs`)."""
     sig = inspect.signature(function)
@@ -62,7 +68,7 @@ def _signature(name: str, function: Any, more: bool = False) -> str:
         if p.kind is p.KEYWORD_ONLY and not keyword_only:
             args.append("*")
             keyword_only = True
-        args.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+        args.append(p.name if p.default is p.empty else f"{p.name}={_literal(p.default)}")
     if more:
         args.append("**kwargs")
     return f"{name}({', '.join(args)})"
