@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -205,6 +206,16 @@ def alter_store(session, keyspace: str, name: str, changes: Mapping[str, Any]) -
     if "compaction" in changes and "compaction_options" not in changes:
         current = current.with_compaction(changes["compaction"])
     wanted = current.updated(changes)
+    if wanted.default_time_to_live:
+        # Before the TTL can reach a row: a stream's apply cache then trusts no file that may
+        # vouch for a row written under it, even if the TTL is gone again before its next batch
+        # reads the table's options (the stream records the same mark once it sees a TTL).
+        recorded = registry.progress(session, keyspace, name).ttl_expiring_until
+        mark = registry.ttl_expiry_to_record(
+            wanted.default_time_to_live, time.time(), None if recorded is None else recorded / 1000
+        )
+        if mark is not None:
+            registry.record_ttl_expiry(session, spec, int(mark * 1000))
     session.execute(
         f"ALTER TABLE {spec.keyspace}.{spec.table} WITH {wanted.cql(_default_comment(spec))}",
         execution_profile=DDL_PROFILE,

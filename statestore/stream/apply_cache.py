@@ -63,6 +63,8 @@ from dataclasses import dataclass, field
 
 import lmdb
 
+from statestore.store.book.registry import ttl_expiry_to_record
+
 # Address space an environment may grow into (the file holds only what is written).
 _MAP_SIZE = 1 << 40
 
@@ -157,8 +159,13 @@ class CacheLedger:
         table's default TTL now and the time until which the store's registry says rows written
         under a TTL may expire (`recorded_until_s`, from any earlier run: ttl_expiry_to_record).
         Never while the table has a TTL: Cassandra drops a row when it expires, and a file holding
-        it would bring its count back. Nor until the rows written under it can no longer expire."""
+        it would bring its count back. Nor until the rows written under it can no longer expire.
+        A recorded time later than any this ledger knew (`statestore alter-store` records one
+        before it sets a TTL, maybe while a batch writes) also ends the trust in every token:
+        a file of that batch may hold a row written under the TTL."""
         if recorded_until_s is not None:
+            if recorded_until_s > self.expiring_until:
+                self.forget()
             self.expiring_until = max(self.expiring_until, recorded_until_s)
         if table_ttl_s:
             self.expiring_until = max(self.expiring_until, now_s + table_ttl_s)
@@ -190,24 +197,6 @@ def batch_cache_plan(
     count = buckets()
     fresh = not has_batches and store_is_empty()
     return mark, ledger.plan(store, batch_id, count, outside_writes, fresh)
-
-
-# How far past now + TTL the registry's expiry mark is set (ttl_expiry_to_record): it covers the
-# writes of the batch that sets it, which come after its `now`, and is renewed once per this span.
-TTL_MARK_AHEAD_S = 3_600.0
-
-
-def ttl_expiry_to_record(table_ttl_s: int | None, now_s: float, recorded_until_s: float | None) -> float | None:
-    """Pure: the time (wall-clock seconds) to record in the store's registry as the end of the
-    span in which its rows written under the table's TTL may expire, or None to leave the
-    recorded one. Recorded ahead (TTL_MARK_AHEAD_S past now + TTL, at most twice that) and
-    renewed once now + TTL comes within TTL_MARK_AHEAD_S of it: one registry write an hour
-    while the table has a TTL, and the rows written until then expire before the mark."""
-    if not table_ttl_s:
-        return None
-    if recorded_until_s is not None and recorded_until_s >= now_s + table_ttl_s + TTL_MARK_AHEAD_S:
-        return None
-    return now_s + table_ttl_s + 2 * TTL_MARK_AHEAD_S
 
 
 # How often (in batches) tasks remove the files of buckets that moved to another executor.

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.simulation.cache import CacheProtocolMachine, CacheProtocolMachineWithoutTtlDuringBatch, CacheVouchedWrong
+from tests.simulation.cache import (
+    ALTER_STORE,
+    CQL,
+    CacheProtocolMachine,
+    CacheProtocolMachineWithoutTtlDuringBatch,
+    CacheVouchedWrong,
+)
 from tests.simulation.runner import simulation_settings
 
 # About 5 CPU-seconds (measured: --durations on the 2-core machine, other runs beside it).
@@ -26,9 +32,22 @@ def test_a_table_ttl_set_during_a_batch_and_removed_before_the_next_leaves_no_fi
     machine = CacheProtocolMachine()
     machine.start_job(max_future_ms=1_000, max_offsets=None, crash_at=None, order=0)
     machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=0)
-    machine.trigger(crash_at=None, backup_at=None, order=0, seed=0, deaths=[], ttl_during=True)
+    machine.trigger(crash_at=None, backup_at=None, order=0, seed=0, deaths=[], ttl_during=CQL)
     machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=100_000)
-    machine.trigger(crash_at=None, backup_at=None, order=0, seed=0, deaths=[], ttl_during=False)
+    machine.trigger(crash_at=None, backup_at=None, order=0, seed=0, deaths=[], ttl_during=None)
+
+
+def test_a_table_ttl_set_during_a_batch_by_alter_store_leaves_no_file_trusted():
+    """The same sequence with the TTL set by `statestore alter-store` (admin.alter_store), which
+    records the registry's expiry mark before its ALTER: batch 1 trusts no file, and the store
+    counts 'a' from nothing (its row expired)."""
+    machine = CacheProtocolMachine()
+    machine.start_job(max_future_ms=1_000, max_offsets=None, crash_at=None, order=0)
+    machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=0)
+    machine.trigger(crash_at=None, backup_at=None, order=0, seed=0, deaths=[], ttl_during=ALTER_STORE)
+    machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=100_000)
+    machine.trigger(crash_at=None, backup_at=None, order=0, seed=0, deaths=[], ttl_during=None)
+    machine.store_equals_truth()
 
 
 def test_the_apply_cache_vouches_only_for_what_the_store_holds():

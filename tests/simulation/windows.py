@@ -260,7 +260,7 @@ class WindowStreamJob(StreamJob):
 
         if letters:
             for letter in letters:
-                self.cassandra.write_dead_letter(letter, batch_id)
+                self.cassandra.write_dead_letter(letter, batch_id, position.write_ts)
             yield Step("dead letters", f"batch {batch_id}: {len(letters)} dead letter(s) written", position, max_future)
         self.cassandra.record_batch(position, stats.max_time_ms, self.epoch)  # recording.done
         yield Step("record", f"batch {batch_id} recorded, ending at {position.end.as_json()}", position, max_future)

@@ -484,6 +484,26 @@ def record_topic_id(session, spec: StoreSpec, topic_id: str, epoch: int) -> None
     _fenced(session, update, (topic_id, spec.name), spec, epoch, "recording its source topic")
 
 
+# How far past now + TTL the registry's expiry mark is set (ttl_expiry_to_record): it covers the
+# writes of the batch that sets it, which come after its `now`, and is renewed once per this span.
+TTL_MARK_AHEAD_S = 3_600.0
+
+
+def ttl_expiry_to_record(table_ttl_s: int | None, now_s: float, recorded_until_s: float | None) -> float | None:
+    """Pure: the time (wall-clock seconds) to record in the store's registry as the end of the
+    span in which its rows written under the table's TTL may expire, or None to leave the
+    recorded one. Recorded ahead (TTL_MARK_AHEAD_S past now + TTL, at most twice that) and
+    renewed once now + TTL comes within TTL_MARK_AHEAD_S of it: one registry write an hour
+    while the table has a TTL, and the rows written until then expire before the mark. The
+    stream records it before a batch under a TTL (statestore.stream.apply_cache), and
+    statestore.store.admin.alter_store before it sets one."""
+    if not table_ttl_s:
+        return None
+    if recorded_until_s is not None and recorded_until_s >= now_s + table_ttl_s + TTL_MARK_AHEAD_S:
+        return None
+    return now_s + table_ttl_s + 2 * TTL_MARK_AHEAD_S
+
+
 def record_ttl_expiry(session, spec: StoreSpec, until_ms: int) -> None:
     """Record that rows of the store written under a table TTL may expire until `until_ms`
     (epoch ms), so a later run, even one that never sees that TTL (removed in between), knows

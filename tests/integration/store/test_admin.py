@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 
@@ -91,8 +92,13 @@ def test_alter_ttl_and_compaction(session, keyspace, store_name):
     leveled = {"compaction": "LeveledCompactionStrategy", "compaction_options": {"fanout_size": 8}}
     admin.create_store(session, keyspace, store_name, "partitioned-kv", 2, leveled)
     table = f"{store_name}_store"
+    assert registry.progress(session, keyspace, store_name).ttl_expiring_until is None
+    before_ms = time.time() * 1000
     now = admin.alter_store(session, keyspace, store_name, {"ttl": "86400"})
     assert now.default_time_to_live == 86400
+    # Recorded before the ALTER: a stream's apply cache trusts no file that may vouch for a row
+    # written under the TTL, even one set and removed again between two of its batches' plans.
+    assert registry.progress(session, keyspace, store_name).ttl_expiring_until >= before_ms + 86_400_000
     options = _table_options(session, keyspace, table)
     assert options["default_time_to_live"] == 86400
     assert options["compaction"]["fanout_size"] == "8"  # other options kept

@@ -4,7 +4,8 @@ the second run's cache off until the rows written under it can no longer expire.
 
 from __future__ import annotations
 
-from statestore.stream.apply_cache import TTL_MARK_AHEAD_S, CacheLedger, ttl_expiry_to_record
+from statestore.store.book.registry import TTL_MARK_AHEAD_S, ttl_expiry_to_record
+from statestore.stream.apply_cache import CacheLedger
 
 
 def test_a_ttl_is_recorded_ahead_and_renewed_once_it_comes_within_the_margin():
@@ -24,3 +25,15 @@ def test_a_new_run_with_no_ttl_distrusts_the_cache_until_the_recorded_mark():
     assert not ledger.admits(None, 1_499.0)  # remembered, even when the next read gives no mark
     assert ledger.admits(0, 1_500.0, recorded_until_s=1_500.0)
     assert CacheLedger().admits(0, 1_000.0, recorded_until_s=None)
+
+
+def test_a_mark_recorded_while_the_ledger_held_tokens_ends_the_trust_in_them():
+    """statestore alter-store records a mark before it sets a TTL, maybe while a batch writes (its
+    plan saw neither): that batch's files may hold rows written under the TTL, so no later plan
+    trusts them, even once the mark has passed (found by the simulator, seed 100 of --store cache)."""
+    ledger = CacheLedger()
+    assert ledger.admits(None, 1_000.0)
+    ledger.record(4, 2, None, [(0, "t0"), (1, "t1")])  # batch 4's files, a TTL set while it wrote
+    assert not ledger.admits(None, 1_010.0, recorded_until_s=9_000.0)  # the mark alter-store recorded
+    assert ledger.admits(None, 9_000.0, recorded_until_s=9_000.0)  # the mark passed: the cache again ...
+    assert ledger.plan("ks.words", 5, 2, None, fresh=False).expected == {}  # ... but no file of batch 4
