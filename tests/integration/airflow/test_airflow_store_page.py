@@ -476,6 +476,12 @@ def test_state_store_admin_can_be_triggered_from_its_form(api_server, token, bro
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
 
+    def runs() -> list[dict]:
+        status, body = _get(f"{api_server}/api/v2/dags/state_store_admin/dagRuns", token)
+        return json.loads(body)["dag_runs"] if status == 200 else []
+
+    # Runs of the DAG other tests left in the shared metadata database (dag.test()) are not this one.
+    earlier = {run["dag_run_id"] for run in runs()}
     wait = _login(browser, api_server, token)
     browser.get(f"{api_server}/dags/state_store_admin")
     wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid='trigger-dag-button']"))).click()
@@ -483,12 +489,11 @@ def test_state_store_admin_can_be_triggered_from_its_form(api_server, token, bro
     wait.until(lambda _: submit.is_enabled(), "the form's Trigger button stays disabled")
     submit.click()
 
-    def runs() -> list[dict]:
-        status, body = _get(f"{api_server}/api/v2/dags/state_store_admin/dagRuns", token)
-        return json.loads(body)["dag_runs"] if status == 200 else []
+    def new_runs() -> list[dict]:
+        return [run for run in runs() if run["dag_run_id"] not in earlier]
 
-    wait.until(lambda _: runs())
-    [run] = runs()
+    wait.until(lambda _: new_runs(), "no run triggered by the form")
+    [run] = new_runs()
     assert run["conf"]["action"] == "describe" and run["conf"].get("confirm") is None
     request = urllib.request.Request(
         f"{api_server}/api/v2/dags/state_store_admin/dagRuns/{run['dag_run_id']}",

@@ -142,6 +142,10 @@ def _registered(keyspace: str, store: str) -> StoreSpec:
     return registry.register(_session(_config(keyspace, "dc1", "AUTO")), spec)
 
 
+def _epoch_is(session, keyspace: str, store: str, epoch: int) -> bool:
+    return registry.progress(session, keyspace, store).epoch == epoch
+
+
 def _claims(lease: StoreLease) -> bool:
     """The lease's own insert (StoreLease._try_insert: what acquire runs once its scope check
     has passed), judged as acquire judges it: applied, or the row already ours (a retry)."""
@@ -170,6 +174,11 @@ def test_at_local_serial_two_data_centers_can_both_take_one_store(dc_keyspace):
                 both_leased.append(i)
         if not both_epoch:
             spec = _registered(dc_keyspace, f"epoch{i}")
+            # A store's first epoch is random (registry.first_epoch): race the next one, which
+            # both writers compute as the current one plus 1.
+            first = registry.take_epoch(sessions[0], spec)
+            seen_in_dc2 = partial(_epoch_is, sessions[1], dc_keyspace, spec.name, first)
+            wait_until(seen_in_dc2, 10, "the first epoch replicated to dc2", every_s=0.1)
             taken = _at_once(*(partial(registry.take_epoch, session, spec) for session in sessions))
             if taken[0] == taken[1]:
                 both_epoch.append((i, taken[0]))
