@@ -160,7 +160,7 @@ class CacheLedger:
         under a TTL may expire (`recorded_until_s`, from any earlier run: ttl_expiry_to_record).
         Never while the table has a TTL: Cassandra drops a row when it expires, and a file holding
         it would bring its count back. Nor until the rows written under it can no longer expire.
-        A recorded time later than any this ledger knew (`statestore alter-store` records one
+        A recorded time later than any this ledger knew (statestore.store.admin.alter_store records one
         before it sets a TTL, maybe while a batch writes) also ends the trust in every token:
         a file of that batch may hold a row written under the TTL."""
         if recorded_until_s is not None:

@@ -69,7 +69,7 @@ ALTER_STORE, CQL = "alter-store", "CQL"
 # The cache's known bugs (the simulator's name: what leaving it out means). An entry goes once fixed.
 CACHE_KNOWN_BUGS: dict[str, str] = {
     "ttl-during-batch": (
-        "A table TTL set by CQL alone (not statestore alter-store, which records the mark first) after a "
+        "A table TTL set by CQL alone (not admin.alter_store, which records the mark first) after a "
         "batch's plan read the table's TTL (none) and removed before the next "
         "batch's plan: no plan saw it, so no run recorded ttl_expiring_until, the ledger trusts the "
         "batch's files, and they vouch for rows that expire (found at seed 13; "
@@ -197,9 +197,9 @@ def bucket_of(key: bytes, buckets: int) -> int:
 class TaskFaults:
     """What befalls a batch's tasks: `seed` places each attempt on an executor and picks the
     task whose first attempts die after `deaths[i]` landings each; `ttl_during`: a table TTL
-    set before the batch's first landing and removed after its record, by `statestore
-    alter-store` (ALTER_STORE: admin.alter_store records the registry's expiry mark first) or by
-    CQL alone (CQL, KNOWN: ttl-during-batch); None: no TTL set during the batch."""
+    set before the batch's first landing and removed after its record, by the library
+    (ALTER_STORE: admin.alter_store records the registry's expiry mark first) or by CQL alone
+    (CQL, KNOWN: ttl-during-batch); None: no TTL set during the batch."""
 
     seed: int = 0
     deaths: tuple[int, ...] = ()
@@ -462,7 +462,7 @@ class CacheProtocolMachine(BatchProtocolMachine):
     ) -> None:
         """The query's next micro-batch (as BatchProtocolMachine.trigger); with the cache, its
         tasks placed by `seed`, one task's first attempts dying after `deaths` landings each,
-        and (`ttl_during`) a table TTL set during the batch (by alter-store or by CQL alone),
+        and (`ttl_during`) a table TTL set during the batch (by admin.alter_store or by CQL alone),
         removed after it."""
         if ttl_during == CQL and not self.ttl_during_batch:
             ttl_during = None

@@ -38,7 +38,7 @@ def test_a_table_ttl_set_during_a_batch_and_removed_before_the_next_leaves_no_fi
 
 
 def test_a_table_ttl_set_during_a_batch_by_alter_store_leaves_no_file_trusted():
-    """The same sequence with the TTL set by `statestore alter-store` (admin.alter_store), which
+    """The same sequence with the TTL set by admin.alter_store (the hook's, the admin DAG's `alter`), which
     records the registry's expiry mark before its ALTER: batch 1 trusts no file, and the store
     counts 'a' from nothing (its row expired)."""
     machine = CacheProtocolMachine()
