@@ -358,8 +358,10 @@ class CachedStreamJob(StreamJob):
         delta_of = {delta.key: delta for delta in deltas}
 
         def check(keys: list[bytes], found: list[bytes | None], to_read: list[int]) -> None:
-            if cassandra.progress_row.epoch != self.epoch:
-                return  # a fenced writer (paused past its lease): only what lands counts (the truth)
+            if cassandra.progress_row.epoch != self.epoch or not cassandra.table_present:
+                # A fenced writer (paused past its lease), or a table dropped under it: its writes
+                # are shadowed or refused; only what lands counts, which the truth checks.
+                return
             read = set(to_read)
             for i, key in enumerate(keys):
                 if i in read:
