@@ -172,11 +172,15 @@ class CachedCassandra(FakeCassandra):
         row = self.rows.get(key)
         return None if row is None else stored_record(row.entry)
 
-    def delete_outside(self, key: bytes, now_us: int) -> None:
-        """A delete by a program other than the stream (the expire job), at `now_us`."""
-        self.rows.pop(key, None)
+    def delete_outside(self, key: bytes) -> None:
+        """A delete by the expire job: `USING TIMESTAMP` of the write time it read of the row
+        (statestore.maintenance.expire.entries), so any later batch's write wins over it. Nothing
+        when the store does not hold the key (the job only deletes rows it read)."""
+        held = self.rows.pop(key, None)
+        if held is None:
+            return
         self.expires_at.pop(key, None)
-        self.tombstones[key] = max(self.tombstones.get(key, -1), now_us)
+        self.tombstones[key] = max(self.tombstones.get(key, -1), held.write_ts)
         self.changed_outside.add(key)
 
     def mark_outside_writes(self, ongoing: bool, now_us: int) -> None:
@@ -496,7 +500,7 @@ class CacheProtocolMachine(BatchProtocolMachine):
             return
         self.marked_at = max(self.marked_at + 1, self.world.now_us())
         cassandra.mark_outside_writes(True, self.marked_at)
-        cassandra.delete_outside(word.encode(), self.marked_at)
+        cassandra.delete_outside(word.encode())
         self.steps = [f"the expire job marked the store and deleted {word!r}"]
         if finishes:
             self.marked_at += 1
