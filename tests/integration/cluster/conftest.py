@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,12 @@ def cluster_topic(cluster_kafka, request):
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
     kafka_io.ensure_topic(cluster_kafka, name, 4)
     yield name
-    delete_topic(cluster_kafka, name)
+    # Clean-up only: a topic each test names afresh. A test that killed a broker may leave the
+    # controller slow to answer for a while; the deletion is then left to the cluster's teardown.
+    try:
+        delete_topic(cluster_kafka, name)
+    except TimeoutError:
+        warnings.warn(f"topic {name} not deleted within 30 s (a broker was killed?)", stacklevel=1)
 
 
 @pytest.fixture(scope="session")
