@@ -376,12 +376,15 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         return "\n  ".join([*lines, *self.steps])
 
 
-def machine_excluding(excluded: frozenset[str]) -> type[BatchProtocolMachine]:
-    """The state machine that never takes the events of the known bugs `excluded` (KNOWN_BUGS)."""
+def machine_excluding(
+    excluded: frozenset[str], base: type[BatchProtocolMachine] = BatchProtocolMachine
+) -> type[BatchProtocolMachine]:
+    """The state machine `base` (a store kind's) that never takes the events of the known bugs
+    `excluded` (KNOWN_BUGS)."""
     unknown = excluded - set(KNOWN_BUGS)
     if unknown:
         raise ValueError(f"unknown known bugs {sorted(unknown)}: choose among {sorted(KNOWN_BUGS)}")
     if not excluded:
-        return BatchProtocolMachine
-    name = "BatchProtocolMachineWithout_" + "_".join(sorted(e.replace("-", "_") for e in excluded))
-    return type(name, (BatchProtocolMachine,), {"excluded": frozenset(excluded)})
+        return base
+    name = f"{base.__name__}Without_" + "_".join(sorted(e.replace("-", "_") for e in excluded))
+    return type(name, (base,), {"excluded": frozenset(excluded)})

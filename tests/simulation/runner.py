@@ -8,20 +8,22 @@ notes, after Hypothesis' shortest sequence of events.
 
 from __future__ import annotations
 
+from functools import partial
+
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.simulation.cache import CACHE_KNOWN_BUGS, cache_machine_excluding
 from tests.simulation.machine import KNOWN_BUGS, machine_excluding
-from tests.simulation.sessions import session_machine_excluding
-from tests.simulation.windows import window_machine_excluding
+from tests.simulation.sessions import SessionProtocolMachine
+from tests.simulation.windows import WindowProtocolMachine
 
 # The runs: a key-value store (machine.py), a session store (sessions.py), a window store
 # (windows.py), a key-value store with the apply cache on or off per run (cache.py).
 MACHINES = {
     "kv": machine_excluding,
-    "sessions": session_machine_excluding,
-    "windows": window_machine_excluding,
+    "sessions": partial(machine_excluding, base=SessionProtocolMachine),
+    "windows": partial(machine_excluding, base=WindowProtocolMachine),
     "cache": cache_machine_excluding,
 }
 # The known bugs each run can leave out (--exclude names any of them: each run takes its own).

@@ -43,7 +43,7 @@ from tests.simulation.driver import Step, StreamJob, dead_letter_reason
 from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
 from tests.simulation.fake_kafka import Record
 from tests.simulation.fake_sessions import AttemptDied, AttemptRows, FakeSessionTable, Landing
-from tests.simulation.machine import KNOWN_BUGS, MAX_PARTITIONS, STEP_INDEX, WORDS, BatchProtocolMachine
+from tests.simulation.machine import MAX_PARTITIONS, STEP_INDEX, WORDS, BatchProtocolMachine
 from tests.simulation.truth import Truth, Violations, uncountable_reason
 
 GAP_MS = 60_000
@@ -370,14 +370,3 @@ class SessionProtocolMachine(BatchProtocolMachine):
         self.steps = [old.step()]
         if old.done:
             attempts.remove(old)
-
-
-def session_machine_excluding(excluded: frozenset[str]) -> type[SessionProtocolMachine]:
-    """machine.machine_excluding for the session store."""
-    unknown = excluded - set(KNOWN_BUGS)
-    if unknown:
-        raise ValueError(f"unknown known bugs {sorted(unknown)}: choose among {sorted(KNOWN_BUGS)}")
-    if not excluded:
-        return SessionProtocolMachine
-    name = "SessionProtocolMachineWithout_" + "_".join(sorted(e.replace("-", "_") for e in excluded))
-    return type(name, (SessionProtocolMachine,), {"excluded": frozenset(excluded)})

@@ -47,7 +47,7 @@ from statestore.stream.transforms import future_limit_ms
 from tests.simulation.driver import Step, StreamJob, dead_letter_reason
 from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
 from tests.simulation.fake_kafka import Record
-from tests.simulation.machine import KNOWN_BUGS, MAX_PARTITIONS, STEP_INDEX, WORDS, BatchProtocolMachine
+from tests.simulation.machine import MAX_PARTITIONS, STEP_INDEX, WORDS, BatchProtocolMachine
 from tests.simulation.truth import Truth, Violations, uncountable_reason
 
 # The windowings a run chooses among (size, hop, grace, retention; None: a day).
@@ -441,14 +441,3 @@ class WindowProtocolMachine(BatchProtocolMachine):
         self.steps = [old.step()]
         if old.done:
             attempts.remove(old)
-
-
-def window_machine_excluding(excluded: frozenset[str]) -> type[WindowProtocolMachine]:
-    """machine.machine_excluding for the window store."""
-    unknown = excluded - set(KNOWN_BUGS)
-    if unknown:
-        raise ValueError(f"unknown known bugs {sorted(unknown)}: choose among {sorted(KNOWN_BUGS)}")
-    if not excluded:
-        return WindowProtocolMachine
-    name = "WindowProtocolMachineWithout_" + "_".join(sorted(e.replace("-", "_") for e in excluded))
-    return type(name, (WindowProtocolMachine,), {"excluded": frozenset(excluded)})
