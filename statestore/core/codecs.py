@@ -151,7 +151,15 @@ def canonical_name(name: str) -> str:
 
 
 def codec_named(name: str) -> Codec:
-    """A built-in codec by its registry name; a custom codec's name decodes as raw bytes."""
+    """A built-in codec by its registry name, or an aggregate store's (its value format names
+    its measures: statestore.core.aggregation.spec); a custom codec's name decodes as raw bytes."""
+    from statestore.core.aggregation.spec import AGGREGATE_FORMAT_PREFIX, AggregateSpec
+
+    if name.startswith(AGGREGATE_FORMAT_PREFIX):
+        try:
+            return AggregateSpec.parse(name[len(AGGREGATE_FORMAT_PREFIX) :]).codec
+        except ValueError as exc:
+            raise CodecError(f"value format {name!r} names no valid measures: {exc}") from None
     name = _ALIASES.get(name, name)
     codec = BUILT_IN.get(name)
     if codec is None:
