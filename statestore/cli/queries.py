@@ -2,7 +2,8 @@
 top, and `serve` (the HTTP API).
 
 Each opens the store as registered (statestore.store.builder.open_store), reads keys given as text
-with the store's key codec (statestore.present.text) and prints decoded values. What a store type
+with the store's key codec (statestore.present.text) and prints decoded values (an aggregate store's:
+a column per measure, statestore.present.aggregates). What a store type
 cannot do ends in the library's UnsupportedOperationError, which `main` prints (exit 2, a usage
 error: statestore.cli.exits).
 """
@@ -34,6 +35,7 @@ from statestore.core.config import CassandraConfig
 from statestore.core.model import KeyRange
 from statestore.http import serve
 from statestore.http.serving import ServeConfig
+from statestore.present import aggregates
 from statestore.present.text import parse_key, require_versioned, to_text, versioned
 from statestore.store import admin
 from statestore.store.book import registry
@@ -50,6 +52,15 @@ def _print_pairs(pairs: Iterable[tuple], fmt: str) -> int:
     return emit(pairs, ("key", "value"), fmt)
 
 
+def _print_entries(store, pairs: Iterable[tuple], fmt: str) -> int:
+    """A store's (key, value) pairs as rows: key, value; an aggregate store's key, then a
+    column per measure (statestore.present.aggregates)."""
+    spec = aggregates.spec_of(store.value_codec)
+    if spec is None:
+        return _print_pairs(pairs, fmt)
+    return emit(aggregates.rows(pairs, spec), aggregates.header(spec), fmt)
+
+
 def cmd_get(args) -> int:
     store = open_from_args(args)
     key = parse_key(args.key, store.key_codec)
@@ -62,6 +73,13 @@ def cmd_get(args) -> int:
         when = "" if args.as_of is None else f" as of {args.as_of} ms"
         print(f"{args.key!r} is not in store {args.store}{when}", file=sys.stderr)
         return exits.NOT_FOUND
+    spec = aggregates.spec_of(store.value_codec)
+    if spec is not None and not versioned(store):  # the measures: one JSON object, or a column each
+        if args.format == VALUE:
+            print(aggregates.value_text(found))
+        else:
+            emit([aggregates.row(key, found, spec)], aggregates.header(spec), args.format)
+        return 0
     if not versioned(store):
         row, header = (key, found), ("key", "value")
     else:
@@ -83,20 +101,20 @@ def cmd_range(args) -> int:
         encode = store.key_codec.encode
         bounds = KeyRange(None if low is None else encode(low), None if high is None else encode(high))
         entries = store.entries(bounds, args.reverse)
-    _print_pairs(entries, args.format)
+    _print_entries(store, entries, args.format)
     return 0
 
 
 def cmd_prefix(args) -> int:
     store = open_from_args(args)
-    _print_pairs(store.prefix_scan(parse_key(args.prefix, store.key_codec)), args.format)
+    _print_entries(store, store.prefix_scan(parse_key(args.prefix, store.key_codec)), args.format)
     return 0
 
 
 def cmd_all(args) -> int:
     store = open_from_args(args)
     entries = store.reverse_all() if args.reverse else store.all()
-    _print_pairs(entries if args.limit is None else islice(entries, args.limit), args.format)
+    _print_entries(store, entries if args.limit is None else islice(entries, args.limit), args.format)
     return 0
 
 
@@ -174,12 +192,20 @@ def cmd_dump(args) -> int:
     store = open_store(session_for(config), config.keyspace, args.store)
     # A bar only on a terminal; its total is the store's estimate (the count may run past it).
     total = store.approximate_num_entries() if sys.stderr.isatty() else 0
-    _print_pairs(tracked(store.all(), total, f"dumping {store.name}", "entries"), args.format)
+    _print_entries(store, tracked(store.all(), total, f"dumping {store.name}", "entries"), args.format)
     return 0
 
 
 def cmd_top(args) -> int:
-    _print_pairs(admin.top_of(open_from_args(args), args.limit), args.format)
+    store = open_from_args(args)
+    spec = aggregates.spec_of(store.value_codec)
+    if spec is None:
+        if args.by is not None:
+            raise aggregates.refuse_by(store.name, store.value_codec.name)
+        _print_pairs(admin.top_of(store, args.limit), args.format)
+        return 0
+    measure = aggregates.rank_measure(spec, args.by, store.name)
+    _print_entries(store, aggregates.top_by(store.all(), measure.name, args.limit), args.format)
     return 0
 
 
@@ -219,7 +245,12 @@ def _add_time_bounds(p, from_help: str, to_help: str) -> None:
 
 
 def _add_get(command) -> None:
-    p = command("get", cmd_get, "print the value of one key (the count, for the word count); exit 3 if absent")
+    p = command(
+        "get",
+        cmd_get,
+        "print the value of one key (the count, for the word count; an aggregate store's measures as one JSON "
+        "object); exit 3 if absent",
+    )
     add_store(p)
     p.add_argument("key", help="the key as text: string as is, long/int decimal, json as JSON, bytes as hex")
     p.add_argument(
@@ -229,7 +260,11 @@ def _add_get(command) -> None:
         help=f"versioned stores: the value valid at TIME. {TIME_FORMS}",
     )
     add_format(
-        p, (VALUE, *FORMATS), VALUE, " (the others: a key, value row; versioned stores add valid_from, valid_to)"
+        p,
+        (VALUE, *FORMATS),
+        VALUE,
+        " (the others: a key, value row; versioned stores add valid_from, valid_to; aggregate stores: key and a "
+        "column per measure)",
     )
 
 
@@ -348,9 +383,20 @@ def _add_dump(command) -> None:
 
 
 def _add_top(command) -> None:
-    p = command("top", cmd_top, "the entries with the highest values", fmt="table")
+    p = command(
+        "top",
+        cmd_top,
+        "the entries with the highest values (aggregate stores: the highest of one measure, every measure shown)",
+        fmt="table",
+    )
     add_store(p)
     p.add_argument("-n", "--limit", type=at_least_1, default=20, metavar="N", help="how many (default 20)")
+    p.add_argument(
+        "--by",
+        metavar="MEASURE",
+        help="aggregate stores: the measure to rank by, a number (count, sum, sum_int, min, max or distinct; "
+        "default: the store's first count measure)",
+    )
 
 
 def _add_serve(command) -> None:

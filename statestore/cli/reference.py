@@ -101,6 +101,12 @@ def markdown(parser: argparse.ArgumentParser | None = None) -> str:
         "Cassandra option, `get` no Kafka option) accepts it anywhere, with a warning that it has no effect.",
         "- **Each command lists only the options it uses.** A setting that a command listed before but does "
         "not use is still accepted, with a warning that it has no effect.",
+        "- **Aggregate stores** (a registry value format `aggregate:MEASURES`, e.g. `n=count(), "
+        "total=sum(amount)`) show each measure in a column of its own, named after it, beside `key`, in every "
+        "format of `get`, `range`, `prefix`, `all`, `dump` and `top` (a measure named `key` shows as "
+        "`value_key`); `get`'s `value` format prints the measures as one JSON object. `top` ranks by the "
+        "measure `--by` names (a number: count, sum, sum_int, min, max or distinct), by default the store's "
+        "first count measure.",
         "- **`count` is exact**: it counts every entry unless `--estimate` asks for Cassandra's size estimate, "
         "which every format but `value` marks as one (and stderr says what it stands for).",
         f"- **Times**: {_text(TIME_FORMS)}. `history` and `windows` take time bounds `--from`/`--to`; `range` "

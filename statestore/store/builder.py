@@ -25,7 +25,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from statestore.conn.cassandra import DDL_PROFILE
 from statestore.core import codecs
 from statestore.core.config import CassandraConfig, resolve
-from statestore.core.errors import OptionError, UnsupportedOperationError
+from statestore.core.errors import CodecError, OptionError, UnsupportedOperationError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import store_table, validate_keyspace, validate_store_name, validate_table_name
 from statestore.core.options import TableOptions
@@ -166,7 +166,8 @@ class StoreBuilder:
 
 def open_store(session, keyspace: str, name: str, *, cache: CacheOptions | None = None, count_all: bool = False):
     """An existing key-value or versioned store as registered, with its recorded codecs (custom
-    codecs read as bytes). A window store is refused, naming how to read it."""
+    codecs read as bytes; an aggregate store's values as {measure: result}). A window store is
+    refused, naming how to read it."""
     spec = registry.lookup(session, keyspace, name)
     if spec.store_type.timed:
         command, opener = (
@@ -215,7 +216,12 @@ def _registered(session, spec: StoreSpec, cache: CacheOptions | None, count_all:
 
 
 def _codec_or_bytes(name: str) -> codecs.Codec:
-    return codecs.BUILT_IN.get(codecs.canonical_name(name), codecs.BYTES)
+    """The codec a registry row names: a built-in one, an aggregate store's (its value format
+    names its measures, so a read returns {measure: result}), else raw bytes (a custom codec)."""
+    try:
+        return codecs.codec_named(name)
+    except CodecError:
+        return codecs.BYTES
 
 
 def _flag(name: str, value: Any) -> bool:

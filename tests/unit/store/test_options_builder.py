@@ -11,6 +11,7 @@ from statestore.core.options import TableOptions, compaction_class
 from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.builder import StoreBuilder
 from statestore.store.cache import CacheOptions
+from statestore.store.key_value import KeyValueStore
 from statestore.store.tables import create_cql_for, options_with_compaction
 
 
@@ -107,6 +108,22 @@ def test_custom_codec_objects_are_accepted():
 
     spec = StoreBuilder(None, "c").with_key_codec(Upper()).global_key_value_store().spec
     assert spec.key_codec == "upper"
+
+
+def test_a_registered_store_opens_with_its_recorded_codecs_an_aggregate_stores_included():
+    """open_store's builder (no I/O): an aggregate store's value format gives its measures'
+    codec, so `get` returns {measure: result}; a custom codec's name still reads as bytes."""
+    from statestore.core.aggregation.spec import AggregateSpec
+    from statestore.store.builder import _registered
+
+    aggregate = AggregateSpec.parse("n=count(), total=sum(amount)")
+    spec = StoreSpec("ks", "orders", StoreType.PARTITIONED_KV, 2, value_codec=aggregate.value_format)
+    store = _registered(None, spec, None, False)._open(KeyValueStore, spec)
+    assert store.value_codec == aggregate.codec
+    assert store._decode_value(aggregate.codec.encode({"n": 2, "total": 1.5})) == {"n": 2, "total": 1.5}
+    custom = StoreSpec("ks", "blobs", StoreType.PARTITIONED_KV, 2, key_codec="upper", value_codec="json")
+    opened = _registered(None, custom, None, False)._open(KeyValueStore, custom)
+    assert (opened.key_codec, opened.value_codec) == (codecs.BYTES, codecs.JSON)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,103 @@
+"""An aggregate store's values as readers show them: one column (or JSON field) per measure.
+
+An aggregate store's value codec (statestore.core.aggregation.spec.AggregateCodec, which the
+registry's value format `aggregate:...` names) decodes a value to {measure: result}, in the
+measures' order. Every reader shows each measure under its name, beside the key; a measure
+named like a column the reader already has (`key`, or the DataFrame's `batch_id` and `time`)
+shows as `value_<name>` instead. `top` ranks by one numeric measure. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from statestore.core.aggregation.spec import AggregateCodec, AggregateSpec, Measure
+from statestore.core.errors import OptionError, UnsupportedOperationError
+
+# What top may rank by: the measures whose result is a number (latest's is any JSON value).
+RANKABLE = ("count", "sum", "sum_int", "min", "max", "distinct")
+
+
+def spec_of(codec: Any) -> AggregateSpec | None:
+    """The measures of a store whose value codec is `codec`, or None when it is no aggregate store."""
+    return codec.spec if isinstance(codec, AggregateCodec) else None
+
+
+def columns(spec: AggregateSpec, taken: Sequence[str] = ("key",)) -> tuple[str, ...]:
+    """The column of each measure, in order: its name, or `value_<name>` when `taken` (the
+    reader's other columns) or an earlier measure's column already has that name."""
+    used, names = set(taken), []
+    for measure in spec.measures:
+        name = measure.name
+        while name in used:
+            name = f"value_{name}"
+        used.add(name)
+        names.append(name)
+    return tuple(names)
+
+
+def header(spec: AggregateSpec) -> tuple[str, ...]:
+    """The CLI's row header of an aggregate store: key, then a column per measure."""
+    return ("key", *columns(spec))
+
+
+def row(key: Any, results: Mapping[str, Any], spec: AggregateSpec) -> tuple:
+    """(key, each measure's result in the measures' order)."""
+    return (key, *(results[m.name] for m in spec.measures))
+
+
+def rows(pairs: Iterable[tuple[Any, Mapping[str, Any]]], spec: AggregateSpec) -> Iterator[tuple]:
+    return (row(key, results, spec) for key, results in pairs)
+
+
+def value_text(results: Mapping[str, Any]) -> str:
+    """One value on one line (`statestore get`'s default format): a JSON object of the measures,
+    in their order, e.g. {"n": 3, "total": 12.5}."""
+    return json.dumps(dict(results), ensure_ascii=False)
+
+
+def rank_measure(spec: AggregateSpec, by: str | None, store: str) -> Measure:
+    """The measure `top` ranks store `store` by: `by`, or without it the first count measure.
+    OptionError naming the measures when there is none to take, or `by` is not one of them;
+    `by` a latest measure (any JSON value, not a number) is refused too."""
+    names = ", ".join(f"{m.name} ({m.kind})" for m in spec.measures)
+    if by is None:
+        found = next((m for m in spec.measures if m.kind == "count"), None)
+        if found is None:
+            raise OptionError(
+                f"store '{store}' has no count measure to rank by: name one of its measures with --by: {names}"
+            )
+        return found
+    found = next((m for m in spec.measures if m.name == by), None)
+    if found is None:
+        raise OptionError(f"store '{store}' has no measure {by!r}: its measures are {names}")
+    if found.kind not in RANKABLE:
+        raise OptionError(
+            f"measure {by} of store '{store}' is {found.kind}() (any JSON value), not a number to rank by; "
+            f"rank by one of {', '.join(m.name for m in spec.measures if m.kind in RANKABLE) or 'none'}"
+        )
+    return found
+
+
+def refuse_by(store: str, value_codec: str) -> UnsupportedOperationError:
+    """The error of `top --by` on a store that is not an aggregate store."""
+    return UnsupportedOperationError(
+        f"--by names a measure of an aggregate store; store '{store}' holds {value_codec} values, which top ranks "
+        "as they are: leave --by out"
+    )
+
+
+def top_by(pairs: Iterable[tuple[Any, Mapping[str, Any]]], measure: str, limit: int) -> list[tuple[Any, dict]]:
+    """The `limit` (key, results) with the highest `measure`, ties by key, a missing result (a
+    min or max of no input) last. Keeps only a bounded heap."""
+    if limit < 1:
+        raise OptionError(f"limit must be at least 1, got {limit}")
+
+    def rank(pair: tuple[Any, Mapping[str, Any]]) -> tuple:
+        value = pair[1][measure]
+        return (value is None, 0 if value is None else -value, pair[0])
+
+    return heapq.nsmallest(limit, pairs, key=rank)

@@ -1,0 +1,65 @@
+"""An aggregate store filled through the library, for the readers' tests: a key-value store whose
+registry value format names its measures, its values written as accumulators by the codec."""
+
+from __future__ import annotations
+
+import datasketches
+
+from statestore.core.aggregation.kinds.distinct import LG_K
+from statestore.core.aggregation.kinds.latest import LatestValue
+from statestore.store.builder import StoreBuilder
+
+MEASURES = "n=count(), total=sum(amount), units=sum_int(qty), lo=min(amount), hi=max(amount), city=latest(city), "
+MEASURES += "users=distinct(user)"
+BIG = 2**70 + 3  # a sum_int past a long: exact to every reader
+
+
+def _sketch(*users: str) -> bytes:
+    sketch = datasketches.hll_sketch(LG_K, datasketches.tgt_hll_type.HLL_8)
+    for user in users:
+        sketch.update(user)
+    return sketch.serialize_compact()
+
+
+# key -> the accumulators written
+ACCUMULATORS = {
+    "alice": {
+        "n": 5,
+        "total": 12.5,
+        "units": BIG,
+        "lo": 0.5,
+        "hi": 7.0,
+        "city": LatestValue(9, 0, 3, '"Zürich"'),
+        "users": _sketch("u1", "u2"),
+    },
+    "bob": {
+        "n": 9,
+        "total": -3.25,
+        "units": 4,
+        "lo": -5.0,
+        "hi": 1.75,
+        "city": LatestValue(8, 1, 2, '{"id": 7}'),
+        "users": _sketch("u3"),
+    },
+    "carol": {
+        "n": 2,
+        "total": 100.0,
+        "units": -6,
+        "lo": 40.0,
+        "hi": 60.0,
+        "city": LatestValue(7, 0, 1, "42"),
+        "users": _sketch("u1", "u2", "u3"),
+    },
+    "dave": {"n": 9, "total": 0.0, "units": 0},  # the rest: each measure's identity (no min, max, latest)
+}
+
+
+def fill(session, keyspace: str, name: str, partitions: int | None = 3):
+    """A partitioned (or, `partitions` None, global) aggregate store named `name`, holding
+    ACCUMULATORS; returns (the store, {key: {measure: result}} as every reader should show it)."""
+    builder = StoreBuilder(session, name).with_keyspace(keyspace).with_value_codec("aggregate:" + MEASURES)
+    store = builder.global_key_value_store() if partitions is None else builder.partitioned_key_value_store(partitions)
+    store.create()
+    codec = store.value_codec
+    store.put_all(list(ACCUMULATORS.items()))
+    return store, {key: codec.decode(codec.encode(value)) for key, value in ACCUMULATORS.items()}

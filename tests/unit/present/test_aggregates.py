@@ -1,0 +1,84 @@
+"""An aggregate store's values as readers show them (statestore.present.aggregates): a column per
+measure in every format, `get`'s one line, and what `top` ranks by."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from statestore.core import codecs
+from statestore.core.aggregation.kinds.latest import LatestValue
+from statestore.core.aggregation.spec import AggregateSpec
+from statestore.core.errors import OptionError
+from statestore.present import aggregates
+from statestore.present.text import emit
+
+SPEC = AggregateSpec.parse("n=count(), total=sum(amount), units=sum_int(qty), hi=max(amount), last=latest(city)")
+
+
+def _value(n, total, units, hi, last):
+    codec = SPEC.codec
+    return codec.decode(codec.encode({"n": n, "total": total, "units": units, "hi": hi, "last": last}))
+
+
+def test_the_codec_named_by_the_registry_is_recognised_and_others_are_not():
+    assert aggregates.spec_of(codecs.codec_named(SPEC.value_format)) == SPEC
+    assert aggregates.spec_of(codecs.LONG) is None and aggregates.spec_of(codecs.BYTES) is None
+
+
+def test_a_column_per_measure_in_order_and_clashes_renamed():
+    assert aggregates.header(SPEC) == ("key", "n", "total", "units", "hi", "last")
+    clash = AggregateSpec.parse("key=count(), time=max(t), value_key=min(t)")
+    assert aggregates.columns(clash, ("key", "batch_id", "time")) == ("value_key", "value_time", "value_value_key")
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "jsonl"])
+def test_every_format_shows_each_measure_in_its_column(fmt):
+    big = 2**64 + 7  # sum_int is exact beyond a long
+    value = _value(3, 12.5, big, 9.25, LatestValue(5, 0, 1, '"Zürich"'))
+    empty = _value(1, 0.0, 0, None, None)
+    out = io.StringIO()
+    emit(aggregates.rows([("a", value), ("b", empty)], SPEC), aggregates.header(SPEC), fmt, out)
+    text = out.getvalue()
+    if fmt == "jsonl":
+        assert [json.loads(line) for line in text.splitlines()] == [
+            {"key": "a", "n": 3, "total": 12.5, "units": big, "hi": 9.25, "last": "Zürich"},
+            {"key": "b", "n": 1, "total": 0.0, "units": 0, "hi": None, "last": None},
+        ]
+    elif fmt == "csv":
+        assert list(csv.reader(io.StringIO(text))) == [
+            ["key", "n", "total", "units", "hi", "last"],
+            ["a", "3", "12.5", str(big), "9.25", "Zürich"],
+            ["b", "1", "0.0", "0", "", ""],
+        ]
+    else:
+        lines = text.splitlines()
+        assert lines[0].split() == ["key", "n", "total", "units", "hi", "last"]
+        assert lines[1].split() == ["a", "3", "12.5", str(big), "9.25", "Zürich"]
+        assert lines[2].split() == ["b", "1", "0.0", "0"]
+
+
+def test_get_prints_one_json_object_of_the_measures_in_their_order():
+    value = _value(3, 12.5, 4, 9.25, LatestValue(5, 0, 1, '{"id": 7}'))
+    assert aggregates.value_text(value) == '{"n": 3, "total": 12.5, "units": 4, "hi": 9.25, "last": {"id": 7}}'
+
+
+def test_top_ranks_by_the_first_count_unless_told_and_names_the_measures_when_it_cannot():
+    assert aggregates.rank_measure(SPEC, None, "s").name == "n"
+    assert aggregates.rank_measure(SPEC, "hi", "s").name == "hi"
+    no_count = AggregateSpec.parse("total=sum(amount), last=latest(city)")
+    with pytest.raises(OptionError, match=r"no count measure .* --by: total \(sum\), last \(latest\)"):
+        aggregates.rank_measure(no_count, None, "s")
+    with pytest.raises(OptionError, match=r"no measure 'nope': its measures are n \(count\), total \(sum\)"):
+        aggregates.rank_measure(SPEC, "nope", "s")
+    with pytest.raises(OptionError, match="not a number to rank by"):
+        aggregates.rank_measure(SPEC, "last", "s")
+
+
+def test_top_by_a_measure_highest_first_ties_by_key_missing_last():
+    pairs = [("a", {"hi": 2.0}), ("b", {"hi": None}), ("c", {"hi": 5.0}), ("d", {"hi": 2.0}), ("e", {"hi": -1.0})]
+    assert [k for k, _ in aggregates.top_by(iter(pairs), "hi", 10)] == ["c", "a", "d", "e", "b"]
+    assert [k for k, _ in aggregates.top_by(iter(pairs), "hi", 2)] == ["c", "a"]
