@@ -2,6 +2,8 @@
 
 Keys and values are JSON as the store's codecs decode them: text for `string`, numbers for
 `long` and `int`, any JSON for `json`, and lowercase hex text for `bytes` (and custom codecs).
+An aggregate store's value (its value codec `aggregate:MEASURES`) is an object of its measures'
+results, in their order: {"n": 3, "total": 12.5}.
 """
 
 from __future__ import annotations
@@ -65,6 +67,14 @@ class Capabilities(BaseModel):
     )
 
 
+class MeasureInfo(BaseModel):
+    """One measure of an aggregate store: the field of its values' objects named `name`."""
+
+    name: str
+    aggregation: str = Field(description="count, sum, sum_int, min, max, latest or distinct")
+    field: str | None = Field(description="the record field it aggregates (nested: a.b); null for count")
+
+
 class StoreDescription(StoreSummary):
     keyspace: str
     key_syntax: str = Field(description="how to write a key of this store in a URL")
@@ -76,10 +86,16 @@ class StoreDescription(StoreSummary):
     )
     progress: Progress
     supports: Capabilities
+    measures: list[MeasureInfo] | None = Field(
+        default=None,
+        description="an aggregate store's measures, the fields of each value's object, in order; null: values "
+        "are not aggregates",
+    )
 
 
 class Record(BaseModel):
-    """One key's value; valid_from / valid_to (epoch ms) are set for versioned stores only."""
+    """One key's value (an aggregate store's: an object of its measures); valid_from / valid_to
+    (epoch ms) are set for versioned stores only."""
 
     key: JsonValue
     value: JsonValue

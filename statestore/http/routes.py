@@ -16,6 +16,7 @@ from statestore.http import models
 from statestore.http.answers import KeyNotFoundError
 from statestore.http.catalog import StoreCatalog
 from statestore.http.paging import WindowQuery, read_page, read_window_page, resume, resume_window, token_ordered
+from statestore.present import aggregates
 from statestore.present.text import key_syntax, parse_key, require_versioned, to_json, versioned
 from statestore.store import admin
 from statestore.store.book import registry
@@ -96,7 +97,15 @@ def describe_store(store: StoreName, catalog: Catalog) -> models.StoreDescriptio
             sessions=spec.store_type.sessioned,
             entries_order="token" if token_ordered(handle) else "key",
         ),
+        measures=_measures(handle),
     )
+
+
+def _measures(handle) -> list[models.MeasureInfo] | None:
+    spec = aggregates.spec_of(handle.value_codec)
+    if spec is None:
+        return None
+    return [models.MeasureInfo(name=m.name, aggregation=m.kind, field=m.field) for m in spec.measures]
 
 
 def _any_store(catalog: StoreCatalog, store: str):

@@ -1,0 +1,47 @@
+"""The HTTP API over an aggregate store on the real stack: a get (by the route and by the fast
+path once the store is warm) and a page of entries carry the measures as one JSON object, and
+the store's description names its measures."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from statestore.http import create_app
+from tests.integration import aggregate_stores
+from tests.integration.aggregate_stores import BIG
+
+with warnings.catch_warnings():  # starlette 1.x asks for `httpx2`; the pinned set has httpx, which works
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+    from fastapi.testclient import TestClient
+
+
+@pytest.fixture(scope="module")
+def stores(session, keyspace):
+    partitioned = aggregate_stores.fill(session, keyspace, "http_orders")[1]
+    aggregate_stores.fill(session, keyspace, "http_orders_global", partitions=None)
+    return partitioned
+
+
+def test_gets_and_pages_carry_the_measures_as_an_object(cassandra_config, stores):
+    with TestClient(create_app(cassandra_config)) as client:
+        for _ in range(2):  # the route, then the fast path on the warm store
+            answer = client.get("/stores/http_orders/keys/alice")
+            assert answer.status_code == 200
+            assert answer.json() == {"key": "alice", "value": stores["alice"], "valid_from": None, "valid_to": None}
+        assert f'"units":{BIG}' in answer.text  # exact, past a long
+        assert list(answer.json()["value"]) == ["n", "total", "units", "lo", "hi", "city", "users"]
+
+        page = client.get("/stores/http_orders/entries", params={"from": "b", "limit": 2}).json()
+        assert page["entries"] == [{"key": k, "value": stores[k]} for k in ("bob", "carol")]
+        every = client.get("/stores/http_orders_global/entries").json()["entries"]
+        assert sorted(every, key=lambda e: e["key"]) == [{"key": k, "value": stores[k]} for k in sorted(stores)]
+
+        described = client.get("/stores/http_orders").json()
+        assert described["value_codec"].startswith("aggregate:n=count(), total=sum(amount)")
+        assert described["measures"][:2] == [
+            {"name": "n", "aggregation": "count", "field": None},
+            {"name": "total", "aggregation": "sum", "field": "amount"},
+        ]
+        assert client.get("/stores/http_orders_global").json()["measures"][-1]["aggregation"] == "distinct"
