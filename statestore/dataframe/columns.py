@@ -7,6 +7,14 @@ valid_to (null: the current version). Times are Spark timestamps (UTC instants; 
 epoch milliseconds). Keys and values take the Spark type of their codec: `string` a string,
 `long` a bigint, `int` an int, `bytes` (and any custom codec, which readers cannot know) binary,
 `json` the JSON text as a string (parse it with `from_json`).
+
+An aggregate store (its value codec `aggregate:MEASURES`) has a column per measure in place of
+`value`, named after it (a measure named like another column, `key`, `batch_id` or `time`, is
+`value_<name>`, as every reader names it: statestore.present.aggregates), typed by its
+aggregation: count a bigint; sum_int a decimal(38,0), exact where a long would overflow (each
+input fits a long, so a sum needs 2^63 inputs to reach 38 digits; one past them is refused as
+stored data, never cut); sum, min, max and distinct (the sketch's estimate) a double; latest
+the field's JSON text as a string. min, max and latest are null before any input.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
     DataType,
+    DecimalType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -31,7 +41,9 @@ from pyspark.sql.types import (
 )
 
 from statestore.core import codecs
+from statestore.core.aggregation.spec import AGGREGATE_FORMAT_PREFIX, AggregateSpec
 from statestore.core.codecs import decode_stored
+from statestore.core.errors import StoredDataError
 from statestore.core.model import OPEN_END, SessionEntry, StoreSpec, Version, WindowedEntry
 
 
@@ -113,6 +125,41 @@ def span_columns(spec: StoreSpec) -> tuple[str, str] | None:
     return None
 
 
+# The Spark type of each aggregation's result, and its Arrow column of results.
+_SUM_INT = DecimalType(38, 0)
+_MEASURE_TYPES: dict[str, DataType] = {
+    "count": LongType(),
+    "sum": DoubleType(),
+    "sum_int": _SUM_INT,
+    "min": DoubleType(),
+    "max": DoubleType(),
+    "distinct": DoubleType(),
+    "latest": StringType(),
+}
+_ROW_COLUMNS = ("key", "batch_id", "time")
+
+
+def aggregate_spec(spec: StoreSpec) -> AggregateSpec | None:
+    """The measures of an aggregate store (its registry value format names them), else None."""
+    if not spec.value_codec.startswith(AGGREGATE_FORMAT_PREFIX):
+        return None
+    return AggregateSpec.parse(spec.value_codec.removeprefix(AGGREGATE_FORMAT_PREFIX))
+
+
+def measure_columns(measures: AggregateSpec) -> tuple[str, ...]:
+    """The column of each measure: its name, or `value_<name>` when the store's other columns
+    or an earlier measure's already have it (the rule of statestore.present.aggregates.columns,
+    which this wing cannot import: a unit test holds the two equal)."""
+    used, names = set(_ROW_COLUMNS), []
+    for measure in measures.measures:
+        name = measure.name
+        while name in used:
+            name = f"value_{name}"
+        used.add(name)
+        names.append(name)
+    return tuple(names)
+
+
 def schema_for(spec: StoreSpec) -> StructType:
     """The DataFrame schema of a store (see the module doc)."""
     fields = [StructField("key", codec_column(spec.key_codec).spark_type, False)]
@@ -121,12 +168,60 @@ def schema_for(spec: StoreSpec) -> StructType:
         fields.append(StructField(span[0], TimestampType(), False))
         # valid_to is null for the current version (its stored end is the open end, 2^63 - 1)
         fields.append(StructField(span[1], TimestampType(), spec.store_type.versioned))
+    measures = aggregate_spec(spec)
+    if measures is None:
+        fields.append(StructField("value", codec_column(spec.value_codec).spark_type, True))  # null: a deleted version
+    else:
+        names = measure_columns(measures)
+        fields += [StructField(n, _MEASURE_TYPES[m.kind], True) for n, m in zip(names, measures.measures, strict=True)]
     fields += [
-        StructField("value", codec_column(spec.value_codec).spark_type, True),  # null: a deleted version
         StructField("batch_id", LongType(), True),
         StructField("time", TimestampType(), True),
     ]
     return StructType(fields)
+
+
+class MeasureColumns:
+    """An aggregate store's stored values as an Arrow column per measure (see the module doc)."""
+
+    def __init__(self, measures: AggregateSpec, spec: StoreSpec) -> None:
+        self.measures = measures
+        self.spec = spec
+        self.names = measure_columns(measures)
+
+    def arrays(self, rows: list) -> list[pa.Array]:
+        unpacked = [self._unpack(row.value) for row in rows]
+        return [
+            self._array(index, measure, [accumulators[index] for accumulators in unpacked], rows)
+            for index, measure in enumerate(self.measures.measures)
+        ]
+
+    def _unpack(self, raw: bytes) -> tuple:
+        try:
+            return self.measures.unpack(raw)
+        except ValueError:  # CodecError: named as every reader of the store names it
+            decode_stored(self.measures.codec, raw, self.spec.name)
+            raise
+
+    def _array(self, index: int, measure, accumulators: list, rows: list) -> pa.Array:
+        kind = measure.aggregation
+        if measure.kind == "latest":  # the field's JSON text, exactly as it came
+            return pa.array([None if a is None else a.json for a in accumulators], type=pa.string())
+        results = [kind.finish(a) for a in accumulators]
+        if measure.kind == "count":
+            return pa.array(results, type=pa.int64())
+        if measure.kind == "sum_int":
+            limit = 10**_SUM_INT.precision
+            for result, row in zip(results, rows, strict=True):
+                if not -limit < result < limit:
+                    raise StoredDataError(
+                        f"store '{self.spec.name}': measure {self.names[index]} of key "
+                        f"{bytes(row.key)[:100].decode('utf-8', 'replace')!r} is "
+                        f"{result}, which does not fit decimal(38,0) (more than 38 digits): read it with the library "
+                        "(statestore.store.builder.open_store) or the CLI, which show it exactly"
+                    )
+            return pa.array(results, type=pa.decimal128(_SUM_INT.precision, 0))
+        return pa.array(results, type=pa.float64())
 
 
 def _timestamps(millis: list[int | None]) -> pa.Array:
@@ -142,6 +237,8 @@ class BatchBuilder:
         self.spec = spec
         self.key = codec_column(spec.key_codec)
         self.value = codec_column(spec.value_codec)
+        measures = aggregate_spec(spec)
+        self.measures = None if measures is None else MeasureColumns(measures, spec)
         self.schema = to_arrow_schema(schema_for(spec))
         self._span = self._span_of(spec)
 
@@ -175,8 +272,11 @@ class BatchBuilder:
         if self._span is not None:
             spans = list(map(self._span, rows))
             columns += [_timestamps([s[0] for s in spans]), _timestamps([s[1] for s in spans])]
+        if self.measures is None:
+            columns.append(self.value.arrow([r.value for r in rows], store, "value"))
+        else:
+            columns += self.measures.arrays(rows)
         columns += [
-            self.value.arrow([r.value for r in rows], store, "value"),
             pa.array([r.batch_id for r in rows], type=pa.int64()),
             _timestamps([r.time_ms for r in rows]),
         ]

@@ -100,3 +100,62 @@ def test_stored_bytes_of_spark_values():
     for codec, wrong in (("string", 1), ("long", "1"), ("long", True), ("bytes", "x")):
         with pytest.raises(TypeError):
             codec_column(codec).raw_of(wrong)
+
+
+AGGREGATE = "aggregate:n=count(), total=sum(amount), units=sum_int(qty), lo=min(amount), last=latest(city), "
+AGGREGATE += "users=distinct(user), time=max(amount)"
+
+
+def test_an_aggregate_store_has_a_typed_column_per_measure():
+    spec = StoreSpec("ks", "a", "partitioned-kv", 4, value_codec=AGGREGATE)
+    fields = {f.name: f.dataType.simpleString() for f in schema_for(spec).fields}
+    assert fields == {
+        "key": "string",
+        "n": "bigint",
+        "total": "double",
+        "units": "decimal(38,0)",  # sum_int: exact, past a long
+        "lo": "double",
+        "last": "string",  # latest: the field's JSON text
+        "users": "double",  # distinct: the sketch's estimate
+        "value_time": "double",  # a measure named like a column of the store
+        "batch_id": "bigint",
+        "time": "timestamp",
+    }
+
+
+def test_aggregate_rows_decode_to_each_measures_result():
+    from datasketches import hll_sketch, tgt_hll_type
+
+    from statestore.core.aggregation.kinds.latest import LatestValue
+    from statestore.core.codecs import codec_named
+    from statestore.present import aggregates
+
+    spec = StoreSpec("ks", "a", "partitioned-kv", 4, value_codec=AGGREGATE)
+    codec = codec_named(AGGREGATE)
+    sketch = hll_sketch(12, tgt_hll_type.HLL_8)
+    sketch.update("u1")
+    full = {"n": 3, "total": 1.5, "units": 2**70, "lo": -2.0, "last": LatestValue(1, 0, 2, '{"a": [1]}')}
+    rows = [
+        Entry(b"k", codec.encode(full | {"users": sketch.serialize_compact(), "time": 4.0}), 7, 1_000),
+        Entry(b"z", codec.encode({"n": 1}), 8, 2_000),  # the rest: identities (no min, max, latest)
+    ]
+    batch = BatchBuilder(spec).batch(rows).to_pydict()
+    assert batch["n"] == [3, 1] and batch["total"] == [1.5, 0.0] and batch["units"] == [2**70, 0]
+    assert batch["lo"] == [-2.0, None] and batch["last"] == ['{"a": [1]}', None]
+    assert batch["users"] == [pytest.approx(1.0), 0.0] and batch["value_time"] == [4.0, None]
+    assert batch["batch_id"] == [7, 8]
+    # the DataFrame names columns as the other readers do
+    assert [f.name for f in schema_for(spec).fields][1:-2] == list(
+        aggregates.columns(aggregates.spec_of(codec), ("key", "batch_id", "time"))
+    )
+
+
+def test_an_aggregate_value_the_measures_cannot_read_is_named_and_a_sum_past_38_digits_refused():
+    spec = StoreSpec("ks", "orders", "partitioned-kv", 4, value_codec="aggregate:n=count(), units=sum_int(qty)")
+    with pytest.raises(StoredDataError, match="store 'orders' holds a value"):
+        BatchBuilder(spec).batch([Entry(b"k", b"\x00\x01", 1, 1)])
+    from statestore.core.codecs import codec_named
+
+    huge = codec_named(spec.value_codec).encode({"n": 1, "units": 10**38})
+    with pytest.raises(StoredDataError, match=r"units of key .* does not fit decimal\(38,0\)"):
+        BatchBuilder(spec).batch([Entry(b"k", huge, 1, 1)])
