@@ -16,13 +16,14 @@ from statestore.core.codecs import millis_of
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import KafkaError, StateStoreError
 from statestore.core.names import validate_store_name
+from statestore.present import aggregates
 from statestore.present.text import parse_key, to_text
 from statestore.store.book import history, stream_log
 from statestore.store.book.status import EndOffsets, dead_letters_between, last_recorded_before, stream_status
 from statestore.store.book.stream_log import BatchRecord, StateChange
 from statestore.store.builder import open_store
 from statestore_airflow import charts
-from statestore_airflow.words import clock, utc
+from statestore_airflow.words import clock, measure, utc
 
 CHART_BATCHES = 60  # the batch charts show this many recent batches
 DEAD_LETTER_HOURS = 6  # dead letters per hour over this many hours
@@ -195,13 +196,19 @@ def maintenance_verdicts(session, keyspace: str, store: str) -> dict[str, Any]:
 
 
 def lookup(session, keyspace: str, store: str, key: str) -> dict[str, Any]:
-    """One key's value, read as the CLI's `get` reads it (the store's key codec parses it)."""
+    """One key's value, read as the CLI's `get` reads it (the store's key codec parses it); an
+    aggregate store's also as `measures`, (column, result as the page words it) in order."""
     try:
         opened = open_store(session, keyspace, store)
         value = opened.get(parse_key(key, opened.key_codec))
     except StateStoreError as exc:
         return {"key": key, "error": str(exc)}
-    return {"key": key, "found": value is not None, "value": None if value is None else to_text(value)}
+    found = {"key": key, "found": value is not None, "value": None if value is None else to_text(value)}
+    spec = aggregates.spec_of(opened.value_codec)
+    if spec is not None and value is not None:
+        found["value"] = aggregates.value_text(value)
+        found["measures"] = list(zip(aggregates.columns(spec), map(measure, value.values()), strict=True))
+    return found
 
 
 def data_docs(report_dir: Path, store: str) -> str | None:

@@ -34,6 +34,7 @@ from statestore.conn.cassandra import session_for
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import (
     InvalidNameError,
+    OptionError,
     StateStoreError,
     StoreNotFoundError,
     UnsupportedOperationError,
@@ -42,7 +43,9 @@ from statestore.core.model import StoreType
 from statestore.core.names import validate_store_name
 from statestore.http import create_app
 from statestore.maintenance.shared.units import human_bytes
+from statestore.present import aggregates
 from statestore.store import admin
+from statestore.store.builder import open_store
 from statestore_airflow import store_monitor, words
 from statestore_airflow.access import require_connection_access
 from statestore_airflow.dag_support import CASSANDRA_CONN_ID
@@ -150,9 +153,12 @@ def detail_data(
     kafka: KafkaConfig | None = None,
     key: str | None = None,
     now_ms: int | None = None,
+    by: str | None = None,
 ) -> dict[str, Any]:
     """One store's page: its figures, charts of its batches and states, its top keys (or
-    windows, or sessions), a key lookup and its latest maintenance reports."""
+    windows, or sessions), a key lookup and its latest maintenance reports. An aggregate store's
+    top keys show a column per measure, ranked by the measure `by` names (default: its first
+    count measure), as `statestore top --by` ranks them."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     described = admin.describe_store(session, keyspace, store, count_partitions=False)
     figures = described.as_dict()
@@ -160,14 +166,15 @@ def detail_data(
     kind = StoreType(figures["type"])
     audit = last_audit(report_dir)
     top_entries, top_note, windows, sessions = [], None, None, None
+    ranking: dict[str, Any] = {"top_measures": None, "top_by": None, "rankable": []}
     if kind.windowed:
         windows = [_window_rows(w) for w in admin.latest_windows(session, keyspace, store, LATEST_WINDOWS, top)]
     elif kind.sessioned:
         sessions = [_session_row(s) for s in admin.latest_sessions(session, keyspace, store, top)]
     else:
         try:
-            top_entries = admin.top_entries(session, keyspace, store, top)
-        except UnsupportedOperationError as exc:
+            top_entries, ranking = _top_keys(session, keyspace, store, top, by)
+        except (UnsupportedOperationError, OptionError) as exc:
             top_note = str(exc)
     plain = not kind.timed
     return {
@@ -184,11 +191,30 @@ def detail_data(
         "top": top,
         "top_entries": top_entries,
         "top_note": top_note,
+        **ranking,
         "latest_windows": windows,
         "latest_sessions": sessions,
         "audit": audit,
         "audit_level": ((audit or {}).get("stores") or {}).get(store),
         **_env_filters(now_ms),
+    }
+
+
+def _top_keys(session, keyspace: str, store: str, top: int, by: str | None) -> tuple[list, dict[str, Any]]:
+    """The store's top entries, and for an aggregate store the columns of its measures, the one
+    they are ranked by and those they may be (`by` is refused on other stores, which rank by value)."""
+    opened = open_store(session, keyspace, store)
+    spec = aggregates.spec_of(opened.value_codec)
+    if spec is None:
+        if by is not None:
+            raise aggregates.refuse_by(store, opened.value_codec.name)
+        return admin.top_of(opened, top), {"top_measures": None, "top_by": None, "rankable": []}
+    rankable = [m.name for m in spec.measures if m.kind in aggregates.RANKABLE]
+    ranking = {"top_measures": aggregates.columns(spec), "top_by": by, "rankable": rankable}
+    measure = aggregates.rank_measure(spec, by, store)
+    ranked = aggregates.top_by(opened.all(), measure.name, top)
+    return [(k, [words.measure(v) for v in results.values()]) for k, results in ranked], ranking | {
+        "top_by": measure.name
     }
 
 
@@ -237,13 +263,15 @@ def create_store_app(
         return HTMLResponse(_TEMPLATES.get_template("stores.html").render(**data))
 
     @app.get("/stores/{name}", response_class=HTMLResponse)
-    async def store_detail(name: str, top: int = Query(10, ge=1, le=100), key: str | None = None) -> HTMLResponse:
+    async def store_detail(
+        name: str, top: int = Query(10, ge=1, le=100), key: str | None = None, by: str | None = None
+    ) -> HTMLResponse:
         config = cassandra()
 
         def collect() -> dict[str, Any]:
             store = validate_store_name(name)
             streams = None if kafka is None else kafka()
-            return detail_data(session_for(config), config.keyspace, store, top, report_dir(), streams, key)
+            return detail_data(session_for(config), config.keyspace, store, top, report_dir(), streams, key, by=by)
 
         status = 200
         try:

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
+
+from statestore.present.text import to_text
 
 _UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))
 
@@ -61,3 +64,13 @@ def duration(seconds: float | None) -> str:
     if seconds < 60:
         return f"{seconds:,.1f} s"
     return ago(0, round(seconds * 1000)).removesuffix(" ago")
+
+
+def measure(value: Any) -> str:
+    """A measure's result: integers grouped (exact, however large), other numbers and JSON
+    values as the CLI prints them, "-" for none (a min or max before any input)."""
+    if value is None:
+        return "-"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return to_text(value)
