@@ -103,8 +103,8 @@ def markdown(parser: argparse.ArgumentParser | None = None) -> str:
         "not use is still accepted, with a warning that it has no effect.",
         "- **Aggregate stores** (a registry value format `aggregate:MEASURES`, e.g. `n=count(), "
         "total=sum(amount)`) show each measure in a column of its own, named after it, beside `key`, in every "
-        "format of `get`, `range`, `prefix`, `all`, `dump` and `top` (a measure named `key` shows as "
-        "`value_key`); `get`'s `value` format prints the measures as one JSON object. `top` ranks by the "
+        "format of `get`, `range`, `prefix`, `all`, `dump` and `top`; `get`'s `value` format prints the "
+        "measures as one JSON object. `top` ranks by the "
         "measure `--by` names (a number: count, sum, sum_int, min, max or distinct), by default the store's "
         "first count measure.",
         "- **`count` is exact**: it counts every entry unless `--estimate` asks for Cassandra's size estimate, "

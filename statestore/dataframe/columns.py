@@ -10,7 +10,7 @@ epoch milliseconds). Keys and values take the Spark type of their codec: `string
 
 An aggregate store (its value codec `aggregate:MEASURES`) has a column per measure in place of
 `value`, named after it (a measure named like another column, `key`, `batch_id` or `time`, is
-`value_<name>`, as every reader names it: statestore.present.aggregates), typed by its
+as every reader names it: statestore.present.aggregates), typed by its
 aggregation: count a bigint; sum_int a decimal(38,0), exact where a long would overflow (each
 input fits a long, so a sum needs 2^63 inputs to reach 38 digits; one past them is refused as
 stored data, never cut); sum, min, max and distinct (the sketch's estimate) a double; latest
@@ -147,17 +147,9 @@ def aggregate_spec(spec: StoreSpec) -> AggregateSpec | None:
 
 
 def measure_columns(measures: AggregateSpec) -> tuple[str, ...]:
-    """The column of each measure: its name, or `value_<name>` when the store's other columns
-    or an earlier measure's already have it (the rule of statestore.present.aggregates.columns,
-    which this wing cannot import: a unit test holds the two equal)."""
-    used, names = set(_ROW_COLUMNS), []
-    for measure in measures.measures:
-        name = measure.name
-        while name in used:
-            name = f"value_{name}"
-        used.add(name)
-        names.append(name)
-    return tuple(names)
+    """The column of each measure: its name (none is named like the store's other columns:
+    statestore.core.aggregation.spec.RESERVED_NAMES)."""
+    return tuple(m.name for m in measures.measures)
 
 
 def schema_for(spec: StoreSpec) -> StructType:

@@ -2,16 +2,16 @@
 
 An aggregate store's value codec (statestore.core.aggregation.spec.AggregateCodec, which the
 registry's value format `aggregate:...` names) decodes a value to {measure: result}, in the
-measures' order. Every reader shows each measure under its name, beside the key; a measure
-named like a column the reader already has (`key`, or the DataFrame's `batch_id` and `time`)
-shows as `value_<name>` instead. `top` ranks by one numeric measure. Pure: no I/O.
+measures' order. Every reader shows each measure under its name, beside the key (no measure
+is named like a reader's own columns: statestore.core.aggregation.spec.RESERVED_NAMES). `top`
+ranks by one numeric measure. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from statestore.core.aggregation.spec import AggregateCodec, AggregateSpec, Measure
@@ -26,17 +26,9 @@ def spec_of(codec: Any) -> AggregateSpec | None:
     return codec.spec if isinstance(codec, AggregateCodec) else None
 
 
-def columns(spec: AggregateSpec, taken: Sequence[str] = ("key",)) -> tuple[str, ...]:
-    """The column of each measure, in order: its name, or `value_<name>` when `taken` (the
-    reader's other columns) or an earlier measure's column already has that name."""
-    used, names = set(taken), []
-    for measure in spec.measures:
-        name = measure.name
-        while name in used:
-            name = f"value_{name}"
-        used.add(name)
-        names.append(name)
-    return tuple(names)
+def columns(spec: AggregateSpec) -> tuple[str, ...]:
+    """The column of each measure, in order: its name."""
+    return tuple(m.name for m in spec.measures)
 
 
 def header(spec: AggregateSpec) -> tuple[str, ...]:

@@ -25,6 +25,12 @@ _NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _MEASURE = re.compile(r"\s*([^=\s]+)\s*=\s*([a-z_]+)\s*\(\s*([^)\s]*)\s*\)\s*")
 _LENGTH = struct.Struct(">I")
+# Columns readers show beside the measures (the CLI, the HTTP API, the livestate DataFrame, the
+# store page): a measure may not be named like one, so every reader shows each measure by its name.
+RESERVED_NAMES = frozenset(
+    {"key", "value", "batch_id", "time", "time_ms", "topic", "partition", "offset", "bucket", "reason"}
+    | {"window_start", "window_end", "session_start", "session_end", "valid_from", "valid_to"}
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,11 @@ class Measure:
         if not _NAME.fullmatch(self.name):
             raise ValueError(
                 f"measure name {self.name!r}: use lower-case letters, digits and _ (a letter or _ first, at most 48)"
+            )
+        if self.name in RESERVED_NAMES:
+            raise ValueError(
+                f"measure name {self.name!r} is a column readers show beside the measures; choose another "
+                f"(taken: {', '.join(sorted(RESERVED_NAMES))})"
             )
         kind = KINDS.get(self.kind)
         if kind is None:

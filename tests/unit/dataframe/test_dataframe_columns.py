@@ -103,7 +103,7 @@ def test_stored_bytes_of_spark_values():
 
 
 AGGREGATE = "aggregate:n=count(), total=sum(amount), units=sum_int(qty), lo=min(amount), last=latest(city), "
-AGGREGATE += "users=distinct(user), time=max(amount)"
+AGGREGATE += "users=distinct(user), hi=max(amount)"
 
 
 def test_an_aggregate_store_has_a_typed_column_per_measure():
@@ -117,7 +117,7 @@ def test_an_aggregate_store_has_a_typed_column_per_measure():
         "lo": "double",
         "last": "string",  # latest: the field's JSON text
         "users": "double",  # distinct: the sketch's estimate
-        "value_time": "double",  # a measure named like a column of the store
+        "hi": "double",
         "batch_id": "bigint",
         "time": "timestamp",
     }
@@ -136,17 +136,17 @@ def test_aggregate_rows_decode_to_each_measures_result():
     sketch.update("u1")
     full = {"n": 3, "total": 1.5, "units": 2**70, "lo": -2.0, "last": LatestValue(1, 0, 2, '{"a": [1]}')}
     rows = [
-        Entry(b"k", codec.encode(full | {"users": sketch.serialize_compact(), "time": 4.0}), 7, 1_000),
+        Entry(b"k", codec.encode(full | {"users": sketch.serialize_compact(), "hi": 4.0}), 7, 1_000),
         Entry(b"z", codec.encode({"n": 1}), 8, 2_000),  # the rest: identities (no min, max, latest)
     ]
     batch = BatchBuilder(spec).batch(rows).to_pydict()
     assert batch["n"] == [3, 1] and batch["total"] == [1.5, 0.0] and batch["units"] == [2**70, 0]
     assert batch["lo"] == [-2.0, None] and batch["last"] == ['{"a": [1]}', None]
-    assert batch["users"] == [pytest.approx(1.0), 0.0] and batch["value_time"] == [4.0, None]
+    assert batch["users"] == [pytest.approx(1.0), 0.0] and batch["hi"] == [4.0, None]
     assert batch["batch_id"] == [7, 8]
     # the DataFrame names columns as the other readers do
     assert [f.name for f in schema_for(spec).fields][1:-2] == list(
-        aggregates.columns(aggregates.spec_of(codec), ("key", "batch_id", "time"))
+        aggregates.columns(aggregates.spec_of(codec))
     )
 
 

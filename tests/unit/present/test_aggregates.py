@@ -29,10 +29,8 @@ def test_the_codec_named_by_the_registry_is_recognised_and_others_are_not():
     assert aggregates.spec_of(codecs.LONG) is None and aggregates.spec_of(codecs.BYTES) is None
 
 
-def test_a_column_per_measure_in_order_and_clashes_renamed():
+def test_a_column_per_measure_in_order():
     assert aggregates.header(SPEC) == ("key", "n", "total", "units", "hi", "last")
-    clash = AggregateSpec.parse("key=count(), time=max(t), value_key=min(t)")
-    assert aggregates.columns(clash, ("key", "batch_id", "time")) == ("value_key", "value_time", "value_value_key")
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "jsonl"])

@@ -28,6 +28,8 @@ def test_the_text_form_round_trips_through_the_registrys_value_format():
         ("a=count(), a=sum(x)", "a repeated"),
         ("t=sum(a-b)", "not a JSON field name"),
         ("total sum(x)", "cannot read measure"),
+        ("key=count()", "'key' is a column readers show"),
+        ("batch_id=max(x)", "'batch_id' is a column readers show"),
         ("", "at least one measure"),
     ],
 )
