@@ -26,7 +26,9 @@ return value (XCom) and is logged.
 - `truncate`: deletes entries, dead letters and progress; refused while a stream writes the store.
   A global, window or session store whose last batch was begun and never recorded moves to a
   new table (`<store>_store_rN`) so a paused writer's late entries land nowhere, unless
-  **writer_stopped** says its writer is stopped for good (then truncated in place).
+  **writer_stopped** says its writer is stopped for good (then truncated in place). A truncate
+  holds the store until it has finished; one whose process is gone leaves it held (every writer
+  refused, naming it) until a truncate with **writer_stopped** takes it over and finishes.
 - `set_retention` (retention): sets a key-value or versioned store's retention (`7d`, `12h`, ...;
   `none` removes it): entries dated that long before the stream time are absent to every reader
   and counted from zero by the stream; the expire job reclaims them. `create` takes it too.
@@ -125,9 +127,10 @@ with DAG(
             False,
             type="boolean",
             title="Writer stopped for good (truncate, drop)",
-            description="the store's last writer cannot wake up: truncate a global, window or session store "
-            "whose last batch was never recorded in place, instead of moving it to a new table; drop a store "
-            "whose last batch was never recorded",
+            description="no earlier writer or reset of the store is still running: truncate takes over the "
+            "lease an unfinished reset left behind, and truncates a global, window or session store whose last "
+            "batch was never recorded in place, instead of moving it to a new table; drop a store whose last "
+            "batch was never recorded",
         ),
         # Optional on the form (a required field keeps Trigger disabled while empty, for every
         # action); drop and drop_old_table check it when they run (the library's rule).

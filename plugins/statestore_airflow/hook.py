@@ -194,8 +194,9 @@ class CassandraStateStoreHook(BaseHook):
         return admin.alter_store(self.get_conn(), self.keyspace, name, changes)
 
     def truncate_store(self, name: str, writer_stopped: bool = False):
-        """See statestore.store.admin.truncate_store (`writer_stopped`: truncate in place rather
-        than move a store with a batch in flight to a new table)."""
+        """See statestore.store.admin.truncate_store (`writer_stopped`: no earlier writer or reset
+        of the store is still running: take over the lease an unfinished reset left behind, and
+        truncate in place rather than move a store with a batch in flight to a new table)."""
         return admin.truncate_store(self.get_conn(), self.keyspace, name, writer_stopped=writer_stopped)
 
     def drop_store(self, name: str, confirm: str | None, writer_stopped: bool = False):

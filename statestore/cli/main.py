@@ -298,8 +298,10 @@ def _add_reset(command) -> None:
     p.add_argument(
         "--writer-stopped",
         action="store_true",
-        help="the store's last writer is stopped for good: reset a global, window or session store whose "
-        "last batch was begun and never recorded in place (by default it moves to a new table, <store>_store_rN)",
+        help="no earlier writer or reset of this store is still running (their processes are gone): take over "
+        "the lease an unfinished reset left behind (every writer is refused until then), and reset a global, "
+        "window or session store whose last batch was begun and never recorded in place (by default it moves to "
+        "a new table, <store>_store_rN)",
     )
 
 

@@ -31,7 +31,15 @@ from statestore.core.model import StoreSpec, StoreType
 from statestore.core.names import deadletter_table, next_generation_table, validate_keyspace, validate_store_name
 from statestore.core.options import TableOptions
 from statestore.store.book import deadletters, registry
-from statestore.store.book.lease import Holder, LeaseHeldError, StoreLease, current_holder, describe_self
+from statestore.store.book.lease import (
+    RESET_CHECKPOINT,
+    Holder,
+    LeaseHeldError,
+    StoreLease,
+    current_holder,
+    describe_self,
+    held_message,
+)
 from statestore.store.book.registry import KafkaOffsets, StoreProgress
 from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore.store.provision import provision_store, table_exists
@@ -241,9 +249,16 @@ def truncate_store(
     epoch, so the paused writer's begin_batch / record_batch are refused (StoreFencedError) and
     it records nothing more; progress is cleared by an update conditional on that epoch. The
     reset is fenced by that epoch itself: each TRUNCATE comes right after a serial read that
-    finds the epoch still the reset's (StoreFencedError, nothing deleted, once a stream took the
-    store over while the reset was paused), a move to a new table is a transaction conditional
-    on it. Only a pause between that read and the TRUNCATE is not fenced (docs/consistency.md).
+    finds the epoch still the reset's (StoreFencedError, nothing deleted, once another reset took
+    the store over), a move to a new table is a transaction conditional on it. No transaction can
+    make the TRUNCATE itself conditional, so the reset's lease is durable (no TTL: lease.py): a
+    reset paused between that read and its TRUNCATE, however long, still holds the store when it
+    wakes up, and every stream is refused meanwhile (LeaseHeldError, naming the reset). The lease
+    is released once the reset has finished (its progress cleared), or when it fails before
+    deleting anything; a reset that fails (or is killed) after it began deleting keeps it, so no
+    stream writes a half-reset store. A reset whose process is gone is taken over by a reset run
+    again with `writer_stopped` (a transaction conditional on the holder it saw), which then
+    does the whole reset; without `writer_stopped` that reset is refused too.
 
     Waiting does not bound such a writer: it may still send the rest of its batch's entries
     after the truncate, and checking the epoch on every entry write would cost a Paxos round
@@ -262,7 +277,8 @@ def truncate_store(
     then the old table dropped), so the paused writer's late entries fail on a table that no
     longer exists and none of them reaches the store. Readers find the table in the registry;
     a stream that opens the store by name is given the new one. The caller may instead say the
-    writer is stopped for good (`writer_stopped`, e.g. its process is gone): truncated in place.
+    writer is stopped for good (`writer_stopped`: no earlier writer or reset of this store is
+    still running, e.g. their processes are gone): truncated in place.
     A store whose table is gone while its registry records batches (which the stream refuses:
     statestore.store.provision) starts over the same way, in a new generation of its table with
     the default options: the reset is that refusal's way out.
@@ -272,24 +288,33 @@ def truncate_store(
     the new epoch refuses, so the table is truncated in place.
     """
     spec = registry.lookup(session, keyspace, name)
-    _refuse_while_written(session, spec, verb)
-    # A store whose table is gone (the stream refuses it: provision) starts over in a new one.
-    lost = _table_metadata(session, spec) is None
     lease = StoreLease(
-        session, keyspace, name, "(none: a reset)", _RESET_LEASE_TTL_S, holder=f"statestore reset ({describe_self()})"
+        session,
+        keyspace,
+        name,
+        RESET_CHECKPOINT,
+        _RESET_LEASE_TTL_S,
+        holder=f"statestore reset ({describe_self()})",
+        durable=RESET_LEASE_DURABLE,
     )
-    lease.acquire(same_checkpoint_wait_s=0)
-    lease.start_renewing()
+    _take_reset_lease(session, spec, lease, verb, writer_stopped)
+    deleting = finished = False
     try:
+        lease.start_renewing()
+        # A store whose table is gone (the stream refuses it: provision) starts over in a new one.
+        lost = _table_metadata(session, spec) is None
         epoch = registry.take_epoch(session, spec)
         progress = registry.progress(session, keyspace, name)
         floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
         shadowed = spec.store_type.partitioned and not spec.store_type.timed
         lease.check()
-        if lost:
-            spec = _move_to_new_table(session, spec, epoch, _lost_refusal(spec, verb))
-        elif progress.unfinished_batch is not None and not shadowed and not writer_stopped:
-            spec = _move_to_new_table(session, spec, epoch, _pending_refusal(spec, progress.unfinished_batch, verb))
+        refusal = _lost_refusal(spec, verb) if lost else None
+        if not lost and progress.unfinished_batch is not None and not shadowed and not writer_stopped:
+            refusal = _pending_refusal(spec, progress.unfinished_batch, verb)
+        table = None if refusal is None else _next_free_table(session, spec, refusal)  # refused: nothing deleted
+        deleting = True  # from here on, a failure may leave the store half reset: the lease is kept
+        if table is not None:
+            spec = _move_to_new_table(session, spec, table, epoch)
         else:
             _truncate(session, spec, spec.table, epoch)
         letters = deadletter_table(name)
@@ -300,12 +325,38 @@ def truncate_store(
         if floor is not None and shadowed:
             _shadow_partitions(session, spec, floor)
         registry.clear_progress(session, spec, epoch, floor)
+        finished = True
     finally:
-        lease.release()
+        if finished or not deleting:
+            lease.release()
+        else:
+            lease.stop_renewing()
+            _log.error(
+                "store %s.%s: the reset did not finish; its lease (%s) is kept, so no stream writes the half-reset "
+                "store: run the reset again with --writer-stopped (hook: writer_stopped=True; admin DAG: param "
+                "writer_stopped)",
+                keyspace,
+                name,
+                lease.holder,
+            )
     return spec
 
 
-_RESET_LEASE_TTL_S = 30.0
+_RESET_LEASE_TTL_S = 30.0  # how often the reset renews its lease (a third of it), finding out if it was taken over
+# The reset's lease has no TTL: it holds the store until the reset finishes (tests/simulation mirrors this).
+RESET_LEASE_DURABLE = True
+
+
+def _take_reset_lease(session, spec: StoreSpec, lease: StoreLease, verb: str, writer_stopped: bool) -> None:
+    """The store's lease for a reset: refused while anyone holds it (LeaseHeldError), except an
+    earlier reset's when `writer_stopped` says no earlier reset is still running: then taken
+    over, conditional on the holder seen."""
+    holder = current_holder(session, spec.keyspace, spec.name)
+    if holder is not None and holder.checkpoint == RESET_CHECKPOINT and writer_stopped:
+        lease.take_over(holder.holder)
+        return
+    _refuse_while_written(session, spec, verb)
+    lease.acquire(same_checkpoint_wait_s=0)
 
 
 def _partitions_read(progress: StoreProgress) -> list[tuple[str, int]]:
@@ -348,17 +399,22 @@ def _lost_refusal(spec: StoreSpec, verb: str) -> str:
     )
 
 
-def _move_to_new_table(session, spec: StoreSpec, epoch: int, refusal: str) -> StoreSpec:
-    """Move the store to the next free generation of its table (names.next_generation_table;
-    a re-layout's kept table or an interrupted reset's empty one is skipped, never adopted),
-    with the old table's options, and drop the old one (see truncate_store). The registry
-    points at the new table before the old one goes, so a reset interrupted in between leaves
-    a store whose table exists. WriterMayBeLiveError (`refusal`) when no name fits."""
+def _next_free_table(session, spec: StoreSpec, refusal: str) -> str:
+    """The next free generation of the store's table (names.next_generation_table; a
+    re-layout's kept table or an interrupted reset's empty one is skipped, never adopted);
+    WriterMayBeLiveError (`refusal`) when no name fits."""
     table = next_generation_table(spec.table)
     while table is not None and table_exists(session, spec.keyspace, table):
         table = next_generation_table(table)
     if table is None:
         raise WriterMayBeLiveError(refusal)
+    return table
+
+
+def _move_to_new_table(session, spec: StoreSpec, table: str, epoch: int) -> StoreSpec:
+    """Move the store to `table` (_next_free_table), with the old table's options, and drop
+    the old one (see truncate_store). The registry points at the new table before the old one
+    goes, so a reset interrupted in between leaves a store whose table exists."""
     metadata = _table_metadata(session, spec)
     options = None if metadata is None else _options_of(metadata.options)  # a lost table's: the defaults
     session.execute(create_cql_for(replace(spec, table_name=table), options), execution_profile=DDL_PROFILE)
@@ -505,11 +561,17 @@ def _require_table(session, spec: StoreSpec):
 
 def _refuse_while_written(session, spec: StoreSpec, action: str) -> None:
     holder = current_holder(session, spec.keyspace, spec.name)
-    if holder is not None:
+    if holder is None:
+        return
+    if holder.checkpoint == RESET_CHECKPOINT:
         raise LeaseHeldError(
-            f"store '{spec.name}' is being written by {holder.holder} (checkpoint {holder.checkpoint}); stop that "
-            f"query before {action} the store (a crashed writer's lease expires within its TTL, 30 s by default)"
+            f"{action} store '{spec.name}' refused: "
+            + held_message(spec.name, holder.holder, holder.checkpoint, holder.acquired_at)
         )
+    raise LeaseHeldError(
+        f"store '{spec.name}' is being written by {holder.holder} (checkpoint {holder.checkpoint}); stop that "
+        f"query before {action} the store (a crashed writer's lease expires within its TTL, 30 s by default)"
+    )
 
 
 def _default_comment(spec: StoreSpec) -> str:

@@ -16,7 +16,12 @@ across them: taking a lease refuses LOCAL_SERIAL, LOCAL_QUORUM and LOCAL_ONE the
 (statestore.conn.cassandra.check_writer_scope).
 
 Besides the stream, `statestore reset` (statestore.store.admin.truncate_store) holds a store's
-lease while it empties the store, under a holder name of its own.
+lease while it empties the store, under a holder name of its own and the checkpoint
+RESET_CHECKPOINT. Its lease is durable (no TTL): a reset paused between its last epoch check
+and its TRUNCATE (which no transaction can make conditional) keeps the store from every stream
+until it has finished, however long the pause. A reset whose process is gone leaves its lease
+behind: every writer is refused, naming it, until a reset run again with `writer_stopped`
+takes the lease over (`take_over`, conditional on the holder it saw) and finishes.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from statestore.core.errors import StateStoreError
 from statestore.core.names import validate_keyspace, validate_store_name
 
 LEASE_TABLE = "statestore_leases"
+RESET_CHECKPOINT = "(none: a reset)"  # the checkpoint a reset's lease names (admin.truncate_store)
 _POLL_S = 1.0
 _log = logging.getLogger(__name__)
 
@@ -66,6 +72,25 @@ def create_cql(keyspace: str) -> str:
         f"CREATE TABLE IF NOT EXISTS {validate_keyspace(keyspace)}.{LEASE_TABLE} ("
         " store text PRIMARY KEY, holder text, checkpoint text, acquired_at timestamp, renewed_at timestamp)"
         " WITH comment = 'statestore: which writer holds each store (rows expire by TTL)'"
+    )
+
+
+def held_message(store: str, holder: str, checkpoint: str | None, acquired_at: object) -> str:
+    """Why a writer is refused the store's lease: `holder` has it (a reset's lease names its
+    way out: it never expires by itself)."""
+    since = "an unknown time" if acquired_at is None else f"{acquired_at:%Y-%m-%d %H:%M:%S} UTC"
+    if checkpoint == RESET_CHECKPOINT:
+        return (
+            f"store '{store}' is held by an unfinished reset, {holder} (since {since}): a reset holds the store "
+            "until it has finished, however long it is paused, so that no stream writes what it may still delete. "
+            "Wait for it to finish. If that reset's process is gone (it crashed or was killed), run the reset "
+            "again with --writer-stopped (hook: writer_stopped=True; admin DAG: param writer_stopped): it takes "
+            "the store over and finishes the reset"
+        )
+    return (
+        f"store '{store}' is being written by {holder} (checkpoint {checkpoint}, since {since}). Only one query may "
+        "write a store: stop that query first. If it crashed, its lease expires within its TTL "
+        "(30 s by default) after its last renewal and a restart then takes over."
     )
 
 
@@ -100,15 +125,26 @@ def describe_self() -> str:
 
 class StoreLease:
     def __init__(
-        self, session, keyspace: str, store: str, checkpoint: str, ttl_s: float, holder: str | None = None
+        self,
+        session,
+        keyspace: str,
+        store: str,
+        checkpoint: str,
+        ttl_s: float,
+        holder: str | None = None,
+        *,
+        durable: bool = False,
     ) -> None:
-        """`holder`: the name others see (describe_self() by default; a reset names itself)."""
+        """`holder`: the name others see (describe_self() by default; a reset names itself).
+        `durable`: the row has no TTL (a reset's): it lives until released or taken over; it is
+        still renewed every third of `ttl_s`, which finds out when it was taken over."""
         self.session = session
         self.keyspace = validate_keyspace(keyspace)
         self.store = validate_store_name(store)
         self.checkpoint = checkpoint
         self.ttl_s = ttl_s
         self.holder = holder or describe_self()
+        self.durable = durable
         self._valid_until = 0.0
         self._acquired_at: datetime | None = None
         self._lost: str | None = None
@@ -116,7 +152,8 @@ class StoreLease:
         self._thread: threading.Thread | None = None
 
     def _ttl(self) -> int:
-        return max(1, round(self.ttl_s))
+        """The row's TTL in seconds (0: none, a durable lease)."""
+        return 0 if self.durable else max(1, round(self.ttl_s))
 
     def _serial(self, cql: str):
         """A lightweight transaction (its serial consistency comes from the bookkeeping profile)."""
@@ -154,15 +191,33 @@ class StoreLease:
                 return
             same_job = row.checkpoint == self.checkpoint
             if not same_job or time.monotonic() >= deadline:
-                since = "an unknown time" if row.acquired_at is None else f"{row.acquired_at:%Y-%m-%d %H:%M:%S} UTC"
-                raise LeaseHeldError(
-                    f"store '{self.store}' is being written by {row.holder} (checkpoint {row.checkpoint}, "
-                    f"since {since}). Only one query may write a store: "
-                    "stop that query first. If it crashed, its lease expires "
-                    f"{self._ttl()}s after its last renewal and a restart then takes over."
-                )
+                raise LeaseHeldError(held_message(self.store, row.holder, row.checkpoint, row.acquired_at))
             _log.info("store %s: waiting for the lease of %s (same checkpoint: a restart)", self.store, row.holder)
             time.sleep(_POLL_S)
+
+    def take_over(self, seen: str) -> None:
+        """Take the lease from `seen`, its holder as last read (a reset's, whose process is gone),
+        by a transaction conditional on that holder; LeaseHeldError when someone else has it now."""
+        check_writer_scope(self.session, self.keyspace)
+        update = self._serial(
+            f"UPDATE {self.keyspace}.{LEASE_TABLE} USING TTL ? SET holder = ?, checkpoint = ?,"
+            " acquired_at = ?, renewed_at = toTimestamp(now()) WHERE store = ? IF holder = ?"
+        )
+        started = time.monotonic()
+        self._acquired_at = datetime.now(UTC)
+        row = self.session.execute(
+            update,
+            (self._ttl(), self.holder, self.checkpoint, self._acquired_at, self.store, seen),
+            execution_profile=BOOKKEEPING_PROFILE,
+        ).one()
+        if not row.applied and getattr(row, "holder", None) != self.holder:  # ours: a retried update that applied
+            now = getattr(row, "holder", None)
+            if now is None:  # gone since it was read (released, or an earlier release's reset whose TTL ran out)
+                self.acquire(same_checkpoint_wait_s=0)
+                return
+            raise LeaseHeldError(held_message(self.store, now, getattr(row, "checkpoint", None), None))
+        _log.warning("store %s: lease of %s taken over by %s", self.store, seen, self.holder)
+        self._valid_until = started + self.ttl_s
 
     def renew(self) -> None:
         update = self._serial(
@@ -206,12 +261,27 @@ class StoreLease:
         self._thread = threading.Thread(target=self._renew_loop, name=f"lease-{self.store}", daemon=True)
         self._thread.start()
 
-    def release(self) -> None:
+    def stop_renewing(self) -> None:
+        """Stop the renewals and keep the row (a durable lease: held until released or taken over)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def release(self) -> None:
+        self.stop_renewing()
         try:
             delete = self._serial(f"DELETE FROM {self.keyspace}.{LEASE_TABLE} WHERE store = ? IF holder = ?")
             self.session.execute(delete, (self.store, self.holder), execution_profile=BOOKKEEPING_PROFILE)
-        except Exception as exc:  # noqa: BLE001 - the TTL frees the lease anyway
-            _log.warning("store %s: could not release the lease (%s); it expires in %ss", self.store, exc, self._ttl())
+        except Exception as exc:  # noqa: BLE001 - the TTL frees the lease anyway (a durable one is taken over)
+            if self.durable:
+                _log.error(
+                    "store %s: could not release the lease of %s (%s); it has no TTL: writers are refused until a "
+                    "reset run with --writer-stopped takes it over",
+                    self.store,
+                    self.holder,
+                    exc,
+                )
+            else:
+                _log.warning(
+                    "store %s: could not release the lease (%s); it expires in %ss", self.store, exc, self._ttl()
+                )

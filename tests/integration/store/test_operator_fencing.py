@@ -15,7 +15,7 @@ from statestore.core.model import StoreSpec, StoreType
 from statestore.store import relayout as relayout_module
 from statestore.store.book import lease as lease_module
 from statestore.store.book import registry
-from statestore.store.book.lease import LEASE_TABLE, StoreLease
+from statestore.store.book.lease import LEASE_TABLE, LeaseHeldError, StoreLease
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.store.builder import open_store
 from statestore.store.provision import provision_store, table_exists
@@ -163,3 +163,97 @@ def test_a_relayout_whose_swap_timed_out_is_settled_by_a_serial_read(session, ke
     assert registry.lookup(session, keyspace, store_name).table == result.new_table
     assert not table_exists(session, keyspace, f"{store_name}_store_r2")  # not applied: dropped
     assert dump(session, keyspace, store_name) == {"a": 1, "b": 2}
+
+
+def _pause_before_truncate(monkeypatch, session, spec: StoreSpec, while_paused) -> None:
+    """Pause the reset right after its last epoch check, before its TRUNCATE of the store's
+    table (the one window no lightweight transaction can close), and run `while_paused()`
+    meanwhile. A pause outlasts any lease TTL: a lease row that carries one is deleted, as its
+    expiry would delete it; a row without one stays."""
+    real_check, paused = registry.check_epoch, []
+
+    def check_then_pause(session_, spec_, epoch, what):
+        real_check(session_, spec_, epoch, what)
+        if what.endswith(f".{spec.table}") and not paused:
+            paused.append(what)
+            ttl = session.execute(
+                f"SELECT TTL(holder) AS ttl FROM {spec.keyspace}.{LEASE_TABLE} WHERE store = %s", (spec.name,)
+            ).one()
+            if ttl is not None and ttl.ttl is not None:
+                session.execute(f"DELETE FROM {spec.keyspace}.{LEASE_TABLE} WHERE store = %s", (spec.name,))
+            while_paused()
+
+    monkeypatch.setattr(registry, "check_epoch", check_then_pause)
+
+
+def test_a_reset_paused_before_its_truncate_keeps_the_store_from_every_stream_until_it_is_done(
+    session, keyspace, store_name, monkeypatch, capsys
+):
+    spec = _store_with_batch0(session, keyspace, store_name)
+    refused, taken = [], []
+
+    def a_stream_starts():
+        try:
+            stream = _Stream(session, spec)
+        except LeaseHeldError as exc:
+            refused.append(str(exc))
+            return
+        taken.append(stream)
+        stream.batch(1, {"late": 5})  # recorded; the woken reset's TRUNCATE must not delete it
+
+    _pause_before_truncate(monkeypatch, session, spec, a_stream_starts)
+    try:
+        code = cli(["--keyspace", keyspace, "reset", store_name, "--yes"])
+        assert not taken, (
+            "a stream took the store while a reset that still truncates it was paused: its recorded batch 1 "
+            f"now counts {dump(session, keyspace, store_name)}"
+        )
+        assert code == 0
+        assert "statestore reset (" in refused[0] and "--writer-stopped" in refused[0]
+        assert dump(session, keyspace, store_name) == {}
+        assert registry.progress(session, keyspace, store_name).last_batch_id is None
+        stream = _Stream(session, spec)  # the reset done, its lease released: a stream starts
+        taken.append(stream)
+        stream.batch(0, {"b": 1})
+        assert dump(session, keyspace, store_name) == {"b": 1}
+    finally:
+        for stream in taken:
+            stream.lease.release()
+
+
+def test_a_reset_killed_before_its_truncate_refuses_streams_until_a_reset_with_writer_stopped(
+    session, keyspace, store_name, monkeypatch, capsys
+):
+    spec = _store_with_batch0(session, keyspace, store_name)
+
+    class Killed(BaseException):
+        """The reset's process killed (SIGKILL): nothing of it runs any more, its lease not released."""
+
+    def killed():
+        raise Killed
+
+    _pause_before_truncate(monkeypatch, session, spec, killed)
+    real_release = StoreLease.release
+    monkeypatch.setattr(StoreLease, "release", lambda self: None)
+    with pytest.raises(Killed):
+        cli(["--keyspace", keyspace, "reset", store_name, "--yes"])
+    monkeypatch.setattr(StoreLease, "release", real_release)
+    monkeypatch.setattr(registry, "check_epoch", _REAL_CHECK_EPOCH)
+    capsys.readouterr()
+
+    with pytest.raises(LeaseHeldError, match=r"statestore reset \(.*--writer-stopped"):
+        _Stream(session, spec)
+    assert cli(["--keyspace", keyspace, "reset", store_name, "--yes"]) == 4  # refused: that reset may be running
+    assert "--writer-stopped" in capsys.readouterr().err
+    assert dump(session, keyspace, store_name) == {"a": 1, "b": 2}
+    assert cli(["--keyspace", keyspace, "reset", store_name, "--yes", "--writer-stopped"]) == 0
+    assert dump(session, keyspace, store_name) == {}
+    stream = _Stream(session, spec)
+    try:
+        stream.batch(0, {"b": 1})
+        assert dump(session, keyspace, store_name) == {"b": 1}
+    finally:
+        stream.lease.release()
+
+
+_REAL_CHECK_EPOCH = registry.check_epoch
