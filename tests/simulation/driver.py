@@ -39,7 +39,7 @@ from statestore.core.errors import CassandraUnavailableError, StoreFencedError
 from statestore.core.model import Entry
 from statestore.core.retention import cutoff_ms
 from statestore.store.book import deadletters
-from statestore.store.book.lease import LeaseHeldError, LeaseLostError
+from statestore.store.book.lease import LeaseHeldError, LeaseLostError, held_message
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.stream import checkpoint
 from statestore.stream.apply import UNCOUNTABLE
@@ -199,12 +199,13 @@ class StreamJob:
         (crashed: it no longer renews) it is waited for; held for another checkpoint, the start
         is refused (LeaseHeldError, exit 2), and its way out, a restart once the lease expired,
         is taken here. A holder that still renews is never found here (one job runs at a time;
-        a paused one stopped renewing)."""
+        a paused one stopped renewing), but a reset's lease, which has no TTL, is: LeaseHeldError,
+        whose way out (a reset run again with --writer-stopped) the machine takes."""
         now = self.world.clock_ms
         held = self.cassandra.live_lease(now)
         if held is not None:
-            if held.expires_ms is None:
-                raise LeaseHeldError(f"store '{self.cassandra.store}' is being written by {held.holder}")
+            if held.expires_ms is None:  # a reset's lease (durable), paused or killed: lease.held_message
+                raise LeaseHeldError(held_message(self.cassandra.store, held.holder, held.checkpoint, None))
             self.world.clock_ms = held.expires_ms  # waited (same checkpoint), or refused and restarted then
             self.cassandra.live_lease(self.world.clock_ms)
         self.cassandra.lease = LeaseRow(self.holder, self.folder.location)

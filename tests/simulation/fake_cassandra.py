@@ -12,7 +12,8 @@ What matters of the real system and is kept:
   reads (`progress`, the checker's) see only what is committed;
 - the store's lease row (statestore.store.book.lease): its holder and checkpoint, renewed while
   its holder runs, expiring one TTL after the last renewal once its holder stopped renewing
-  (crashed, or paused);
+  (crashed, or paused); a reset's has no TTL (admin.RESET_LEASE_DURABLE): it stays until the
+  reset releases it or a reset run again with --writer-stopped takes it over;
 - the store's rows are written one key at a time (a batch's writes are many statements, so a
   crash can leave a batch half written), each `USING TIMESTAMP` of its batch: a write older than
   the row's last one loses; at an equal timestamp Cassandra keeps, cell by cell, the larger
@@ -23,7 +24,8 @@ What matters of the real system and is kept:
   table"), and a start creates it again only while the registry records no batches
   (provision: StoreTableLostError); `statestore reset` (admin.truncate_store) as the partitioned
   key-value layout does it: the epoch taken, the table truncated in place (or, when it is gone,
-  a new generation of it), the dead letters truncated, every partition deleted at the floor
+  a new generation of it) after an epoch check that cannot make it conditional (a reset may
+  pause in between: reset_fenced, then reset_deleting), the dead letters truncated, every partition deleted at the floor
   timestamp (the registry's last_ts / pending_ts: a later write at or below it is shadowed) and
   the progress cleared with the floor kept as last_ts.
 """
@@ -78,6 +80,15 @@ class LeaseRow:
     holder: str
     checkpoint: str
     expires_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ResetTicket:
+    """What a reset knows once it fenced the store (FakeCassandra.reset_fenced): its epoch, and
+    the floor of its partition deletes."""
+
+    epoch: int
+    floor: int | None
 
 
 # The outcomes of a lightweight transaction that times out (FakeCassandra.lwt_faults).
@@ -258,23 +269,45 @@ class FakeCassandra:
         self.table_present = False
 
     def reset(self) -> None:
-        """admin.truncate_store of a partitioned key-value store, once no lease is held (see the
-        module doc). The reset's own transactions do not time out here."""
+        """admin.truncate_store of a partitioned key-value store, once it holds the lease (see
+        the module doc): reset_fenced, then at once reset_deleting."""
+        self.reset_deleting(self.reset_fenced())
+
+    def reset_fenced(self) -> ResetTicket:
+        """truncate_store up to its TRUNCATE of the store's table: the store's next epoch taken,
+        the progress read (the floor: last_ts / pending_ts), the epoch read serially again
+        (_truncate's check_epoch). The reset's own transactions do not time out here."""
         self._commit_in_flight()
+        epoch = (self.progress_row.epoch or 0) + 1
+        self.progress_row = replace(self.progress_row, epoch=epoch)
         progress = self.progress_row
         floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
+        return ResetTicket(epoch, floor)
+
+    def reset_deleting(self, ticket: ResetTicket) -> None:
+        """The rest of truncate_store, from its TRUNCATE of the store's table (not conditional:
+        whoever holds the store now loses its entries), then the dead letters' epoch check
+        (StoreFencedError, the dead letters and progress left), TRUNCATE, the partitions deleted
+        at the floor, and the progress cleared conditional on the reset's epoch."""
+        self._commit_in_flight()
         if not self.table_present:  # _move_to_new_table: the next generation, empty
             self.table_generation += 1
             self.table_present = True
         self.rows.clear()
+        if self.progress_row.epoch != ticket.epoch:
+            raise StoreFencedError(
+                f"store '{self.store}': this writer (epoch {ticket.epoch}) was fenced off while about to truncate "
+                f"its dead letters: the store was taken over by a newer writer (epoch {self.progress_row.epoch})"
+            )
         self.dead_letters.clear()
+        floor = ticket.floor
         if floor is not None:  # _shadow_partitions, and deadletters.delete_partitions_before
             self.floor_ts = max(self.floor_ts or 0, floor)
         cleared = dict.fromkeys(
             ("last_batch_id", "offsets", "pending_batch_id", "pending_ts", "pending_offsets", "pending_rules"), None
         )
         cleared.update(dict.fromkeys(("query_id", "batch_base", "max_event_time", "last_batch_at"), None))
-        self.progress_row = replace(progress, epoch=(progress.epoch or 0) + 1, last_ts=floor, **cleared)
+        self.progress_row = replace(self.progress_row, last_ts=floor, **cleared)
 
     # --- the store's lease (statestore.store.book.lease) ---
 

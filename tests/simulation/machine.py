@@ -12,7 +12,10 @@ writes are not fenced and land with its batch's write timestamp), and registry t
 that time out applied, not applied, or accepted and committed by the next Paxos round, three in
 a row stopping the run (CassandraUnavailableError, exit 2: its way out is a restart); the
 operator's `statestore reset` between runs (then the old checkpoint, refused once it committed a
-batch, or a new one), and the store's table dropped by hand (the start refuses,
+batch, or a new one), a reset paused between its last epoch check and its TRUNCATE for longer
+than any lease TTL, which goes on later or is killed (a start meanwhile is refused by the
+reset's lease, which has no TTL, until the reset finished or a reset run again with
+--writer-stopped took it over), and the store's table dropped by hand (the start refuses,
 StoreTableLostError, until the reset, its way out; the store is not compared while its table is
 gone).
 
@@ -39,9 +42,10 @@ from statestore.core.errors import (
     StoreFencedError,
     StoreTableLostError,
 )
-from statestore.store.book.lease import LeaseLostError
+from statestore.store import admin
+from statestore.store.book.lease import RESET_CHECKPOINT, LeaseHeldError, LeaseLostError, held_message
 from tests.simulation.driver import LEASE_TTL_MS, RunSettings, Step, StreamJob, World
-from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE, LWT_LOST
+from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE, LWT_LOST, LeaseRow, ResetTicket
 from tests.simulation.fake_spark import CheckpointFolder, SparkAssertionError
 from tests.simulation.truth import Truth
 
@@ -100,6 +104,9 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         self.spark_failed_at: int | None = None  # the topic's partitions when Spark's query last failed
         # A paused driver (its job and the rest of its steps), once its pause outlived its lease.
         self.zombie: tuple[StreamJob, Iterator[Step]] | None = None
+        # A reset paused between its last epoch check and its TRUNCATE (its holder, what it knows).
+        self.paused_reset: tuple[str, ResetTicket] | None = None
+        self.lease_refusal: str | None = None  # the last start refused by a reset's lease
 
     # --- the world ---
 
@@ -189,7 +196,11 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         the driver's retries."""
         self.world.cassandra.lwt_faults = list(outcomes)
 
-    @precondition(lambda self: self.job is None and self.refusal is None and self.job_class.protocol_faults())
+    @precondition(
+        lambda self: (
+            self.job is None and self.refusal is None and self.paused_reset is None and self.job_class.protocol_faults()
+        )
+    )
     @rule(drop=st.booleans())
     def operator_acts(self, drop: bool) -> None:
         """Between runs: `statestore reset` (the next start is on the checkpoint in use, refused
@@ -201,6 +212,74 @@ class BatchProtocolMachine(RuleBasedStateMachine):
             return
         self.world.cassandra.drop_table()
         self.steps = ["the store's table dropped by hand"]
+
+    @precondition(
+        lambda self: (
+            self.job is None
+            and self.refusal is None
+            and self.paused_reset is None
+            and self.job_class.protocol_faults()
+            and self.world.cassandra.table_present
+        )
+    )
+    @rule()
+    def operator_resets_and_pauses(self) -> None:
+        """`statestore reset` between runs, paused (SIGSTOP, a GC pause, a suspended VM) for
+        longer than any lease TTL right after its last epoch check, before its TRUNCATE (which no
+        transaction can make conditional). It goes on later (paused_reset_resumes) or its process
+        is killed (paused_reset_killed); meanwhile the job may be started (refused while the
+        reset's lease holds: admin.RESET_LEASE_DURABLE)."""
+        self.steps = []
+        holder = self._reset_lease(writer_stopped=False)
+        if holder is None:
+            return
+        world = self.world
+        ticket = world.cassandra.reset_fenced()
+        paused_at = world.clock_ms
+        world.clock_ms += LEASE_TTL_MS + 1
+        if not admin.RESET_LEASE_DURABLE:  # a lease with a TTL lapses while its holder is paused
+            world.cassandra.lease.expires_ms = paused_at + LEASE_TTL_MS
+        self.paused_reset = holder, ticket
+        self.steps.append(f"{holder} took epoch {ticket.epoch}, checked it, and paused before its TRUNCATE")
+
+    @precondition(lambda self: self.paused_reset is not None)
+    @rule()
+    def paused_reset_resumes(self) -> None:
+        """The paused reset goes on: its TRUNCATE, then the rest of the reset, refused
+        (StoreFencedError, exit 4) at its next epoch check if another writer took the store."""
+        (holder, ticket), self.paused_reset = self.paused_reset, None
+        cassandra = self.world.cassandra
+        self.steps = [f"the paused {holder} goes on: TRUNCATE"]
+        try:
+            cassandra.reset_deleting(ticket)
+        except StoreFencedError as fenced:
+            self.steps.append(f"the reset stopped (exit 4): {fenced}")
+            self._release_reset_lease(holder)
+            self._check()
+            return
+        self._release_reset_lease(holder)
+        self.truth.forget(cassandra)
+        self.steps.append("the reset finished")
+
+    @precondition(lambda self: self.paused_reset is not None)
+    @rule()
+    def paused_reset_killed(self) -> None:
+        """The paused reset's process is killed: it never goes on; its lease stays (it has no TTL)."""
+        (holder, _), self.paused_reset = self.paused_reset, None
+        self.steps = [f"the paused {holder} was killed"]
+
+    @precondition(
+        lambda self: self.job is None and self.paused_reset is None and self._reset_lease_held() and self.lease_refusal
+    )
+    @rule()
+    def way_out_reset_writer_stopped(self) -> None:
+        """The way out of a start refused by the lease of a reset whose process is gone: the reset
+        run again with --writer-stopped, which takes its lease over and does the whole reset."""
+        self._reset(writer_stopped=True)
+
+    def _reset_lease_held(self) -> bool:
+        held = self.world.cassandra.live_lease(self.world.clock_ms)
+        return held is not None and held.checkpoint == RESET_CHECKPOINT
 
     @precondition(lambda self: self.job is None and self.job_class.protocol_faults())
     @rule(retention_ms=st.sampled_from(RETENTIONS_MS))
@@ -312,6 +391,11 @@ class BatchProtocolMachine(RuleBasedStateMachine):
             self.steps.append(f"refused: {refusal}")
             self.job.release_lease()
             self.job, self.refusal = None, str(refusal)
+        except LeaseHeldError as held:
+            # A reset's lease (no TTL): the start is refused, naming the reset and the way out.
+            assert "--writer-stopped" in str(held), str(held)
+            self.steps.append(f"the job refused to start (exit 2): {held}")
+            self.job, self.lease_refusal = None, str(held)
         except CassandraUnavailableError as failure:
             # Exit 2; its way out is a restart once Cassandra answers (any start rule).
             self.steps.append(f"the job stopped (exit 2): {failure}")
@@ -336,17 +420,45 @@ class BatchProtocolMachine(RuleBasedStateMachine):
         self.job.stop_renewing()
         self.job = None
 
-    def _reset(self) -> None:
-        """admin.truncate_store: refused while a lease is held (_refuse_while_written); a
-        crashed or paused run's lapses within its TTL, and the reset is run again then."""
+    def _reset(self, writer_stopped: bool = False) -> None:
+        """admin.truncate_store: its lease (_reset_lease), then the whole reset, then the lease
+        released."""
+        self.steps = []
+        holder = self._reset_lease(writer_stopped)
+        if holder is None:
+            return
+        world = self.world
+        world.cassandra.reset()
+        self._release_reset_lease(holder)
+        self.truth.forget(world.cassandra)
+        self.lease_refusal = None
+        self.steps.append(f"statestore reset (the store's table generation {world.cassandra.table_generation})")
+
+    def _reset_lease(self, writer_stopped: bool) -> str | None:
+        """admin._take_reset_lease: refused while a lease is held (a crashed or paused run's
+        lapses within its TTL, and the reset is run again then); an earlier reset's (no TTL) is
+        taken over with `writer_stopped`, which the operator passes only once that reset's
+        process is gone. The reset's holder name, or None (refused, exit 4)."""
         world = self.world
         held = world.cassandra.live_lease(world.clock_ms)
-        if held is not None:
-            assert held.expires_ms is not None, "a reset while a run holds the lease"
+        if held is not None and held.expires_ms is None:
+            assert held.checkpoint == RESET_CHECKPOINT, "a reset while a run holds the lease"
+            if not writer_stopped or self.paused_reset is not None:
+                refused = held_message(world.cassandra.store, held.holder, held.checkpoint, None)
+                self.steps.append(f"statestore reset refused (exit 4): {refused}")
+                return None
+            self.steps.append(f"the lease of {held.holder} taken over (--writer-stopped)")
+        elif held is not None:
             world.clock_ms = held.expires_ms
-        world.cassandra.reset()
-        self.truth.forget(world.cassandra)
-        self.steps = [f"statestore reset (the store's table generation {world.cassandra.table_generation})"]
+        holder = f"statestore reset ({world.new_holder()})"
+        world.cassandra.lease = LeaseRow(holder, RESET_CHECKPOINT)  # renewed while the reset runs
+        return holder
+
+    def _release_reset_lease(self, holder: str) -> None:
+        """StoreLease.release (`IF holder = ?`)."""
+        lease = self.world.cassandra.lease
+        if lease is not None and lease.holder == holder:
+            self.world.cassandra.lease = None
 
     def _pause(self, steps: Iterator[Step]) -> None:
         """The driver paused: its lease lapses (the clock moves past its TTL); the rest of its
