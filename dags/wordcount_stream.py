@@ -53,6 +53,7 @@ STORE_TYPES = [
     "partitioned-session",
 ]
 WINDOW_PARAMS = ("window", "hop", "session_gap", "grace", "retention")
+JSON_PARAMS = ("aggregate", "key", "key_expr", "time_field")  # with input_format json (StreamConfig checks)
 # Durations as the job takes them (statestore.core.durations.parse_duration): 90s, 1m, 2h, 7d.
 DURATION = r"^[0-9]+(ms|s|m|h|d)$"
 
@@ -184,6 +185,39 @@ with DAG(
             "Retention (with a window or session gap)",
             "empty: the larger of window (gap) + grace and 1d; how long windows (sessions) are kept, by stream time",
         ),
+        "input_format": Param(
+            "text",
+            type="string",
+            enum=["text", "json"],
+            title="Input format",
+            description="text: lines, counted by word (the word count); json: one JSON object per record, its "
+            "measures (aggregate) kept per key",
+        ),
+        "aggregate": Param(
+            None,
+            type=["null", "string"],
+            title="Aggregate (json)",
+            description="the measures kept per key, e.g. n=count(), total=sum_int(amount), hi=max(amount)",
+        ),
+        "key": Param(
+            None,
+            type=["null", "string"],
+            title="Key field(s) (json)",
+            description="FIELD[,FIELD...]: one field's value as text, several as a JSON array; nested: a.b",
+        ),
+        "key_expr": Param(
+            None,
+            type=["null", "string"],
+            title="Key expression (json, instead of the key fields)",
+            description="a Spark SQL expression over the parsed record, e.g. concat(record:shop::string, '/', "
+            "record:user::string)",
+        ),
+        "time_field": Param(
+            None,
+            type=["null", "string"],
+            title="Time field (json)",
+            description="empty: the Kafka record timestamp; else the field of epoch milliseconds or ISO-8601 time",
+        ),
         "spark_conf": Param(
             {},
             type="object",
@@ -221,6 +255,8 @@ with DAG(
                 driver_apply_records=params.get("driver_apply_records", 1000),
                 max_future_ms=parse_duration(params.get("max_future") or "5m", "max_future"),
                 compaction=None if params.get("compaction", "default") == "default" else params["compaction"],
+                input_format=params.get("input_format") or "text",
+                **{name: params[name] for name in JSON_PARAMS if params.get(name)},
                 **{
                     name: parse_duration(params[name], name, zero=name == "grace")
                     for name in WINDOW_PARAMS
@@ -232,12 +268,18 @@ with DAG(
         args = ["--topic", stream.topic, "--store", stream.store, "--checkpoint", stream.checkpoint]
         args += ["--trigger", stream.trigger, "--starting-offsets", stream.starting_offsets]
         args += ["--max-future", format_duration(stream.max_future_ms)]
+        if stream.input_format != "text":
+            args += ["--input-format", stream.input_format]
         for flag, value in (
             ("--store-type", stream.store_type),
             ("--partitions", stream.partitions),
             ("--max-offsets-per-trigger", stream.max_offsets_per_trigger),
             ("--driver-apply-records", stream.driver_apply_records),
             ("--compaction", stream.compaction),
+            ("--aggregate", stream.aggregate),
+            ("--key", stream.key),
+            ("--key-expr", stream.key_expr),
+            ("--time-field", stream.time_field),
         ):
             if value is not None:
                 args += [flag, str(value)]

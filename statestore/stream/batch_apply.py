@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections import Counter
 
 from statestore.conn.cassandra import session_for
+from statestore.core.aggregation import AGGREGATE_FORMAT_PREFIX
 from statestore.core.model import StoreSpec
 from statestore.core.retention import cutoff_ms
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
-from statestore.stream import checkpoint, recording
+from statestore.stream import aggregates, checkpoint, json_input, recording
 from statestore.stream.apply import (
     DRIVER_ROWS,
     ApplyStats,
@@ -51,8 +52,15 @@ def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: C
 
 def cacheable(spec: StoreSpec) -> bool:
     """The apply cache holds current entries, of keys or of (key, window) pairs, and a key's
-    sessions a batch can still touch (statestore.stream.session_cache): not versions."""
-    return not spec.store_type.versioned
+    sessions a batch can still touch (statestore.stream.session_cache): not versions. Nor, this
+    round, an aggregate store's entries (its value format names measures): the cache's records
+    hold a count, not accumulators, so every batch of an aggregate store reads its keys."""
+    return not spec.store_type.versioned and not is_aggregate(spec)
+
+
+def is_aggregate(spec: StoreSpec) -> bool:
+    """Whether the store keeps measures' accumulators (statestore.core.aggregation), not counts."""
+    return spec.value_codec.startswith(AGGREGATE_FORMAT_PREFIX)
 
 
 def on_driver_for(start: KafkaOffsets, end: KafkaOffsets, driver_records: int) -> bool:
@@ -102,12 +110,20 @@ def _count(
     if versioned:
         batch_df.persist()
     try:
-        applier = _applier(writer, batch_df, position, cache)
-        stats, applied_on = _run(writer, batch_df, position, cache, applier)
+        rows = None
+        if writer.json_input is not None:
+            parsed = json_input.parsed_records(batch_df, writer.json_input)
+            stats, applied_on = _aggregate(writer, parsed, position)
+            rows = json_input.dead_letter_rows(parsed)
+        else:
+            applier = _applier(writer, batch_df, position, cache)
+            stats, applied_on = _run(writer, batch_df, position, cache, applier)
         letters: Counter[str] = Counter()
         if stats.uncountable:
             # At the batch's timestamp, as its entries (a reset's floor shadows a paused writer's).
             options = {"write_ts": position.write_ts}
+            if rows is not None:  # as the input stage judged them, with their reasons
+                options["rows"] = rows
             if spec.windowing is not None:  # late records, by the stream time the batch began with
                 options["stream_time_ms"] = position.stream_time_ms
             letters = writer.step(
@@ -119,6 +135,29 @@ def _count(
         if versioned:
             batch_df.unpersist()
     return stats, applied_on, letters
+
+
+def _aggregate(writer: StoreWriter, parsed, position: BatchPosition) -> tuple[ApplyStats, str]:
+    """Apply the batch's JSON records (`parsed`, json_input.parsed_records) to an aggregate
+    store: each key's partials merged into its entry, by the driver when the batch is small
+    (on_driver_for, and its partials fit the driver's bound), else by the executors."""
+    spec, aggregate = writer.spec, writer.json_input.aggregate
+    cutoff = cutoff_ms(position.retention_ms, position.stream_time_ms)
+    applier = aggregates.aggregate_applier(
+        writer.config,
+        spec,
+        aggregate,
+        position.batch_id,
+        position.write_ts,
+        timer=writer.seams.task_timer,
+        cutoff_ms=cutoff,
+    )
+    partials = aggregates.partials(parsed, writer.json_input)
+    if on_driver_for(position.start, position.end, writer.driver_records):
+        small = collect_at_most(partials, DRIVER_ROWS)
+        if small is not None:
+            return aggregates.run_on_driver(small, applier), DRIVER
+    return aggregates.run_on_executors(partials, applier), EXECUTORS
 
 
 def _applier(writer: StoreWriter, batch_df, position: BatchPosition, cache: CachePlan | None):

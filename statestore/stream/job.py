@@ -25,6 +25,7 @@ from statestore.conn.retry import with_retries
 from statestore.conn.spark import build_session
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
+from statestore.core.config.stream import AGGREGATE_STORE_TYPES, WINDOWED_AGGREGATES
 from statestore.core.errors import (
     CassandraUnavailableError,
     CheckpointMismatchError,
@@ -32,6 +33,7 @@ from statestore.core.errors import (
     KafkaError,
     StateStoreError,
     StoreFencedError,
+    StoreMismatchError,
 )
 from statestore.core.model import StoreSpec, StoreType
 from statestore.store.book import registry, schema, stream_log
@@ -39,9 +41,10 @@ from statestore.store.book.lease import LeaseHeldError, LeaseLostError, StoreLea
 from statestore.store.book.registry import KafkaOffsets
 from statestore.store.provision import DEFAULT_STORE_TYPE, provision_store
 from statestore.store.tables import options_with_compaction
-from statestore.stream import checkpoint
+from statestore.stream import checkpoint, json_input
 from statestore.stream.batches import BatchApplier, finish_pending_batch
 from statestore.stream.checkpoint import QueryCheckpoint
+from statestore.stream.json_input import JsonInput
 from statestore.stream.monitor import StreamMonitor
 from statestore.stream.position import SourceTopic, naming_partitions
 from statestore.stream.writer import SHIPPED, BatchSeams, StoreWriter
@@ -67,6 +70,9 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
         schema.require_current(session, job.cassandra.keyspace, job.stream.store)
     registry.ensure_table(session, job.cassandra.keyspace)
     windowing = job.stream.windowing
+    value_format = _value_format(job.stream)
+    if existing is not None:
+        _refuse_other_values(existing, value_format)
     store_type = StoreType(job.stream.store_type) if job.stream.store_type else None
     if store_type is None and job.stream.window is not None:
         store_type = StoreType.PARTITIONED_WINDOW
@@ -84,6 +90,7 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
             existing.table if same_type else None,
             windowing=(windowing or existing.windowing) if store_type.timed else None,
             subpartitions=existing.subpartitions if same_type else 1,
+            value_codec=value_format,
         )
     else:
         partitions = job.stream.partitions or partition_count(job.kafka, job.stream.topic)
@@ -93,7 +100,18 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
                 f"(`statestore produce {job.stream.topic} FILE` does) or pass --partitions"
             )
         spec = StoreSpec(
-            job.cassandra.keyspace, job.stream.store, store_type or DEFAULT_STORE_TYPE, partitions, windowing=windowing
+            job.cassandra.keyspace,
+            job.stream.store,
+            store_type or DEFAULT_STORE_TYPE,
+            partitions,
+            windowing=windowing,
+            value_codec=value_format,
+        )
+    if job.stream.aggregate is not None and spec.store_type not in AGGREGATE_STORE_TYPES:
+        raise ConfigError(
+            WINDOWED_AGGREGATES
+            if spec.store_type.timed
+            else f"--aggregate keeps its measures in a key-value store, not a {spec.store_type} store"
         )
     # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing); a
     # registered store whose table is missing is created as a new one would be.
@@ -104,6 +122,50 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
         options=options_with_compaction(spec, job.stream.compaction),
         dead_letter_retention_s=job.stream.dead_letter_retention_ms // 1000,
     )
+
+
+def _value_format(stream: StreamConfig) -> str:
+    """The registry's value format of the job's store: the measures' (AggregateSpec.value_format)
+    for JSON records, the word count's long for text lines."""
+    aggregate = stream.aggregate_spec
+    return "long" if aggregate is None else aggregate.value_format
+
+
+def _refuse_other_values(existing: StoreSpec, value_format: str) -> None:
+    """StoreMismatchError, before anything is written, when the registered store keeps other
+    values than the job would write (other measures, or counts and measures)."""
+    if existing.value_codec == value_format:
+        return
+    what = {"long": "word counts (text lines)"}
+    held = what.get(existing.value_codec, existing.value_codec)
+    wanted = what.get(value_format, value_format)
+    raise StoreMismatchError(
+        f"store '{existing.name}' keeps {held}; this job would write {wanted}. Nothing was written. Run it with "
+        "the store's own settings (--input-format, --aggregate), or write to another store."
+    )
+
+
+def json_input_of(stream: StreamConfig) -> JsonInput | None:
+    """The JSON input stage's settings (None: text lines, the word count)."""
+    if stream.input_format != "json":
+        return None
+    return JsonInput(stream.aggregate_spec, stream.key_fields, stream.key_expr, stream.time_field)
+
+
+def check_json_input(spark, spec: JsonInput) -> None:
+    """ConfigError when the input stage cannot be planned (a --key-expr Spark cannot read): found
+    on an empty batch of the Kafka source's shape, before the store is touched."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    empty = spark.createDataFrame(
+        [],
+        "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int",
+    )
+    try:
+        json_input.parsed_records(empty, spec).schema  # noqa: B018 - analysing the plan is the check
+    except (AnalysisException, ParseException) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"--key-expr {spec.key_expr!r}: Spark cannot use it: {first}") from None
 
 
 def _kafka_source(spark, job: JobConfig, starting_offsets: str):
@@ -186,6 +248,9 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
     """Provision the store, take its lease, check the checkpoint, start the query. `seams`:
     see BatchSeams (benchmarks time or swap a batch's steps there; the job as shipped does not)."""
     session = session_for(job.cassandra)
+    records = json_input_of(job.stream)
+    if records is not None:
+        check_json_input(spark, records)
     # Executors on other machines open the TLS files too: ship them (conn.cassandra.local_copy).
     for path in tls_files(job.cassandra):
         spark.sparkContext.addFile(path)
@@ -215,6 +280,7 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
             driver_records=job.stream.driver_apply_records,
             max_future_ms=job.stream.max_future_ms,
             apply_cache=job.stream.apply_cache,
+            json_input=records,
         )
         applier = BatchApplier(writer, QueryCheckpoint(spark, job.stream.checkpoint), lease, source, monitor)
         starting = with_retries(

@@ -19,6 +19,7 @@ from statestore.core.config import DEFAULT_MAX_FUTURE_MS, CassandraConfig
 from statestore.core.model import StoreSpec
 from statestore.stream.apply import ApplyStats, Timer, partition_applier, timed
 from statestore.stream.dead_letters import write_dead_letters
+from statestore.stream.json_input import JsonInput
 
 T = TypeVar("T")
 
@@ -70,6 +71,8 @@ class StoreWriter:
     driver_records: int = 0  # a batch of at most this many records is applied by the driver (0: never)
     max_future_ms: int = DEFAULT_MAX_FUTURE_MS  # a record further ahead of its batch's clock: a dead letter
     apply_cache: bool = True  # batches of all but versioned stores may use the apply cache (stream.apply_cache)
+    # JSON records into an aggregate store (stream.json_input, stream.aggregates); None: text lines, the word count.
+    json_input: JsonInput | None = None
 
     @property
     def timer(self) -> Timer | None:

@@ -8,8 +8,10 @@ flags). Its checks refuse combinations that cannot count (a window and a session
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from statestore.core.aggregation import AggregateSpec
 from statestore.core.durations import parse_duration, parse_trigger
 from statestore.core.errors import ConfigError, OptionError
 from statestore.core.model import StoreType
@@ -23,6 +25,9 @@ from statestore.core.settings import (
     setting,
 )
 from statestore.core.windows import SessionSpec, WindowSpec
+
+# The store types an aggregate store may be, this round (windows and sessions come later).
+AGGREGATE_STORE_TYPES = (StoreType.PARTITIONED_KV, StoreType.GLOBAL_KV)
 
 # How far a record's event time may be ahead of its batch's clock (StreamConfig.max_future_ms).
 DEFAULT_MAX_FUTURE_MS = 300_000
@@ -40,6 +45,45 @@ def _starting_offsets(raw: str) -> str:
     if raw not in ("earliest", "latest"):
         raise ValueError("use earliest or latest")
     return raw
+
+
+INPUT_FORMATS = ("text", "json")
+# A JSON field's path, as measures name theirs (statestore.core.aggregation.spec): a.b.c
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+WINDOWED_AGGREGATES = "aggregations on window and session stores are not supported yet"
+
+
+def _input_format(raw: str) -> str:
+    if raw.strip().lower() not in INPUT_FORMATS:
+        raise ValueError(f"use {' or '.join(INPUT_FORMATS)}")
+    return raw.strip().lower()
+
+
+def _aggregate(raw: str) -> str:
+    """The measures' canonical text (AggregateSpec.parse's ValueError names what it cannot read)."""
+    return AggregateSpec.parse(raw).text
+
+
+def _fields(raw: str) -> str:
+    """FIELD[,FIELD...], each a JSON field's path; as given, without spaces."""
+    fields = [part.strip() for part in raw.split(",")]
+    for field in fields:
+        if not _FIELD.fullmatch(field):
+            raise ValueError(f"{field!r} is not a JSON field name (letters, digits and _, nested: a.b)")
+    return ",".join(fields)
+
+
+def _field(raw: str) -> str:
+    field = raw.strip()
+    if not _FIELD.fullmatch(field):
+        raise ValueError(f"{field!r} is not a JSON field name (letters, digits and _, nested: a.b)")
+    return field
+
+
+def _expression(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("give a Spark SQL expression, e.g. concat(record:shop::string, '/', record:user::string)")
+    return raw.strip()
 
 
 def _checkpoint(raw: str) -> str:
@@ -197,10 +241,52 @@ class StreamConfig:
         _duration("dead-letter retention", zero=True),
     )
 
+    input_format: str = setting(
+        "text",
+        "STATESTORE_INPUT_FORMAT",
+        "--input-format",
+        "text (lines: the word count, the default) or json (one JSON object per record, aggregated by "
+        "--aggregate per --key or --key-expr)",
+        _input_format,
+    )
+    aggregate: str | None = setting(
+        None,
+        "STATESTORE_AGGREGATE",
+        "--aggregate",
+        "with --input-format json: the measures kept per key, e.g. 'n=count(), total=sum_int(amount), "
+        "hi=max(amount)' (count, sum, sum_int, min, max, latest, distinct)",
+        _aggregate,
+    )
+    key: str | None = setting(
+        None,
+        "STATESTORE_KEY",
+        "--key",
+        "with --input-format json: the key field(s), FIELD[,FIELD...] (one: its value as text; several: a "
+        "JSON array of their values); nested fields as a.b",
+        _fields,
+    )
+    key_expr: str | None = setting(
+        None,
+        "STATESTORE_KEY_EXPR",
+        "--key-expr",
+        "with --input-format json, instead of --key: a Spark SQL expression over the parsed `record`, e.g. "
+        "concat(record:shop::string, '/', record:user::string)",
+        _expression,
+    )
+    time_field: str | None = setting(
+        None,
+        "STATESTORE_TIME_FIELD",
+        "--time-field",
+        "with --input-format json: the field holding each record's event time, epoch milliseconds or an "
+        "ISO-8601 string (default: the Kafka record timestamp)",
+        _field,
+    )
+
     def __post_init__(self) -> None:
         for name in ("topic", "store", "checkpoint"):
             if getattr(self, name) is None:
                 raise ConfigError(f"{name} is required: pass --{name} or set STATESTORE_{name.upper()}")
+        self._check_input()
         validate_topic(self.topic)
         validate_store_name(self.store)
         if self.compaction is not None:
@@ -242,6 +328,48 @@ class StreamConfig:
             self.windowing  # noqa: B018 - checks the combination (hop <= window, retention >= window + grace)
         except OptionError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _check_input(self) -> None:
+        """JSON records need measures and a key; measures and keys are for JSON records only; and
+        aggregate stores are key-value stores this round. Values set in code (the DAG) are
+        checked and made canonical as flags are."""
+        try:
+            for name, parse in (
+                ("input_format", _input_format),
+                ("aggregate", _aggregate),
+                ("key", _fields),
+                ("key_expr", _expression),
+                ("time_field", _field),
+            ):
+                if getattr(self, name) is not None:
+                    object.__setattr__(self, name, parse(getattr(self, name)))
+        except ValueError as exc:
+            raise ConfigError(f"--{name.replace('_', '-')}: {exc}") from None
+        given = [f"--{n.replace('_', '-')}" for n in ("aggregate", "key", "key_expr", "time_field") if getattr(self, n)]
+        if self.input_format == "text":
+            if given:
+                raise ConfigError(f"{', '.join(given)} need --input-format json: text lines are counted by word")
+            return
+        if self.aggregate is None:
+            raise ConfigError("--input-format json needs --aggregate, the measures to keep, e.g. 'n=count()'")
+        if (self.key is None) == (self.key_expr is None):
+            raise ConfigError("--input-format json needs a key: either --key FIELD[,FIELD...] or --key-expr SQL")
+        if self.window is not None or self.session_gap is not None:
+            raise ConfigError(WINDOWED_AGGREGATES)
+        if self.store_type is not None and StoreType(self.store_type) not in AGGREGATE_STORE_TYPES:
+            raise ConfigError(
+                f"--aggregate keeps its measures in a key-value store (partitioned-kv or global-kv), not a "
+                f"{self.store_type} store"
+            )
+
+    @property
+    def aggregate_spec(self) -> AggregateSpec | None:
+        """The measures of an aggregate store (None: the word count)."""
+        return None if self.aggregate is None else AggregateSpec.parse(self.aggregate)
+
+    @property
+    def key_fields(self) -> tuple[str, ...]:
+        return () if self.key is None else tuple(self.key.split(","))
 
     @property
     def windowing(self) -> WindowSpec | SessionSpec | None:

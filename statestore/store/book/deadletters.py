@@ -25,6 +25,13 @@ LATE = "late"  # window stores: every window of the record had closed (or some h
 # Any store: the record's time is further ahead of its batch's clock than --max-future (a producer
 # whose clock is wrong); counted nowhere, it moves no stream time.
 FUTURE = "future"
+# JSON records (an aggregate store's input, statestore.stream.json_input); the whole record is
+# counted nowhere. Not JSON, or JSON but no object:
+INVALID_JSON = "invalid_json"
+MISSING_KEY = "missing_key"  # a key field missing or null, or the key expression null or empty
+MISSING_FIELD = "missing_field"  # a field a measure (or the time) reads is missing or null; detail names it
+WRONG_TYPE = "wrong_type"  # a field of another type than its measure takes; detail: field, expected, found
+OVERFLOW = "overflow"  # an integer beyond a 64-bit long (sum_int, the time), or a number beyond a double
 
 # Added after the first release: tables created before it gain the column on ensure_table.
 _LATER_COLUMNS = (("stream_time", "timestamp"),)

@@ -1,0 +1,179 @@
+"""The aggregate stage: a batch's partial accumulators per key, and their replay-safe apply to
+an aggregate store (a key-value store whose value holds its measures' accumulators).
+
+Spark computes each key's partials with the measures' own aggregates (Kind.partial_sql over the
+typed columns of statestore.stream.json_input), one row per key; the apply, on the executors or
+on the driver for a small batch, reads the keys' entries, merges (plan_aggregates: a key
+already written by this batch or a later one is skipped, so a replay completes exactly what
+the first attempt did not reach) and writes them at the batch's write timestamp. The records
+the input stage could not count come back as one row with a null key: their number is the
+batch's `uncountable` (it then writes their dead letters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from pyspark.sql import functions as F
+
+from statestore.conn.cassandra import session_for
+from statestore.conn.retry import with_retries
+from statestore.conn.spark import spare_zip_rereads
+from statestore.core.aggregation import AggregateDelta, AggregateSpec, plan_aggregates
+from statestore.core.config import CassandraConfig
+from statestore.core.model import StoreSpec
+from statestore.store.tables import table_for
+from statestore.stream.apply import (
+    SLICE,
+    ApplyStats,
+    Timer,
+    _stats_columns,
+    collector_paused,
+    stats_batch,
+    stats_from_row,
+    timed,
+    write_all,
+)
+from statestore.stream.json_input import KEY, REASON, TIME_MS, JsonInput, measure_columns
+
+RECORDS = "records"
+
+
+def partials(parsed, spec: JsonInput):
+    """(key, records, time_ms, m0, m1, ...) per key of the batch's countable records: how many,
+    their latest event time and each measure's partial accumulator (a DataFrame plan). The
+    records with a reason are grouped under a null key, counted in `records`."""
+    columns = measure_columns(spec.aggregate)
+    measures = [
+        F.expr(m.aggregation.partial_sql(columns[m.name])).alias(f"m{i}") for i, m in enumerate(spec.aggregate.measures)
+    ]
+    keyed = parsed.withColumn(KEY, F.when(F.col(REASON).isNull(), F.col(KEY)))
+    return keyed.groupBy(KEY).agg(F.count(F.lit(1)).alias(RECORDS), F.max(TIME_MS).alias(TIME_MS), *measures)
+
+
+def delta_of(row: tuple, aggregate: AggregateSpec) -> AggregateDelta:
+    """Pure: one partials row (key, records, time_ms, m0, ...) as an AggregateDelta. Arrow gives
+    a struct (latest's partial) as a dict of its fields: the kind takes them in order."""
+    accumulators = tuple(
+        m.aggregation.from_partial(tuple(value.values()) if isinstance(value, dict) else value)
+        for m, value in zip(aggregate.measures, row[3:], strict=True)
+    )
+    return AggregateDelta(row[0].encode("utf-8"), accumulators, row[2], int(row[1]))
+
+
+def slices_of(rows: Iterable[tuple], aggregate: AggregateSpec) -> Iterator[list[AggregateDelta]]:
+    """A task's partials rows as slices of at most SLICE deltas (at least one, maybe empty)."""
+    deltas: list[AggregateDelta] = []
+    for row in rows:
+        deltas.append(delta_of(row, aggregate))
+        if len(deltas) >= SLICE:
+            yield deltas
+            deltas = []
+    yield deltas
+
+
+def apply_aggregates(
+    session,
+    spec: StoreSpec,
+    aggregate: AggregateSpec,
+    batch_id: int,
+    deltas: list[AggregateDelta],
+    concurrency: int,
+    write_ts: int,
+    timer: Timer | None = None,
+    cutoff_ms: int | None = None,
+) -> ApplyStats:
+    """Read the entries of the deltas' keys, merge the partials in (plan_aggregates), write the
+    merged entries at `write_ts`. `words`: the records counted."""
+    if not deltas:
+        return ApplyStats()
+    table = table_for(spec)
+    keys = [d.key for d in deltas]
+    current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency))
+    writes, skipped = timed(timer, "plan", lambda: plan_aggregates(aggregate, current, deltas, batch_id, cutoff_ms))
+    write_all(batch_id, lambda rows: table.write_entries(session, rows, concurrency, write_ts), writes, timer)
+    times = [d.time_ms for d in deltas if d.time_ms is not None]
+    return ApplyStats(
+        len(deltas),
+        len(writes),
+        skipped,
+        max(times) if times else None,
+        read=len(keys),
+        words=sum(d.records for d in deltas),
+    )
+
+
+def aggregate_applier(
+    config: CassandraConfig,
+    spec: StoreSpec,
+    aggregate: AggregateSpec,
+    batch_id: int,
+    write_ts: int,
+    timer: Timer | None = None,
+    cutoff_ms: int | None = None,
+):
+    """A function over one task's partials rows (without the null key's): applies them slice by
+    slice and yields the task's ApplyStats. Transient Cassandra errors are retried within the
+    retry budget: repeating a slice is safe (the module doc)."""
+
+    def apply_slice(deltas: list[AggregateDelta]) -> ApplyStats:
+        return with_retries(
+            config,
+            f"applying batch {batch_id} to store {spec.name}",
+            lambda: apply_aggregates(
+                session_for(config),
+                spec,
+                aggregate,
+                batch_id,
+                deltas,
+                config.write_concurrency,
+                write_ts,
+                timer,
+                cutoff_ms,
+            ),
+        )
+
+    def apply_partition(rows: Iterator[tuple]) -> Iterator[ApplyStats]:
+        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in slices_of(rows, aggregate)), ApplyStats()))
+
+    return apply_partition
+
+
+def applied(batches: Iterable, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> Iterator[ApplyStats]:
+    """`applier` over Arrow record batches of partials: its stats, then the null key's records
+    (the batch's dead letters) as `uncountable`, in stats of their own."""
+    uncountable = 0
+
+    def rows():
+        nonlocal uncountable
+        for batch in batches:
+            for row in zip(*(column.to_pylist() for column in batch.columns), strict=True):
+                if row[0] is None:
+                    uncountable += row[1]
+                else:
+                    yield row
+
+    with collector_paused():
+        yield from applier(rows())
+    if uncountable:
+        yield ApplyStats(uncountable=uncountable)
+
+
+def run_on_executors(partials_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
+    """Run `applier` on the executors over the partials (crossing as Arrow, as the word
+    count's run_applier); the stats of every task, summed."""
+
+    def over_arrow(batches):
+        spare_zip_rereads()
+        for stats in applied(batches, applier):
+            yield stats_batch(stats)
+
+    columns = ", ".join(f"{name} {sql_type}" for name, sql_type in _stats_columns())
+    tasks = partials_df.mapInArrow(over_arrow, columns).collect()
+    return sum((stats_from_row(task.asDict()) for task in tasks), ApplyStats())
+
+
+def run_on_driver(partials, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
+    """`applier` run by the driver itself over a small batch's partials (a pyarrow Table): no
+    Python worker starts (statestore.stream.apply's apply_on_driver, without the cache)."""
+    return sum(applied(partials.to_batches(), applier), ApplyStats())
