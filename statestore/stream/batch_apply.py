@@ -7,6 +7,10 @@ by the driver itself when the batch is small enough to be known from its offsets
 (registry.BatchPosition), so a replay of the batch decides the same: the same offsets give the
 same records, the same write timestamp the same clock for records from the future, the same
 stream time the same closed windows.
+
+A store of JSON records (the writer's json_input) goes through stages of its own instead, the
+input stage (statestore.stream.json_input) and the aggregate stage (statestore.stream.aggregates),
+under the same rule.
 """
 
 from __future__ import annotations

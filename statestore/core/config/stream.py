@@ -356,6 +356,8 @@ class StreamConfig:
             raise ConfigError("--input-format json needs a key: either --key FIELD[,FIELD...] or --key-expr SQL")
         if self.window is not None or self.session_gap is not None:
             raise ConfigError(WINDOWED_AGGREGATES)
+        if self.store_type is not None and StoreType(self.store_type).timed:
+            raise ConfigError(WINDOWED_AGGREGATES)
         if self.store_type is not None and StoreType(self.store_type) not in AGGREGATE_STORE_TYPES:
             raise ConfigError(
                 f"--aggregate keeps its measures in a key-value store (partitioned-kv or global-kv), not a "

@@ -129,6 +129,7 @@ def _stream(**overrides) -> StreamConfig:
         ({"input_format": "json", "aggregate": "n=count()", "key": "u", "window": 60_000}, "not supported yet"),
         ({"input_format": "json", "aggregate": "n=count()", "key": "u", "session_gap": 60_000}, "not supported yet"),
         ({"input_format": "json", "aggregate": "n=count()", "key": "u", "store_type": "global-versioned"}, "key-value"),
+        ({"input_format": "json", "aggregate": "n=count()", "key": "u", "store_type": "partitioned-window"}, "not sup"),
         ({"input_format": "json", "aggregate": "n=counted()", "key": "u"}, "measure n: unknown aggregation"),
         ({"input_format": "json", "aggregate": "n=count()", "key": "a b"}, "'a b' is not a JSON field"),
         ({"input_format": "xml"}, "use text or json"),
