@@ -450,6 +450,29 @@ def table_ttl_s(session: Session, keyspace: str, table: str) -> int | None:
     return None if row is None else int(row.default_time_to_live)
 
 
+@dataclass(frozen=True)
+class TableTtl:
+    """A table's default time to live (`ttl_s`: 0 none, None no such table) and the schema
+    versions the cluster reported just before it was read (`schema_versions`). Cassandra gives
+    the schema a new version at every change, a TTL set and removed again included, so two
+    reads with the same versions saw no schema change in between (as far as the node that
+    answered knew: system.local, and its peers' versions through gossip)."""
+
+    ttl_s: int | None
+    schema_versions: frozenset[str] = frozenset()
+
+
+def table_ttl_with_schema(session: Session, keyspace: str, table: str) -> TableTtl:
+    """The table's default TTL (table_ttl_s) and the schema versions of the cluster (the
+    contacted node's own and those it knows of its peers), the versions read first: a TTL
+    set after they were read changes the versions the next read finds."""
+    local = session.execute("SELECT schema_version FROM system.local").one()
+    peers = session.execute("SELECT schema_version FROM system.peers")
+    found = [local.schema_version if local is not None else None, *(row.schema_version for row in peers)]
+    versions = frozenset(str(version) for version in found if version is not None)
+    return TableTtl(table_ttl_s(session, keyspace, table), versions)
+
+
 def add_missing_columns(
     session: Session, keyspace: str, table: str, columns: tuple[tuple[str, str], ...], ddl_profile: object = DDL_PROFILE
 ) -> tuple[str, ...]:

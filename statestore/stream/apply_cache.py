@@ -46,6 +46,19 @@ batch uses the cache while the store's table has a default TTL, nor until the ro
 under it can no longer expire (CacheLedger.admits). Every run that sees the TTL, cache on or
 off, records that time in the store's registry (`ttl_expiring_until`, ttl_expiry_to_record), so
 a later run distrusts the cache until then even when the TTL was removed before it started.
+A TTL set by CQL alone after a batch's plan and removed before the next one is seen by no plan
+and leaves no mark; but Cassandra gives the schema a new version at every change, so each plan
+reads the cluster's schema versions with the TTL (statestore.conn.cassandra.TableTtl), and a
+plan that finds others than the previous plan's trusts no token (CacheLedger.admits): the
+batch reads every key, as after a restart. Its files then hold only what it read and wrote
+again without the TTL, so the cache serves from the batch after. The cost: any schema change
+in the cluster (another keyspace's table created, a column added) makes one batch of each
+cached stream read instead of trusting its files. What is left: the versions are those the
+contacted node knows, its own and its peers' through gossip, so a change that has reached
+neither when the next plan reads them goes unseen; and a session store's record keeps every
+session the batch read, also one written under the TTL that the batch did not rewrite (a late
+record before it), which a later batch may still trust after the row expired. Set TTLs with
+statestore.store.admin.alter_store, which records the mark first and covers both.
 
 Session stores keep, per key, its sessions a batch can still touch, from a coverage time on
 (statestore.stream.session_cache; bucketed by the word alone). Versioned stores keep reading:
@@ -63,6 +76,7 @@ from dataclasses import dataclass, field
 
 import lmdb
 
+from statestore.conn.cassandra import TableTtl
 from statestore.store.book.registry import ttl_expiry_to_record
 
 # Address space an environment may grow into (the file holds only what is written).
@@ -114,6 +128,7 @@ class CacheLedger:
     outside_writes: int | None = None
     tokens: dict[int, str] = field(default_factory=dict)
     expiring_until: float = float("-inf")  # rows written under a table TTL may expire until then
+    schema_versions: frozenset[str] | None = None  # the cluster's, at the previous plan (None: none yet)
 
     def plan(
         self,
@@ -154,7 +169,7 @@ class CacheLedger:
     def forget(self) -> None:
         self.batch, self.tokens = None, {}
 
-    def admits(self, table_ttl_s: int | None, now_s: float, recorded_until_s: float | None = None) -> bool:
+    def admits(self, table: TableTtl, now_s: float, recorded_until_s: float | None = None) -> bool:
         """Whether a batch starting at `now_s` (wall-clock seconds) may use the cache, given the
         table's default TTL now and the time until which the store's registry says rows written
         under a TTL may expire (`recorded_until_s`, from any earlier run: ttl_expiry_to_record).
@@ -162,13 +177,18 @@ class CacheLedger:
         it would bring its count back. Nor until the rows written under it can no longer expire.
         A recorded time later than any this ledger knew (statestore.store.admin.alter_store records one
         before it sets a TTL, maybe while a batch writes) also ends the trust in every token:
-        a file of that batch may hold a row written under the TTL."""
+        a file of that batch may hold a row written under the TTL. So do schema versions other
+        than those of the previous plan (`table.schema_versions`): a TTL may have been set by CQL
+        alone after that plan read none and removed before this one, leaving no mark."""
+        if self.schema_versions is not None and table.schema_versions != self.schema_versions:
+            self.forget()
+        self.schema_versions = table.schema_versions
         if recorded_until_s is not None:
             if recorded_until_s > self.expiring_until:
                 self.forget()
             self.expiring_until = max(self.expiring_until, recorded_until_s)
-        if table_ttl_s:
-            self.expiring_until = max(self.expiring_until, now_s + table_ttl_s)
+        if table.ttl_s:
+            self.expiring_until = max(self.expiring_until, now_s + table.ttl_s)
             return False
         return now_s >= self.expiring_until
 
@@ -181,7 +201,7 @@ def batch_cache_plan(
     outside_writes: int | None,
     recorded_until_s: float | None,
     has_batches: bool,
-    table_ttl_s: int | None,
+    table: TableTtl,
     now_s: float,
     store_is_empty: Callable[[], bool],
 ) -> tuple[float | None, CachePlan | None]:
@@ -191,8 +211,8 @@ def batch_cache_plan(
     ttl_expiry_to_record), then the batch's plan (None: no cache for this batch; `ledger`
     None: the cache is off). Files may start complete only at the store's very first batch,
     when it holds nothing."""
-    mark = ttl_expiry_to_record(table_ttl_s, now_s, recorded_until_s)
-    if ledger is None or not ledger.admits(table_ttl_s, now_s, recorded_until_s):
+    mark = ttl_expiry_to_record(table.ttl_s, now_s, recorded_until_s)
+    if ledger is None or not ledger.admits(table, now_s, recorded_until_s):
         return mark, None
     count = buckets()
     fresh = not has_batches and store_is_empty()

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 
-from statestore.conn.cassandra import session_for, table_ttl_s
+from statestore.conn.cassandra import session_for, table_ttl_with_schema
 from statestore.conn.kafka import spark_source_options
 from statestore.conn.retry import with_retries
 from statestore.core.config import KafkaConfig
@@ -178,10 +178,10 @@ class BatchApplier:
             return None
         # Read and recorded with the cache off too: a later run with it on must know of the rows
         # this one writes under a table TTL, even if the TTL is gone by then.
-        ttl = with_retries(
+        table = with_retries(
             self.writer.config,
-            f"reading the TTL of store {spec.name}",
-            lambda: table_ttl_s(session, spec.keyspace, spec.table),
+            f"reading the TTL of store {spec.name} and the schema versions",
+            lambda: table_ttl_with_schema(session, spec.keyspace, spec.table),
         )
         recorded = None if progress.ttl_expiring_until is None else progress.ttl_expiring_until / 1000
         mark, plan = batch_cache_plan(
@@ -192,7 +192,7 @@ class BatchApplier:
             progress.outside_writes,
             recorded,
             progress.has_batches,
-            ttl,
+            table,
             time.time(),
             lambda: self._store_is_empty(session),
         )

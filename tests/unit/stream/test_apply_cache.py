@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from statestore.conn.cassandra import TableTtl
 from statestore.core.model import Entry
 from statestore.stream.apply_cache import BucketCache, CacheLedger, batch_cache_plan, bucket_expression, trust_on_open
 from statestore.stream.plan import entry_of, record_of
@@ -36,11 +37,15 @@ def test_the_ledger_trusts_only_the_previous_batch_with_nothing_in_between():
 
 def test_no_cache_while_the_table_has_a_ttl_nor_for_that_long_after():
     ledger = CacheLedger()
-    assert ledger.admits(0, 100.0) and ledger.admits(None, 100.0)
-    assert not ledger.admits(30, 100.0)  # rows can expire under the cache's feet
-    assert not ledger.admits(0, 129.0)  # the TTL was removed, but rows written under it live on
-    assert ledger.admits(0, 130.0)
-    assert not ledger.admits(5, 131.0) and not ledger.admits(0, 135.9) and ledger.admits(0, 136.0)
+    assert ledger.admits(TableTtl(0), 100.0) and ledger.admits(TableTtl(None), 100.0)
+    assert not ledger.admits(TableTtl(30), 100.0)  # rows can expire under the cache's feet
+    assert not ledger.admits(TableTtl(0), 129.0)  # the TTL was removed, but rows written under it live on
+    assert ledger.admits(TableTtl(0), 130.0)
+    assert (
+        not ledger.admits(TableTtl(5), 131.0)
+        and not ledger.admits(TableTtl(0), 135.9)
+        and ledger.admits(TableTtl(0), 136.0)
+    )
 
 
 def test_a_fresh_store_may_start_complete_files():
@@ -210,13 +215,17 @@ def test_the_batch_plan_records_a_ttl_mark_and_asks_for_buckets_and_emptiness_on
     def never() -> int:
         raise AssertionError("asked though no plan is made")
 
-    mark, plan = batch_cache_plan(None, "ks.s", 3, never, None, None, True, 60, 1_000.0, never)
+    mark, plan = batch_cache_plan(None, "ks.s", 3, never, None, None, True, TableTtl(60), 1_000.0, never)
     assert plan is None and mark == 1_000.0 + 60 + 7_200
-    mark, plan = batch_cache_plan(CacheLedger(), "ks.s", 3, never, None, None, True, 60, 1_000.0, never)
+    mark, plan = batch_cache_plan(CacheLedger(), "ks.s", 3, never, None, None, True, TableTtl(60), 1_000.0, never)
     assert plan is None and mark is not None
-    mark, plan = batch_cache_plan(CacheLedger(), "ks.s", 0, lambda: 4, None, None, False, None, 1_000.0, lambda: True)
+    mark, plan = batch_cache_plan(
+        CacheLedger(), "ks.s", 0, lambda: 4, None, None, False, TableTtl(None), 1_000.0, lambda: True
+    )
     assert mark is None and plan.buckets == 4 and plan.fresh and plan.expected == {}
-    _, plan = batch_cache_plan(_ledger_after_batch(2), "ks.s", 3, lambda: 4, 7, None, True, None, 1_000.0, never)
+    _, plan = batch_cache_plan(
+        _ledger_after_batch(2), "ks.s", 3, lambda: 4, 7, None, True, TableTtl(None), 1_000.0, never
+    )
     assert plan.expected == {0: "t0", 3: "t3"} and not plan.fresh
 
 

@@ -4,6 +4,7 @@ the second run's cache off until the rows written under it can no longer expire.
 
 from __future__ import annotations
 
+from statestore.conn.cassandra import TableTtl
 from statestore.store.book.registry import TTL_MARK_AHEAD_S, ttl_expiry_to_record
 from statestore.stream.apply_cache import CacheLedger
 
@@ -21,10 +22,10 @@ def test_a_ttl_is_recorded_ahead_and_renewed_once_it_comes_within_the_margin():
 
 def test_a_new_run_with_no_ttl_distrusts_the_cache_until_the_recorded_mark():
     ledger = CacheLedger()  # a new run: it never saw the TTL
-    assert not ledger.admits(0, 1_000.0, recorded_until_s=1_500.0)
-    assert not ledger.admits(None, 1_499.0)  # remembered, even when the next read gives no mark
-    assert ledger.admits(0, 1_500.0, recorded_until_s=1_500.0)
-    assert CacheLedger().admits(0, 1_000.0, recorded_until_s=None)
+    assert not ledger.admits(TableTtl(0), 1_000.0, recorded_until_s=1_500.0)
+    assert not ledger.admits(TableTtl(None), 1_499.0)  # remembered, even when the next read gives no mark
+    assert ledger.admits(TableTtl(0), 1_500.0, recorded_until_s=1_500.0)
+    assert CacheLedger().admits(TableTtl(0), 1_000.0, recorded_until_s=None)
 
 
 def test_a_mark_recorded_while_the_ledger_held_tokens_ends_the_trust_in_them():
@@ -32,8 +33,26 @@ def test_a_mark_recorded_while_the_ledger_held_tokens_ends_the_trust_in_them():
     plan saw neither): that batch's files may hold rows written under the TTL, so no later plan
     trusts them, even once the mark has passed (found by the simulator, seed 100 of --store cache)."""
     ledger = CacheLedger()
-    assert ledger.admits(None, 1_000.0)
+    assert ledger.admits(TableTtl(None), 1_000.0)
     ledger.record(4, 2, None, [(0, "t0"), (1, "t1")])  # batch 4's files, a TTL set while it wrote
-    assert not ledger.admits(None, 1_010.0, recorded_until_s=9_000.0)  # the mark alter-store recorded
-    assert ledger.admits(None, 9_000.0, recorded_until_s=9_000.0)  # the mark passed: the cache again ...
+    assert not ledger.admits(TableTtl(None), 1_010.0, recorded_until_s=9_000.0)  # the mark alter-store recorded
+    assert ledger.admits(TableTtl(None), 9_000.0, recorded_until_s=9_000.0)  # the mark passed: the cache again ...
     assert ledger.plan("ks.words", 5, 2, None, fresh=False).expected == {}  # ... but no file of batch 4
+
+
+def test_a_schema_change_between_two_plans_ends_the_trust_in_every_token():
+    """A TTL set by CQL alone after a batch's plan and removed before the next one: no plan sees
+    it and no mark is recorded, but the schema versions differ from the previous plan's, so that
+    batch's files (maybe holding rows written under the TTL) are trusted no more (the simulator's
+    ttl-during-batch, seed 13 of --store cache). The same versions keep the tokens."""
+    before, after = frozenset({"v1", "v2"}), frozenset({"v3", "v2"})
+    ledger = CacheLedger()
+    assert ledger.admits(TableTtl(None, before), 1_000.0)
+    ledger.record(4, 2, None, [(0, "t0"), (1, "t1")])
+    assert ledger.admits(TableTtl(None, before), 1_010.0)
+    assert ledger.plan("ks.words", 5, 2, None, fresh=False).expected == {0: "t0", 1: "t1"}  # nothing changed
+    assert ledger.admits(TableTtl(0, after), 1_020.0)  # the cache may serve: a batch that reads ...
+    assert ledger.plan("ks.words", 5, 2, None, fresh=False).expected == {}  # ... and trusts no file of batch 4
+    ledger.record(5, 2, None, [(0, "u0"), (1, "u1")])
+    assert ledger.admits(TableTtl(None, after), 1_030.0)  # the versions of batch 5's plan: trusted again
+    assert ledger.plan("ks.words", 6, 2, None, fresh=False).expected == {0: "u0", 1: "u1"}
