@@ -40,7 +40,14 @@ from statestore.core.model import Entry, StoreSpec, WindowedEntry
 from statestore.store.tables import table_for
 from statestore.store.tables.versioned_base import RowWrite, Version, plan_latest
 from statestore.stream import faults
-from statestore.stream.apply_cache import BucketCache, CachePlan, bucket_expression, sweep_stale
+from statestore.stream.apply_cache import (
+    BucketCache,
+    CachePlan,
+    bucket_expression,
+    expiring_keys,
+    remember_unless_expiring,
+    sweep_stale,
+)
 from statestore.stream.plan import Delta, SlicePlan, plan_slice, plan_writes, stored_record
 
 # A timing seam: called with a phase's name and its seconds. The job as shipped passes none
@@ -161,6 +168,7 @@ def apply_deltas(
     table = table_for(spec)
     keys = [d.key for d in deltas]
     if cache is not None and not spec.store_type.versioned:
+        table = table.noting_ttl()
         return _apply_cached(session, table, batch_id, deltas, keys, concurrency, write_ts, timer, cache, cutoff_ms)
     if spec.store_type.versioned:
         current = timed(timer, "read", lambda: table.read_latest(session, keys, concurrency))
@@ -179,17 +187,20 @@ def _apply_cached(
 ) -> ApplyStats:
     """apply_deltas for a key-value store with its bucket's cache: read only the keys the
     cache cannot vouch for, plan on the records (statestore.stream.plan), write, and keep every
-    key's record as the store now holds it."""
+    key's record as the store now holds it, but for a key read carrying a TTL (`table` noting
+    TTLs: remember_unless_expiring)."""
     stored, to_read = timed(timer, "cache", lambda: cache.lookup(keys))
+    expiring = ()
     if to_read:
         read = timed(timer, "read", lambda: table.read_entries(session, [keys[i] for i in to_read], concurrency))
+        expiring = expiring_keys(read)
         for i in to_read:
             entry = read.get(keys[i])
             stored[i] = None if entry is None else stored_record(entry)
     # The plan judges cached records by the retention too: the cache never brings back an expired entry.
     plan: SlicePlan = timed(timer, "plan", lambda: plan_slice(stored, deltas, batch_id, cutoff_ms))
     write_all(batch_id, lambda rows: table.write_entries(session, rows, concurrency, write_ts), plan.writes, timer)
-    timed(timer, "cache", lambda: cache.remember(plan.records))
+    timed(timer, "cache", lambda: remember_unless_expiring(cache, plan.records, expiring))
     written = len(plan.writes)
     return ApplyStats(len(deltas), written, plan.skipped, plan.max_time_ms, read=len(to_read), words=plan.words)
 

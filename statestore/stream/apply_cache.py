@@ -53,12 +53,16 @@ plan that finds others than the previous plan's trusts no token (CacheLedger.adm
 batch reads every key, as after a restart. Its files then hold only what it read and wrote
 again without the TTL, so the cache serves from the batch after. The cost: any schema change
 in the cluster (another keyspace's table created, a column added) makes one batch of each
-cached stream read instead of trusting its files. What is left: the versions are those the
-contacted node knows, its own and its peers' through gossip, so a change that has reached
-neither when the next plan reads them goes unseen; and a session store's record keeps every
-session the batch read, also one written under the TTL that the batch did not rewrite (a late
-record before it), which a later batch may still trust after the row expired. Set TTLs with
-statestore.store.admin.alter_store, which records the mark first and covers both.
+cached stream read instead of trusting its files. And no file keeps a row read carrying a
+TTL: each kind's apply reads select `TTL(value)` beside the row (the tables' `noting_ttl()`),
+and remember_unless_expiring drops such a key from the file, so the next batch reads it again.
+A session store's record keeps every session the batch read, not only those it rewrote: one
+written under the TTL that the batch did not rewrite (a late record before it) would otherwise
+be joined from the file after it expired. Key-value and window rows read are rewritten, so
+theirs are only read once more. What is left: the versions are those the contacted node knows,
+its own and its peers' through gossip, so a change that has reached neither when the next plan
+reads them goes unseen, and a batch's files may then vouch for rows it wrote under that TTL.
+Set TTLs with statestore.store.admin.alter_store, which records the mark first and covers it.
 
 Session stores keep, per key, its sessions a batch can still touch, from a coverage time on
 (statestore.stream.session_cache; bucketed by the word alone). Versioned stores keep reading:
@@ -71,13 +75,14 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 import lmdb
 
 from statestore.conn.cassandra import TableTtl
 from statestore.store.book.registry import ttl_expiry_to_record
+from statestore.store.tables.base import Found
 
 # Address space an environment may grow into (the file holds only what is written).
 _MAP_SIZE = 1 << 40
@@ -217,6 +222,26 @@ def batch_cache_plan(
     count = buckets()
     fresh = not has_batches and store_is_empty()
     return mark, ledger.plan(store, batch_id, count, outside_writes, fresh)
+
+
+def expiring_keys(found) -> Collection:
+    """The keys of a read's result whose rows carry a TTL: a Found's (a table's reads with
+    `noting_ttl()`); none for any other mapping (a reader that cannot tell: the protocol
+    simulator's fakes)."""
+    return found.expiring if isinstance(found, Found) else ()
+
+
+def remember_unless_expiring(
+    cache: BucketCache, records: list[tuple[bytes, bytes]], expiring: Collection[bytes]
+) -> None:
+    """Keep a slice's (key, record) pairs in its bucket's file, but none of a key in `expiring`
+    (its row was read carrying a TTL: see the module doc), which the file then forgets, so the
+    next batch reads it again. The one rule of every kind's cached apply; without such keys,
+    the records are kept as they are."""
+    if expiring:
+        records = [item for item in records if item[0] not in expiring]
+        cache.distrust(expiring)
+    cache.remember(records)
 
 
 # How often (in batches) tasks remove the files of buckets that moved to another executor.
@@ -382,6 +407,19 @@ class BucketCache:
         from it)."""
         longest = self.longest_key
         self.txn.cursor(db=self.entries).putmulti([item for item in records if len(item[0]) <= longest])
+
+    def distrust(self, keys: Iterable[bytes]) -> None:
+        """Keep no record of `keys`: each is read again at the next batch. A complete file stops
+        being complete (absent from it would no longer mean absent from the store)."""
+        longest = self.longest_key
+        keys = [key for key in keys if len(key) <= longest]  # longer ones are never kept
+        if not keys:
+            return
+        if self.complete:
+            self.complete = False
+            self.txn.put(b"complete", b"0", db=self.meta)
+        for key in keys:
+            self.txn.delete(key, db=self.entries)
 
     def forget_below(self, bound: bytes) -> int:
         """Drop every entry whose key sorts before `bound` (bytewise); returns how many went.

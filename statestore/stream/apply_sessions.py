@@ -45,7 +45,7 @@ safe too).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import NamedTuple, Protocol, TypeVar
 
 from statestore.conn.cassandra import session_for
@@ -57,7 +57,7 @@ from statestore.core.windows import Session, SessionSpec, merge_into_sessions
 from statestore.store.tables import session_table_for
 from statestore.store.tables.partitioned_session import PartitionedSessionTable, SessionChange
 from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, cached_task, timed, write_all
-from statestore.stream.apply_cache import BucketCache, CachePlan
+from statestore.stream.apply_cache import BucketCache, CachePlan, expiring_keys, remember_unless_expiring
 from statestore.stream.session_cache import EVERYTHING_FROM, after_change, decode_record, vouching_for_nothing
 
 P = TypeVar("P")
@@ -80,14 +80,16 @@ class SessionRows(Protocol):
     (TableRows), or the protocol simulator's fake Cassandra (tests/simulation)."""
 
     def find_many(self, asks: list[tuple[bytes, int, int]]) -> dict[bytes, list[SessionEntry]]:
-        """Per (key, earliest end, latest start): the key's sessions in those bounds."""
+        """Per (key, earliest end, latest start): the key's sessions in those bounds (a Found,
+        telling the keys of which a session carries a TTL, when the reader can tell)."""
 
     def apply(self, changes: list[SessionChange], write_ts: int) -> None:
         """Write the changes at `write_ts` (PartitionedSessionTable.apply)."""
 
 
 class TableRows:
-    """SessionRows over a session table on a Cassandra session, `concurrency` requests in flight."""
+    """SessionRows over a session table on a Cassandra session, `concurrency` requests in flight
+    (a table noting TTLs, `noting_ttl()`, for the cached apply)."""
 
     def __init__(self, session, table: PartitionedSessionTable, concurrency: int) -> None:
         self.session, self.table, self.concurrency = session, table, concurrency
@@ -291,13 +293,16 @@ def plan_cached_session_deltas(
     cache: BucketCache,
     timer=None,
     stream_time_ms: int | None = None,
-) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], int, int]:
+) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], Collection[bytes], int, int]:
     """plan_session_deltas with the keys' bucket file: read only the keys it cannot vouch for
-    (covered_sessions); (changes, the keys' records after them, keys skipped, keys read)."""
+    (covered_sessions); (changes, the keys' records after them, the keys read carrying a TTL
+    (expiring_keys: their records are not to be kept), keys skipped, keys read)."""
     records, unknown = timed(timer, "cache", lambda: cache.lookup([delta.key for delta, _ in deltas]))
     covered, asks = covered_sessions(spec.windowing, deltas, records, unknown, stream_time_ms)
+    expiring = ()
     if asks:
         found = timed(timer, "read", lambda: rows.find_many(asks))
+        expiring = expiring_keys(found)
         pending = iter(asks)
         for i, known in enumerate(covered):
             if known is None:
@@ -306,7 +311,7 @@ def plan_cached_session_deltas(
     changes, new_records, skipped = timed(
         timer, "plan", lambda: plan_covered(spec.windowing, batch_id, deltas, covered, stream_time_ms)
     )
-    return changes, new_records, skipped, len(asks)
+    return changes, new_records, expiring, skipped, len(asks)
 
 
 def apply_session_deltas(
@@ -322,7 +327,8 @@ def apply_session_deltas(
 ) -> ApplyStats:
     """Read the sessions the batch's times could touch (of the keys session_reads names, or
     with `cache`, the keys' bucket file, of those it cannot vouch for), then write each key's
-    change, then keep each key's record in `cache`; `retry` runs the plan and the write
+    change, then keep each key's record in `cache` (none of a key read carrying a TTL:
+    remember_unless_expiring); `retry` runs the plan and the write
     (planned_then_written: a retried write re-sends the same changes; default: no retry)."""
     if not deltas:
         return ApplyStats()
@@ -337,12 +343,12 @@ def apply_session_deltas(
             retry,
         )
     else:
-        changes, records, skipped, read = planned_then_written(
+        changes, records, expiring, skipped, read = planned_then_written(
             lambda: plan_cached_session_deltas(rows, spec, batch_id, deltas, cache, timer, stream_time_ms),
             write,
             retry,
         )
-        timed(timer, "cache", lambda: cache.remember(records))
+        timed(timer, "cache", lambda: remember_unless_expiring(cache, records, expiring))
     return ApplyStats.of_slice([d for d, _ in deltas], len(changes), skipped, read=read)
 
 
@@ -380,7 +386,8 @@ def session_applier(
         def retry(action):
             return with_retries(config, f"applying batch {batch_id} to store {spec.name}", action)
 
-        rows = TableRows(session_for(config), session_table_for(spec), config.write_concurrency)
+        table = session_table_for(spec) if file is None else session_table_for(spec).noting_ttl()
+        rows = TableRows(session_for(config), table, config.write_concurrency)
         return apply_session_deltas(rows, spec, batch_id, part, write_ts, timer, retry, stream_time_ms, file)
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:

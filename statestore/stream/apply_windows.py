@@ -35,7 +35,7 @@ from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec, WindowedEntry
 from statestore.store.tables import window_table_for
 from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, slices_applier, timed, write_all
-from statestore.stream.apply_cache import BucketCache, CachePlan
+from statestore.stream.apply_cache import BucketCache, CachePlan, expiring_keys, remember_unless_expiring
 from statestore.stream.plan import SlicePlan, plan_slice, stored_record
 
 WindowKey = tuple[bytes, int]  # (key, window start)
@@ -47,7 +47,8 @@ class WindowRows(Protocol):
     (PartitionedWindowTable), or the protocol simulator's fake (tests/simulation/windows.py)."""
 
     def read(self, session, windows: list[WindowKey], concurrency: int) -> dict[WindowKey, WindowedEntry]:
-        """The stored entries among (key, window start) pairs; missing ones are absent."""
+        """The stored entries among (key, window start) pairs; missing ones are absent (a Found,
+        telling the pairs whose rows carry a TTL, when the reader can tell)."""
 
     def write(self, session, entries: list[WindowedEntry], concurrency: int, write_ts: int | None) -> None:
         """Upsert the entries' absolute values at `write_ts`."""
@@ -115,11 +116,13 @@ def apply_window_deltas(
 ) -> ApplyStats:
     """Apply deltas keyed by window_cache_key: read the windows the store may hold (_may_hold)
     that `cache` (the keys' bucket file, if any) cannot vouch for, then write their new
-    absolute values, and keep every window's record as the store now holds it in `cache`.
-    `table`: the rows' I/O (None: the store's table, window_table_for)."""
+    absolute values, and keep every window's record as the store now holds it in `cache`, but
+    for a window read carrying a TTL (remember_unless_expiring). `table`: the rows' I/O (None:
+    the store's table, window_table_for, noting TTLs with `cache`)."""
     if not deltas:
         return ApplyStats()
-    table = window_table_for(spec) if table is None else table
+    if table is None:
+        table = window_table_for(spec) if cache is None else window_table_for(spec).noting_ttl()
     keys = [delta.key for delta in deltas]
     if cache is None:
         stored: list[bytes | None] = [None] * len(keys)
@@ -128,15 +131,17 @@ def apply_window_deltas(
         stored, unknown = timed(timer, "cache", lambda: cache.lookup(keys))
     windows = {i: window_of(keys[i]) for i in unknown}
     to_read = {i: window for i, window in windows.items() if _may_hold(window[1], stream_time_ms)}
+    expiring: set[bytes] = set()
     if to_read:
         found = timed(timer, "read", lambda: table.read(session, list(to_read.values()), concurrency))
+        expiring = {window_cache_key(key, start) for key, start in expiring_keys(found)}
         for i, window in to_read.items():
             entry = found.get(window)
             stored[i] = None if entry is None else stored_record(entry)
     writes, plan = timed(timer, "plan", lambda: plan_window_slice(stored, deltas, batch_id))
     write_all(batch_id, lambda rows: table.write(session, rows, concurrency, write_ts), writes, timer)
     if cache is not None:
-        timed(timer, "cache", lambda: cache.remember(plan.records))
+        timed(timer, "cache", lambda: remember_unless_expiring(cache, plan.records, expiring))
     return ApplyStats(len(keys), len(writes), plan.skipped, plan.max_time_ms, read=len(to_read), words=plan.words)
 
 

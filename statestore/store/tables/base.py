@@ -3,6 +3,7 @@ describes the stores themselves) and the row conversions and CQL pieces the modu
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
@@ -29,7 +30,44 @@ def range_condition(key_range: KeyRange) -> tuple[str, tuple]:
     return condition, params
 
 
-class KeyValueTable(ABC):
+# What a read selects beside each row to tell whether it carries a TTL (null: it does not):
+# Cassandra drops such a row when its TTL runs out, with no write that a reader could see.
+# `value` is written with every row of the stream (its time may be left unset).
+TTL_COLUMN = "TTL(value) AS ttl"
+
+
+class Found(dict):
+    """What a read noting TTLs found (a table's `noting_ttl()`), by its key, and `expiring`:
+    the keys of the rows among them that carry a TTL."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expiring: set = set()
+
+
+class NotesTtl:
+    """A table whose reads for the stream's apply (a key-value table's read_entries, a window
+    table's read, a session table's find_many) can also tell the rows that carry a TTL: those of
+    the copy `noting_ttl()` returns then return a Found, at one more column per row read."""
+
+    notes_ttl = False
+
+    def noting_ttl(self):
+        """This table, its apply reads noting TTLs (no I/O: a copy with the flag set)."""
+        table = copy.copy(self)
+        table.notes_ttl = True
+        return table
+
+    def _read_columns(self, columns: str) -> str:
+        """`columns`, and TTL_COLUMN when this table notes TTLs."""
+        return f"{columns}, {TTL_COLUMN}" if self.notes_ttl else columns
+
+    def _new_found(self) -> dict:
+        """An empty result of an apply read: a Found when this table notes TTLs."""
+        return Found() if self.notes_ttl else {}
+
+
+class KeyValueTable(NotesTtl, ABC):
     """One key-value store type's table: it owns every CQL statement that touches it.
 
     Constructing one does no I/O; `create_cql` is used by the explicit schema step. Keys and
@@ -53,8 +91,9 @@ class KeyValueTable(ABC):
     def read_entries(self, session, keys: list[bytes], concurrency: int) -> dict[bytes, Entry]:
         """The stored entries among `keys` (missing keys are absent from the result): the queries
         of `get_many_queries`, a chunk of keys each (the client's cost is per request), run
-        concurrently."""
-        found: dict[bytes, Entry] = {}
+        concurrently; a Found when this table notes TTLs (NotesTtl)."""
+        found: dict[bytes, Entry] = self._new_found()
+        notes_ttl = self.notes_ttl
         for result in execute_concurrent(
             session,
             execution_profile=self.profile,
@@ -64,6 +103,8 @@ class KeyValueTable(ABC):
         ):
             for row in result.result_or_exc:
                 found[row.key] = entry_from_row(row)
+                if notes_ttl and row.ttl is not None:
+                    found.expiring.add(row.key)
         return found
 
     @abstractmethod

@@ -77,7 +77,7 @@ class GlobalKeyValueTable(KeyValueTable):
     def get_many_queries(self, session, keys):
         # Chunks of keys: on several nodes the coordinator asks each key's replicas, and a
         # small chunk bounds that fan-out.
-        select = prepare(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE key IN ?")
+        select = prepare(session, f"SELECT {self._read_columns(self._COLUMNS)} FROM {self.qualified} WHERE key IN ?")
         select.is_idempotent = True
         return [(select, (chunk,)) for chunk in chunked(keys, _READ_KEYS)]
 

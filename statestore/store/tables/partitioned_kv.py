@@ -50,7 +50,7 @@ class PartitionedKeyValueTable(KeyValueTable):
     def get_many_queries(self, session, keys):
         select = prepare(
             session,
-            f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE partition = ? AND key IN ?",
+            f"SELECT {self._read_columns(self._COLUMNS)} FROM {self.qualified} WHERE partition = ? AND key IN ?",
         )
         select.is_idempotent = True
         return [

@@ -272,11 +272,12 @@ class PartitionedSessionTable(SegmentedTable):
         store partition per query (`key IN ?`, the lowest earliest end of them as the bound;
         each key's own bounds checked on the rows read), all queries concurrently. One query
         for many keys of a Cassandra partition reads that partition once, where a query per key
-        would look it up in every SSTable again."""
+        would look it up in every SSTable again. A Found when this table notes TTLs (NotesTtl:
+        `expiring` holds the keys of which a session read carries one)."""
         select = prepare(
             session,
-            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND key IN ?"
-            " AND session_end >= ?",
+            f"SELECT {self._read_columns(_COLUMNS)} FROM {self.qualified} WHERE partition = ? AND segment = ?"
+            " AND key IN ? AND session_end >= ?",
         )
         select.is_idempotent = True
         bounds = {key: (earliest_end, latest_start) for key, earliest_end, latest_start in asks}
@@ -290,14 +291,16 @@ class PartitionedSessionTable(SegmentedTable):
                 keys = [key for _, key in chunk]
                 first = self.windowing.segment_of(lowest)
                 work.extend((select, (partition, segment, keys, lowest)) for segment in segments if segment >= first)
-        found: dict[bytes, list[SessionEntry]] = defaultdict(list)
+        found: dict[bytes, list[SessionEntry]] = self._new_found()
         for result in execute_concurrent(
             session, work, concurrency=concurrency, results_generator=True, execution_profile=self.profile
         ):
             for row in result.result_or_exc:
                 earliest_end, latest_start = bounds[row.key]
                 if row.session_end >= earliest_end and row.session_start <= latest_start:
-                    found[row.key].append(_entry(row))
+                    found.setdefault(row.key, []).append(_entry(row))
+                    if self.notes_ttl and row.ttl is not None:
+                        found.expiring.add(row.key)
         return found
 
     def scan(

@@ -86,10 +86,12 @@ class PartitionedWindowTable(SegmentedTable):
     ) -> dict[tuple[bytes, int], WindowedEntry]:
         """The stored entries among (key, window start) pairs; missing ones are absent. One
         query per Cassandra partition and up to _READ_WINDOWS pairs (a multi-column IN on the
-        clustering key), not one per key: the windowed apply reads every window it writes."""
+        clustering key), not one per key: the windowed apply reads every window it writes. A
+        Found when this table notes TTLs (NotesTtl; `expiring` holds such pairs)."""
         select = prepare(
             session,
-            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ? AND (key, window_start) IN ?",
+            f"SELECT {self._read_columns(_COLUMNS)} FROM {self.qualified}"
+            " WHERE partition = ? AND segment = ? AND (key, window_start) IN ?",
         )
         select.is_idempotent = True
         homes: dict[tuple[int, int], set[tuple[bytes, int]]] = defaultdict(set)
@@ -100,12 +102,15 @@ class PartitionedWindowTable(SegmentedTable):
             for (partition, segment), group in homes.items()
             for chunk in chunked(sorted(group), _READ_WINDOWS)
         ]
-        found = {}
+        found = self._new_found()
+        notes_ttl = self.notes_ttl
         for result in execute_concurrent(
             session, work, concurrency=concurrency, results_generator=True, execution_profile=self.profile
         ):
             for row in result.result_or_exc:
                 found[(row.key, row.window_start)] = _entry(row)
+                if notes_ttl and row.ttl is not None:
+                    found.expiring.add((row.key, row.window_start))
         return found
 
     def get(self, session, key: bytes, start_ms: int) -> WindowedEntry | None:

@@ -24,12 +24,12 @@ from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for
-from statestore.store.tables.base import range_condition
+from statestore.store.tables.base import NotesTtl, range_condition
 from statestore.store.tables.paging import paged
 from statestore.store.tables.splits import Split, partition_splits, wanted_keys
 
 
-class SegmentedTable:
+class SegmentedTable(NotesTtl):
     """The base of PartitionedWindowTable and PartitionedSessionTable. No I/O here."""
 
     def __init__(self, spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> None:

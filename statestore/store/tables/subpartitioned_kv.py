@@ -63,7 +63,9 @@ class SubpartitionedKeyValueTable(SubpartitionedLayout, PartitionedKeyValueTable
         return statement
 
     def get_many_queries(self, session, keys):
-        select = self._statement(session, f"SELECT {self._COLUMNS} FROM {self.qualified} WHERE {_WHERE} AND key IN ?")
+        select = self._statement(
+            session, f"SELECT {self._read_columns(self._COLUMNS)} FROM {self.qualified} WHERE {_WHERE} AND key IN ?"
+        )
         return [
             (select, (*location, chunk))
             for location, group in self._by_location(keys).items()
