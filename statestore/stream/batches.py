@@ -13,21 +13,24 @@ import json
 import logging
 import threading
 import time
+from dataclasses import replace
 
 from statestore.conn.cassandra import session_for, table_ttl_with_schema
 from statestore.conn.kafka import spark_source_options
 from statestore.conn.retry import with_retries
+from statestore.core.aggregation import AGGREGATE_FORMAT_PREFIX, AggregateSpec
 from statestore.core.config import KafkaConfig
 from statestore.core.errors import StateStoreError
 from statestore.store.book import registry
 from statestore.store.book.lease import StoreLease
-from statestore.store.book.registry import BatchPosition, KafkaOffsets, StoreProgress
+from statestore.store.book.registry import BatchPosition, InputSettings, KafkaOffsets, StoreProgress
 from statestore.store.tables import session_table_for, table_for, window_table_for
 from statestore.stream import checkpoint
 from statestore.stream.apply import ApplyStats, timed
 from statestore.stream.apply_cache import CacheLedger, CachePlan, batch_cache_plan
 from statestore.stream.batch_apply import apply_batch, cacheable
 from statestore.stream.checkpoint import QueryCheckpoint
+from statestore.stream.json_input import JsonInput
 from statestore.stream.monitor import StreamMonitor
 from statestore.stream.position import (
     SourceTopic,
@@ -234,6 +237,10 @@ def finish_pending_batch(spark, writer: StoreWriter, kafka: KafkaConfig) -> Batc
             spec.name, "(unknown)", f"batch {pending} has no recorded offsets to finish it from"
         )
     position = pending_position(progress, writer.max_future_ms)
+    if isinstance(writer.json_input, JsonInput):
+        # Read as the store's recorded input settings say, whatever this run was given (as its rules).
+        recorded = registry.input_settings(session_for(writer.config), spec.keyspace, spec.name)
+        writer = replace(writer, json_input=stored_json_input(spec.value_codec, recorded) or writer.json_input)
     # Exactly the partitions the batch's end names: its start may lack one added meanwhile, and
     # the topic may have gained more since (position.naming_partitions).
     assigned = partitions_of(position.end)
@@ -247,3 +254,13 @@ def finish_pending_batch(spark, writer: StoreWriter, kafka: KafkaConfig) -> Batc
     )
     _log.info("store %s: finishing pending batch %d from the recorded offsets", spec.name, pending)
     return apply_batch(writer, batch_df, position)
+
+
+def stored_json_input(value_format: str, settings: InputSettings | None) -> JsonInput | None:
+    """The JSON input stage a store's registry records: its measures (the value format) read
+    with its input settings; None when it records none (text lines, the word count). A store's
+    recovery and its validation read its records with it, whatever a run is given."""
+    if settings is None or settings.format != "json" or not value_format.startswith(AGGREGATE_FORMAT_PREFIX):
+        return None
+    aggregate = AggregateSpec.parse(value_format.removeprefix(AGGREGATE_FORMAT_PREFIX))
+    return JsonInput(aggregate, settings.key_fields, settings.key_expr, settings.time_field)

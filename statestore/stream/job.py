@@ -71,8 +71,12 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
     registry.ensure_table(session, job.cassandra.keyspace)
     windowing = job.stream.windowing
     value_format = _value_format(job.stream)
+    wanted = input_settings_of(job.stream)
+    recorded = None
     if existing is not None:
         _refuse_other_values(existing, value_format)
+        recorded = registry.input_settings(session, job.cassandra.keyspace, job.stream.store)
+        _refuse_other_input(existing.name, recorded, wanted)
     store_type = StoreType(job.stream.store_type) if job.stream.store_type else None
     if store_type is None and job.stream.window is not None:
         store_type = StoreType.PARTITIONED_WINDOW
@@ -115,13 +119,18 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
         )
     # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing); a
     # registered store whose table is missing is created as a new one would be.
-    return provision_store(
+    registered = provision_store(
         session,
         spec,
         job.stream.topic,
         options=options_with_compaction(spec, job.stream.compaction),
         dead_letter_retention_s=job.stream.dead_letter_retention_ms // 1000,
     )
+    if wanted is not None and recorded is None:
+        # A new store (or one made before input settings were recorded) takes the job's; of two
+        # jobs creating it at once with other settings, the second is refused here.
+        _refuse_other_input(registered.name, registry.record_input_settings(session, registered, wanted), wanted)
+    return registered
 
 
 def _value_format(stream: StreamConfig) -> str:
@@ -142,6 +151,29 @@ def _refuse_other_values(existing: StoreSpec, value_format: str) -> None:
     raise StoreMismatchError(
         f"store '{existing.name}' keeps {held}; this job would write {wanted}. Nothing was written. Run it with "
         "the store's own settings (--input-format, --aggregate), or write to another store."
+    )
+
+
+def input_settings_of(stream: StreamConfig) -> registry.InputSettings | None:
+    """What the registry records of the job's input (registry.InputSettings): how JSON records
+    are keyed and timed; None for text lines, the word count."""
+    if stream.input_format != "json":
+        return None
+    return registry.InputSettings("json", stream.key_fields, stream.key_expr, stream.time_field)
+
+
+def _refuse_other_input(
+    name: str, recorded: registry.InputSettings | None, wanted: registry.InputSettings | None
+) -> None:
+    """StoreMismatchError, before anything is written, when the store records other input
+    settings than the job's: its keys (or their times) would silently mean something else.
+    None recorded: a word count's store, or one that takes the job's settings now."""
+    if recorded is None or recorded == wanted:
+        return
+    given = "text lines" if wanted is None else wanted.describe()
+    raise StoreMismatchError(
+        f"store '{name}' reads its records with {recorded.describe()}; this job would read them with {given}. "
+        "Nothing was written. Run it with the store's own settings, or write to another store."
     )
 
 

@@ -18,6 +18,10 @@ Outside writes: a program other than the stream that changes a store's entries w
 stream may run (the expire job) marks `outside_writes` before its first change (negative: in
 progress) and after its last (positive). The stream's apply cache trusts nothing across a
 change of that mark (statestore.stream.apply_cache).
+
+Input settings: how the stream reads an aggregate store's input records (`input_spec`, JSON of
+InputSettings: the format, the key and the event time), recorded by the stream job when it
+creates the store; null for the word count's text lines. The measures are the value format.
 """
 
 from __future__ import annotations
@@ -69,6 +73,39 @@ class BatchRules:
             return None
         rules = json.loads(text)
         return cls(max_future_ms=rules["max_future_ms"], retention_ms=rules["retention_ms"])
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    """How the stream reads a store's input records, recorded with the store (`input_spec`) so
+    that a run with other settings is refused and maintenance can recompute the store: the
+    format (json), the key (fields, or a Spark SQL expression over the parsed record) and the
+    event time's field (None: the Kafka timestamp). No record (null): text lines, the word count."""
+
+    format: str
+    key_fields: tuple[str, ...] = ()
+    key_expr: str | None = None
+    time_field: str | None = None
+
+    def as_json(self) -> str:
+        settings = {"format": self.format, "key": list(self.key_fields) or None, "key_expr": self.key_expr}
+        return json.dumps({**settings, "time_field": self.time_field}, sort_keys=True)
+
+    @classmethod
+    def parse_stored(cls, text: str | None) -> InputSettings | None:
+        """The settings of the registry column (None or empty: none recorded)."""
+        if not text:
+            return None
+        settings = json.loads(text)
+        return cls(
+            settings["format"], tuple(settings.get("key") or ()), settings.get("key_expr"), settings.get("time_field")
+        )
+
+    def describe(self) -> str:
+        """The settings as the job's flags give them, e.g. `--key shop --time-field ts`."""
+        key = f"--key-expr {self.key_expr!r}" if self.key_expr else f"--key {','.join(self.key_fields)}"
+        time = f"--time-field {self.time_field}" if self.time_field else "the Kafka timestamp as event time"
+        return f"--input-format {self.format} {key}, {time}"
 
 
 @dataclass(frozen=True)
@@ -182,14 +219,15 @@ def create_cql(keyspace: str) -> str:
         " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
         " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
         " last_ts bigint, epoch bigint, outside_writes bigint, windowing text, topic_id text, schema_version int,"
-        " pending_rules text)"
+        " pending_rules text, input_spec text)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
 
 # Columns a registry made by an older release lacks (fencing epochs, outside-write marks,
 # windowing, the topic's id, sub-partitions, retention, the TTL horizon, schema versions, the
-# pending batch's rules).
+# pending batch's rules, the input settings). input_spec needs no new schema version: a store
+# without it is read as the word count's text lines, which is what every earlier store is.
 _LATER_COLUMNS = (
     ("epoch", "bigint"),
     ("outside_writes", "bigint"),
@@ -200,6 +238,7 @@ _LATER_COLUMNS = (
     ("ttl_expiring_until", "bigint"),
     ("schema_version", "int"),
     ("pending_rules", "text"),
+    ("input_spec", "text"),
 )
 
 
@@ -329,6 +368,36 @@ def record_schema_version(session, keyspace: str, name: str, version: int) -> No
     row = session.execute(update, (version, name), execution_profile=bookkeeping_profile(session)).one()
     if not row.applied:
         raise StoreNotFoundError(f"no store '{name}' in keyspace '{keyspace}': it was dropped during the migration")
+
+
+def input_settings(session, keyspace: str, name: str) -> InputSettings | None:
+    """How store `name` reads its input records (None: text lines, or none recorded yet);
+    StoreNotFoundError when unregistered."""
+    return InputSettings.parse_stored(getattr(_row(session, keyspace, name), "input_spec", None))
+
+
+def record_input_settings(session, spec: StoreSpec, settings: InputSettings) -> InputSettings:
+    """Record `settings` as store `spec`'s input settings unless some are recorded already;
+    returns those the store has now. A lightweight transaction conditional on none recorded
+    and on the store's value format (so never a row for a store dropped meanwhile): of two jobs
+    creating a store at once, the first one's settings stay."""
+    update = prepare(
+        session,
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET input_spec = ? WHERE name = ?"
+        " IF input_spec = null AND value_format = ?",
+    )
+    row = session.execute(
+        update, (settings.as_json(), spec.name, spec.value_codec), execution_profile=bookkeeping_profile(session)
+    ).one()
+    if row.applied:
+        return settings
+    recorded = InputSettings.parse_stored(getattr(row, "input_spec", None))
+    if recorded is None:
+        raise StoreNotFoundError(
+            f"store '{spec.name}' is no longer registered with values {spec.value_codec}: it was dropped or "
+            "replaced meanwhile"
+        )
+    return recorded
 
 
 def find(session, keyspace: str, name: str) -> StoreSpec | None:

@@ -108,6 +108,17 @@ def test_json_events_aggregate_to_the_brute_force_truth_on_the_driver_and_the_ex
         run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", **other)
     with pytest.raises(StoreMismatchError, match="would write word counts"):
         run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp")
+    # The store records how its records are keyed and timed; another key or time is refused too.
+    assert registry.input_settings(session, keyspace, store_name) == registry.InputSettings(
+        "json", ("shop",), None, "ts"
+    )
+    without_time = {k: v for k, v in JSON.items() if k != "time_field"}
+    for other, named in (({**JSON, "key": "user"}, "--key user, --time-field ts"), (without_time, "Kafka timestamp")):
+        with pytest.raises(
+            StoreMismatchError, match="reads its records with --input-format json --key shop, --time-field ts"
+        ) as refused:
+            run_stream(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", **other)
+        assert named in str(refused.value) and "Nothing was written" in str(refused.value)
     assert _dump(session, keyspace, store_name) == before
 
 
