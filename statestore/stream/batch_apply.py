@@ -116,7 +116,7 @@ def _count(
     try:
         rows = None
         if writer.json_input is not None:
-            parsed = json_input.parsed_records(batch_df, writer.json_input)
+            parsed = _parsed_records(batch_df, writer.json_input)
             stats, applied_on = _aggregate(writer, parsed, position)
             rows = json_input.dead_letter_rows(parsed)
         else:
@@ -139,6 +139,14 @@ def _count(
         if versioned:
             batch_df.unpersist()
     return stats, applied_on, letters
+
+
+def _parsed_records(batch_df, records):
+    """The batch's records as the aggregate stage takes them: parsed from JSON
+    (json_input.JsonInput), or mapped from a user's own query's columns (writer.OwnRecords)."""
+    if isinstance(records, json_input.JsonInput):
+        return json_input.parsed_records(batch_df, records)
+    return records.parsed_records(batch_df)
 
 
 def _aggregate(writer: StoreWriter, parsed, position: BatchPosition) -> tuple[ApplyStats, str]:

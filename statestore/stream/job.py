@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from statestore.conn.cassandra import check_writer_scope, require_keyspace, session_for, tls_files
@@ -47,7 +47,7 @@ from statestore.stream.checkpoint import QueryCheckpoint
 from statestore.stream.json_input import JsonInput
 from statestore.stream.monitor import StreamMonitor
 from statestore.stream.position import SourceTopic, naming_partitions
-from statestore.stream.writer import SHIPPED, BatchSeams, StoreWriter
+from statestore.stream.writer import SHIPPED, BatchSeams, InputStage, StoreWriter
 
 _log = logging.getLogger("statestore.stream.job")
 
@@ -277,12 +277,38 @@ def _recovery_start(progress, job: JobConfig) -> str:
 
 
 def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
-    """Provision the store, take its lease, check the checkpoint, start the query. `seams`:
-    see BatchSeams (benchmarks time or swap a batch's steps there; the job as shipped does not)."""
-    session = session_for(job.cassandra)
+    """Provision the store, take its lease, check the checkpoint, start the query over the
+    job's topic. `seams`: see BatchSeams (benchmarks time or swap a batch's steps there; the
+    job as shipped does not)."""
     records = json_input_of(job.stream)
     if records is not None:
         check_json_input(spark, records)
+    return start_query(
+        spark,
+        job,
+        lambda starting: _kafka_source(spark, job, starting),
+        records,
+        seams,
+        name=f"wordcount-{job.stream.store}",
+    )
+
+
+def start_query(
+    spark,
+    job: JobConfig,
+    read: Callable[[str], object],
+    records: InputStage | None,
+    seams: BatchSeams = SHIPPED,
+    *,
+    name: str,
+) -> RunningStream:
+    """Provision the store, take its lease, check the checkpoint against the store's registry
+    row, then run the streaming DataFrame `read(starting)` through foreachBatch (BatchApplier).
+    `starting`: where a new checkpoint starts reading (the store's position with
+    --recover-from-store, else --starting-offsets). `records`: the input stage of JSON records
+    (json_input.JsonInput, or a user's own query: statestore.stream.own_query), None for text
+    lines. Nothing is written before the lease and the checkpoint checks pass."""
+    session = session_for(job.cassandra)
     # Executors on other machines open the TLS files too: ship them (conn.cassandra.local_copy).
     for path in tls_files(job.cassandra):
         spark.sparkContext.addFile(path)
@@ -321,8 +347,8 @@ def start(spark, job: JobConfig, seams: BatchSeams = SHIPPED) -> RunningStream:
             lambda: _check_checkpoint(session, job, applier, monitor, source),
         )
         stream_writer = (
-            _kafka_source(spark, job, starting)
-            .writeStream.queryName(f"wordcount-{spec.name}")
+            read(starting)
+            .writeStream.queryName(name)
             .option("checkpointLocation", job.stream.checkpoint)
             .foreachBatch(applier)
         )

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from statestore.conn.retry import with_retries
+from statestore.core.aggregation import AggregateSpec
 from statestore.core.config import DEFAULT_MAX_FUTURE_MS, CassandraConfig
 from statestore.core.model import StoreSpec
 from statestore.stream.apply import ApplyStats, Timer, partition_applier, timed
@@ -22,6 +23,19 @@ from statestore.stream.dead_letters import write_dead_letters
 from statestore.stream.json_input import JsonInput
 
 T = TypeVar("T")
+
+
+class OwnRecords(Protocol):
+    """The input stage of a user's own query (statestore.stream.own_query): the measures, and a
+    batch's rows of the user's DataFrame as json_input.parsed_records gives a batch of JSON records."""
+
+    aggregate: AggregateSpec
+
+    def parsed_records(self, batch_df): ...
+
+
+# The input stage of an aggregate store: JSON records from the topic, or a user's own query.
+InputStage = JsonInput | OwnRecords
 
 # Where a batch's counts were applied (BatchResult.applied_on); NOWHERE: a batch the store had
 # recorded as done already, run again by Spark (position.recorded_done).
@@ -71,8 +85,9 @@ class StoreWriter:
     driver_records: int = 0  # a batch of at most this many records is applied by the driver (0: never)
     max_future_ms: int = DEFAULT_MAX_FUTURE_MS  # a record further ahead of its batch's clock: a dead letter
     apply_cache: bool = True  # batches of all but versioned stores may use the apply cache (stream.apply_cache)
-    # JSON records into an aggregate store (stream.json_input, stream.aggregates); None: text lines, the word count.
-    json_input: JsonInput | None = None
+    # JSON records (stream.json_input) or a user's own query (OwnRecords) into an aggregate store
+    # (stream.aggregates); None: text lines, the word count.
+    json_input: InputStage | None = None
 
     @property
     def timer(self) -> Timer | None:
