@@ -13,21 +13,30 @@ from functools import partial
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from tests.simulation.aggregates import AggregateProtocolMachine
 from tests.simulation.cache import CACHE_FIXED_BUGS, CACHE_KNOWN_BUGS, cache_machine_excluding
 from tests.simulation.machine import KNOWN_BUGS, machine_excluding
 from tests.simulation.sessions import SessionProtocolMachine
 from tests.simulation.windows import WindowProtocolMachine
 
 # The runs: a key-value store (machine.py), a session store (sessions.py), a window store
-# (windows.py), a key-value store with the apply cache on or off per run (cache.py).
+# (windows.py), a key-value store with the apply cache on or off per run (cache.py), an
+# aggregate store (aggregates.py: JSON records, a measure of every aggregation).
 MACHINES = {
     "kv": machine_excluding,
     "sessions": partial(machine_excluding, base=SessionProtocolMachine),
     "windows": partial(machine_excluding, base=WindowProtocolMachine),
     "cache": cache_machine_excluding,
+    "aggregates": partial(machine_excluding, base=AggregateProtocolMachine),
 }
 # The known bugs each run can leave out (--exclude names any of them: each run takes its own).
-KNOWN_TO = {"kv": KNOWN_BUGS, "sessions": KNOWN_BUGS, "windows": KNOWN_BUGS, "cache": CACHE_KNOWN_BUGS}
+KNOWN_TO = {
+    "kv": KNOWN_BUGS,
+    "sessions": KNOWN_BUGS,
+    "windows": KNOWN_BUGS,
+    "cache": CACHE_KNOWN_BUGS,
+    "aggregates": KNOWN_BUGS,
+}
 ALL_KNOWN_BUGS = {**KNOWN_BUGS, **CACHE_KNOWN_BUGS}
 # Known bugs since fixed: --exclude still takes their names, and leaves nothing out.
 FIXED_BUGS = {**CACHE_FIXED_BUGS}
