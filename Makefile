@@ -27,7 +27,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-overload bench-soak bench-stores bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset stop-all simulate clean
+.PHONY: help install venv jvm dist cluster-up cluster-down cluster-status bench bench-quick bench-timed bench-aggregate bench-cluster bench-rescale run test test-unit bench-replay bench-query bench-overload bench-soak bench-stores bench-maintenance bench-compaction bench-dataframe maintenance lint browser netfilter airflow airflow-down stack-up stack-down stack-status stack-reset stop-all simulate clean
 
 help: ## this list of targets (what a bare `make` prints)
 	@echo 'usage: make TARGET [VARIABLE=value ...] (variables: the top of the Makefile)'
@@ -161,6 +161,12 @@ bench-quick: install ## the same on 100k words, to try the harness
 # a corpus spanning an hour of event time; throughput, two rounds (BENCHMARKS.md; about 11 min).
 bench-timed: install ## windows, hopping windows, sessions and key-value: ours beside Spark's RocksDB
 	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --timed
+
+# JSON events (user, amount, event time; Zipf users) aggregated per user, count, sum and max: ours
+# into a key-value aggregate store beside Spark's groupBy(user).agg() on RocksDB; throughput, two
+# rounds, every value checked against the ground truth (BENCHMARKS.md; about 10 min).
+bench-aggregate: install ## count, sum, max per user of JSON events: ours beside Spark's groupBy().agg(), RocksDB
+	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --aggregate
 
 # The replay-safety overhead, side by side with a blind counter-increment apply (BENCHMARKS.md).
 bench-replay: install ## the replay-safety overhead against a blind increment

@@ -8,6 +8,7 @@ It writes a Markdown report, the raw figures (JSON) and PNG plots to --out.
 
     make bench          # .venv/bin/python bench/streaming_compare/streaming_compare.py (5M words, 1M vocabulary)
     make bench-quick    # .venv/bin/python bench/streaming_compare/streaming_compare.py --quick
+    make bench-aggregate  # ... --aggregate: JSON events, count, sum and max per user, ours and Spark's
     .venv/bin/python bench/streaming_compare/streaming_compare.py --systems partitioned,rocksdb --rounds 3
 
 Its parts are the package compare/ beside it; what every benchmark shares is bench/bench_common.py.
@@ -36,7 +37,7 @@ import bench_common as common
 from compare.experiments import EXPERIMENTS
 from compare.feed import produce_all, spread_timestamps
 from compare.report import aggregate, render
-from compare.systems import COUNTERPARTS, OPTIONAL, REAL_JOB, STATEFUL, SYSTEMS
+from compare.systems import AGGREGATED, COUNTERPARTS, OPTIONAL, REAL_JOB, STATEFUL, SYSTEMS
 
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
@@ -72,7 +73,7 @@ QUICK = {
 # Spark's on RocksDB, over a corpus of 2M words spanning an hour of event time (each of the ten
 # batches six minutes of it); throughput only, two rounds.
 # Each of ours that has a Spark counterpart, beside it.
-TIMED_SYSTEMS = tuple(name for pair in COUNTERPARTS.items() for name in pair)
+TIMED_SYSTEMS = tuple(name for pair in COUNTERPARTS.items() for name in pair if name not in AGGREGATED)
 TIMED_RUN = {
     "words": 2_000_000,
     "vocab": 500_000,
@@ -81,6 +82,20 @@ TIMED_RUN = {
     "phases": "throughput",
     "rounds": 2,
     "out": common.results_dir("timed_compare"),
+}
+
+# `--aggregate` (make bench-aggregate): JSON events (compare/events.py; --words events of --vocab
+# Zipf users) aggregated per user, count, sum and max, ours into a key-value aggregate store beside
+# Spark's groupBy(user).agg() on RocksDB; throughput two rounds in alternating order, and one
+# profiled run of ours (where its time goes). Sized to finish in about ten minutes on two cores.
+AGGREGATE_RUN = {
+    "words": 800_000,
+    "vocab": 100_000,
+    "systems": ",".join(AGGREGATED),
+    "phases": "throughput,profile",
+    "rounds": 2,
+    "profile": True,
+    "out": common.results_dir("aggregate_compare"),
 }
 
 
@@ -100,8 +115,18 @@ def parse_args(argv=None):
         help="windows, hopping windows and sessions beside key-value, ours and Spark's, over an hour of event "
         "time, throughput only, two rounds (make bench-timed; flags given override it)",
     )
-    p.add_argument("--words", type=int, help="words of input (default 5,000,000; quick 100,000)")
-    p.add_argument("--vocab", type=int, help="vocabulary size (default 1,000,000; quick 20,000)")
+    p.add_argument(
+        "--aggregate",
+        action="store_true",
+        help="JSON events aggregated per user (count, sum, max), ours beside Spark's groupBy().agg() on RocksDB, "
+        "throughput two rounds and a profile (make bench-aggregate; flags given override it)",
+    )
+    p.add_argument(
+        "--words", type=int, help="words of input (default 5,000,000; quick 100,000); --aggregate: events (800,000)"
+    )
+    p.add_argument(
+        "--vocab", type=int, help="vocabulary size (default 1,000,000; quick 20,000); --aggregate: users (100,000)"
+    )
     p.add_argument("--zipf-s", type=float, default=1.0, help="Zipf exponent of word frequencies (1.0)")
     p.add_argument("--words-per-line", type=int, default=10, help="mean words per Kafka message (10)")
     p.add_argument("--batches", type=int, help="micro-batches of the corpus, via maxOffsetsPerTrigger (10; quick 5)")
@@ -180,6 +205,7 @@ def parse_args(argv=None):
         "event_span": 0.0,
         **(QUICK if args.quick else FULL),
         **(TIMED_RUN if args.timed else {}),
+        **(AGGREGATE_RUN if args.aggregate else {}),
     }
     for key, value in defaults.items():
         if getattr(args, key) is None:
@@ -192,6 +218,13 @@ def parse_args(argv=None):
     args.phases = [s.strip() for s in args.phases.split(",")] if args.phases else None
     if args.phases and set(args.phases) - set(PHASES):
         p.error(f"unknown phases {sorted(set(args.phases) - set(PHASES))}; use {', '.join(PHASES)}")
+    if args.aggregate and args.timed:
+        p.error("--aggregate and --timed are runs of their own: give one")
+    mixed = {s in AGGREGATED for s in args.systems}
+    if len(mixed) > 1:
+        p.error(f"{', '.join(AGGREGATED)} read JSON events, the others text lines: run them apart (--aggregate)")
+    if mixed == {True} and not args.aggregate:
+        p.error(f"{', '.join(AGGREGATED)} read JSON events: add --aggregate")
     return args
 
 
@@ -289,18 +322,7 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-compare-"))
     script_began = time.perf_counter()
     t = time.perf_counter()
-    lines, words, truth = common.generate_with_counts(
-        args.words, args.vocab, args.zipf_s, args.words_per_line, args.seed
-    )
-    corpus = {
-        "words": sum(words),
-        "lines": len(lines),
-        "vocabulary": args.vocab,
-        "distinct_words": len(truth),
-        "zipf_s": args.zipf_s,
-        "top_words_for_half": common.zipf_rank_of(args.vocab, args.zipf_s, 0.5),
-        "seed": args.seed,
-    }
+    lines, words, truth, corpus = make_corpus(args)
     (workdir / "corpus.lines").write_bytes(b"\n".join(lines))
     (workdir / "corpus.words.json").write_text(json.dumps(words))
     (workdir / "truth.json").write_text(json.dumps(truth))
@@ -308,7 +330,7 @@ def main(argv=None) -> int:
     # last batch from being a sliver.
     max_offsets = math.ceil(len(lines) / args.batches) + args.partitions
     _log.info(
-        "corpus: %d words in %d lines, %d distinct (%.1fs)",
+        "corpus: %d words in %d records, %d distinct keys (%.1fs)",
         corpus["words"],
         len(lines),
         len(truth),
@@ -392,6 +414,40 @@ def main(argv=None) -> int:
             common.delete_topics(kafka, [t for t in topics if kafka_io.partition_count(kafka, t) is not None])
             shutil.rmtree(workdir, ignore_errors=True)
         close_all()
+
+
+def make_corpus(args) -> tuple[list[bytes], list[int], dict, dict]:
+    """The run's Kafka records, the words of each (an event: one), the ground truth as JSON and
+    what the report says of the corpus: text lines of Zipf words, or (--aggregate) JSON events
+    of Zipf users, whose truth is each user's (count, sum, max)."""
+    if args.aggregate:
+        from compare.events import generate_events, truth_to_json
+
+        lines, truth = generate_events(args.words, args.vocab, args.zipf_s, args.seed)
+        corpus = {
+            "events": len(lines),
+            "words": len(lines),  # one record, one event: the report's words/s are events/s
+            "lines": len(lines),
+            "users": args.vocab,
+            "distinct_users": len(truth),
+            "zipf_s": args.zipf_s,
+            "top_users_for_half": common.zipf_rank_of(args.vocab, args.zipf_s, 0.5),
+            "seed": args.seed,
+        }
+        return lines, [1] * len(lines), truth_to_json(truth), corpus
+    lines, words, truth = common.generate_with_counts(
+        args.words, args.vocab, args.zipf_s, args.words_per_line, args.seed
+    )
+    corpus = {
+        "words": sum(words),
+        "lines": len(lines),
+        "vocabulary": args.vocab,
+        "distinct_words": len(truth),
+        "zipf_s": args.zipf_s,
+        "top_words_for_half": common.zipf_rank_of(args.vocab, args.zipf_s, 0.5),
+        "seed": args.seed,
+    }
+    return lines, words, truth, corpus
 
 
 def write_report(out: Path, machine: dict, corpus: dict, settings: dict, summary: dict, results: list[dict]) -> None:

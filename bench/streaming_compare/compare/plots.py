@@ -20,6 +20,8 @@ _COLOURS = {
     "rocksdb-hopping": "#4393c3",
     "partitioned-session": "#c2a5cf",
     "rocksdb-session": "#053061",
+    "partitioned-aggregate": "#b35806",
+    "rocksdb-aggregate": "#542788",
 }
 
 

@@ -187,6 +187,8 @@ def render(machine: dict, corpus: dict, settings: dict, summary: dict, pngs: lis
         f"- maxOffsetsPerTrigger (every system): {settings['max_offsets_per_trigger']:,}",
         f"- command: `{settings['command']}`",
     ]
+    if "events" in corpus:
+        out.append("- one JSON event per Kafka record: every words/s below is events/s")
     out += ["", "## Throughput (the corpus from the start, available-now)", ""]
     out += [
         "| system | words/s sustained | × RocksDB | × ceiling | × write ceiling | words/s overall | batches "

@@ -36,6 +36,14 @@
                (compare/ceiling.py): each batch's distinct keys written once, nothing read,
                the Cassandra write ceiling of any design that writes every distinct key once
                per batch (its counts are wrong by design)
+  partitioned-aggregate
+               our job on JSON events (compare/events.py) into a partitioned-kv aggregate store:
+               --input-format json --key user --time-field ts --aggregate "n=count(),
+               total=sum(amount), hi=max(amount)"
+  rocksdb-aggregate
+               Spark's own: the same JSON parsed as a VARIANT (try_parse_json, as our input
+               stage), groupBy(user).agg(count, sum(amount), max(amount)) in update mode to a
+               no-op sink, RocksDB
 
 All read the topic from the earliest offset with the same maxOffsetsPerTrigger and use the
 session's shuffle partitions (the job's default, 4; for Spark's stores that is also the
@@ -59,6 +67,7 @@ OURS = {
     "partitioned-window": "partitioned-window",
     "partitioned-hopping": "partitioned-window",
     "partitioned-session": "partitioned-session",
+    "partitioned-aggregate": "partitioned-kv",
 }
 WINDOW_MS = 60_000  # the windowed systems' window, and every timed system's grace (watermark delay)
 HOP_MS = 20_000  # the hopping systems' hop: each record counts in three windows
@@ -77,6 +86,7 @@ PROVIDERS = {
     "rocksdb-window": ROCKSDB_PROVIDER,
     "rocksdb-hopping": ROCKSDB_PROVIDER,
     "rocksdb-session": ROCKSDB_PROVIDER,
+    "rocksdb-aggregate": ROCKSDB_PROVIDER,
 }
 SYSTEMS = (
     "partitioned",
@@ -94,6 +104,8 @@ SYSTEMS = (
     "rocksdb-hopping",
     "partitioned-session",
     "rocksdb-session",
+    "partitioned-aggregate",
+    "rocksdb-aggregate",
 )
 STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
 # Not in the default run (`--systems` names them, `make bench-timed` runs them): the windowed
@@ -102,14 +114,17 @@ WINDOWED = ("partitioned-window", "rocksdb-window", "partitioned-hopping", "rock
 HOPPING = ("partitioned-hopping", "rocksdb-hopping")
 SESSIONED = ("partitioned-session", "rocksdb-session")
 TIMED = (*WINDOWED, *SESSIONED)
+# JSON events aggregated per user (`streaming_compare.py --aggregate`, make bench-aggregate).
+AGGREGATED = ("partitioned-aggregate", "rocksdb-aggregate")
 # Each of our systems beside the Spark operator that computes the same on RocksDB.
 COUNTERPARTS = {
     "partitioned": "rocksdb",
     "partitioned-window": "rocksdb-window",
     "partitioned-hopping": "rocksdb-hopping",
     "partitioned-session": "rocksdb-session",
+    "partitioned-aggregate": "rocksdb-aggregate",
 }
-OPTIONAL = (*TIMED, *UNLOGGED, *LEVELED)
+OPTIONAL = (*TIMED, *UNLOGGED, *LEVELED, *AGGREGATED)
 LABELS = {
     "partitioned": "statestore, partitioned-kv",
     "partitioned-reads": "statestore, partitioned-kv, no apply cache",
@@ -126,6 +141,8 @@ LABELS = {
     "rocksdb-hopping": "Spark, RocksDB provider, window(1 min, 20 s) groupBy",
     "partitioned-session": "statestore, partitioned-session (gap 30 s)",
     "rocksdb-session": "Spark, RocksDB provider, session_window(30 s) groupBy",
+    "partitioned-aggregate": "statestore, partitioned-kv aggregate store (count, sum, max per user)",
+    "rocksdb-aggregate": "Spark, RocksDB provider, groupBy(user).agg(count, sum, max)",
 }
 
 
@@ -197,6 +214,7 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
         session_gap=SESSION_GAP_MS if system in SESSIONED else None,
         grace=WINDOW_MS if system in TIMED else None,
         compaction="LeveledCompactionStrategy" if system in LEVELED else None,
+        **(_json_settings() if system in AGGREGATED else {}),
         **({} if driver_records is None else {"driver_apply_records": driver_records}),
     )
     seams = seams or SHIPPED
@@ -206,13 +224,32 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
     return Running(running.query, running.stop)
 
 
-def native_words(spark, topic: str, kafka, max_offsets: int | None, with_time: bool = False):
-    """The words of the topic as a streaming DataFrame: our job's tokenization and Kafka
-    consumer settings (`with_time`: with each record's Kafka timestamp as `timestamp`)."""
+def _json_settings() -> dict:
+    from compare.events import KEY_FIELD, MEASURES, TIME_FIELD
+
+    return {"input_format": "json", "aggregate": MEASURES, "key": KEY_FIELD, "time_field": TIME_FIELD}
+
+
+def native_aggregate(spark, topic: str, kafka, max_offsets: int | None):
+    """Spark's own count, sum and max of the events' amounts per user, as a streaming DataFrame:
+    each record parsed once as a VARIANT (our input stage's parse), its fields read by path."""
     from pyspark.sql import functions as F
 
+    from compare.events import AMOUNT_FIELD, KEY_FIELD
+
+    record = F.expr("try_parse_json(CAST(value AS STRING))").alias("record")
+    events = _kafka_stream(spark, topic, kafka, max_offsets).select(record)
+    fields = events.select(
+        F.expr(f"variant_get(record, '$.{KEY_FIELD}', 'string')").alias(KEY_FIELD),
+        F.expr(f"variant_get(record, '$.{AMOUNT_FIELD}', 'double')").alias(AMOUNT_FIELD),
+    )
+    return fields.groupBy(KEY_FIELD).agg(
+        F.count(F.lit(1)).alias("n"), F.sum(AMOUNT_FIELD).alias("total"), F.max(AMOUNT_FIELD).alias("hi")
+    )
+
+
+def _kafka_stream(spark, topic: str, kafka, max_offsets: int | None):
     from statestore.conn.kafka import spark_source_options
-    from statestore.stream.tokenize import words_column
 
     reader = (
         spark.readStream.format("kafka")
@@ -222,28 +259,25 @@ def native_words(spark, topic: str, kafka, max_offsets: int | None, with_time: b
     )
     if max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    return reader.load()
+
+
+def native_words(spark, topic: str, kafka, max_offsets: int | None, with_time: bool = False):
+    """The words of the topic as a streaming DataFrame: our job's tokenization and Kafka
+    consumer settings (`with_time`: with each record's Kafka timestamp as `timestamp`)."""
+    from pyspark.sql import functions as F
+
+    from statestore.stream.tokenize import words_column
+
     timed = ["timestamp"] if with_time else []
-    words = reader.load().select(F.explode(words_column(F.col("value").cast("string"))).alias("word"), *timed)
+    words = _kafka_stream(spark, topic, kafka, max_offsets).select(
+        F.explode(words_column(F.col("value").cast("string"))).alias("word"), *timed
+    )
     return words.filter(F.length("word") > 0)
 
 
 def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
-    words = native_words(spark, target.topic, kafka, max_offsets, system in TIMED)
-    if system == "stateless":
-        output, mode = words, "append"
-    elif system in TIMED:
-        from pyspark.sql import functions as F
-
-        if system in SESSIONED:
-            windows, mode = F.session_window("timestamp", f"{SESSION_GAP_MS // 1000} seconds"), "append"
-        elif system in HOPPING:
-            windows, mode = F.window("timestamp", f"{WINDOW_MS // 1000} seconds", f"{HOP_MS // 1000} seconds"), "update"
-        else:
-            windows, mode = F.window("timestamp", f"{WINDOW_MS // 1000} seconds"), "update"
-        late_by = f"{WINDOW_MS // 1000} seconds"
-        output = words.withWatermark("timestamp", late_by).groupBy(windows, "word").count()
-    else:
-        output, mode = words.groupBy("word").count(), "update"
+    output, mode = _native_query(spark, system, target, kafka, max_offsets)
     writer = (
         output.writeStream.format("noop")
         .outputMode(mode)
@@ -263,6 +297,29 @@ def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
             query.stop()
 
     return Running(query, stop)
+
+
+def _native_query(spark, system, target: Target, kafka, max_offsets):
+    """The system's streaming DataFrame and its output mode."""
+    if system in AGGREGATED:
+        return native_aggregate(spark, target.topic, kafka, max_offsets), "update"
+    words = native_words(spark, target.topic, kafka, max_offsets, system in TIMED)
+    if system == "stateless":
+        output, mode = words, "append"
+    elif system in TIMED:
+        from pyspark.sql import functions as F
+
+        if system in SESSIONED:
+            windows, mode = F.session_window("timestamp", f"{SESSION_GAP_MS // 1000} seconds"), "append"
+        elif system in HOPPING:
+            windows, mode = F.window("timestamp", f"{WINDOW_MS // 1000} seconds", f"{HOP_MS // 1000} seconds"), "update"
+        else:
+            windows, mode = F.window("timestamp", f"{WINDOW_MS // 1000} seconds"), "update"
+        late_by = f"{WINDOW_MS // 1000} seconds"
+        output = words.withWatermark("timestamp", late_by).groupBy(windows, "word").count()
+    else:
+        output, mode = words.groupBy("word").count(), "update"
+    return output, mode
 
 
 def state_rows(events: list[dict]) -> int | None:

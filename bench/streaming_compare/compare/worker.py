@@ -34,6 +34,7 @@ from bench_common import cassandra_pid, cpu_ticks_of, process_tree_ticks, proces
 from compare import metrics
 from compare.feed import FixedRateFeed, produce_all
 from compare.systems import (
+    AGGREGATED,
     BLIND,
     HOP_MS,
     HOPPING,
@@ -163,7 +164,11 @@ class Worker:
     def verify(self, name: str, events: list[dict], records: int) -> str:
         """Our job: every count equals the ground truth. Spark's stores: the number of keys in
         state equals the number of distinct words (a no-op sink keeps no counts to compare);
-        their timed operators must have read all `records` of the corpus."""
+        their timed operators must have read all `records` of the corpus. The aggregated
+        systems: every user's count, sum and max, ours read from the store, Spark's from its
+        checkpoint's state (verify_aggregates)."""
+        if self.system in AGGREGATED:
+            return self.verify_aggregates(name)
         truth = json.loads(Path(self.plan["truth"]).read_text())
         if self.system == BLIND:  # blind writes: wrong counts by design, but every word a row
             written = len(read_counts(self.cassandra, name))
@@ -195,6 +200,20 @@ class Worker:
         if rows != len(truth):
             raise AssertionError(f"{self.system}: {rows} keys in state, {len(truth)} distinct words in the input")
         return f"{rows} keys in state = distinct words"
+
+    def verify_aggregates(self, name: str) -> str:
+        """Every user's (count, sum, max) that the system kept against the ground truth (raises
+        on any difference): ours as the store's codec decodes them, Spark's as its RocksDB state
+        holds them after the run (Spark's state data source over the query's checkpoint, which
+        `throughput` keeps at workdir/name)."""
+        from compare.events import check_aggregates, truth_from_json
+
+        truth = truth_from_json(json.loads(Path(self.plan["truth"]).read_text()))
+        if self.system in OURS:
+            kept = read_aggregates(self.cassandra, name)
+        else:
+            kept = spark_state_aggregates(self.spark, self.workdir / name)
+        return check_aggregates(self.system, kept, truth)
 
     def latency(self) -> dict:
         from statestore.conn import kafka as kafka_io
@@ -360,6 +379,32 @@ def read_counts(cassandra, store: str) -> dict[str, int]:
         return dict(sums)
     table = table_for(spec)
     return {e.key.decode("utf-8"): decode_long(e.value) for e in table.scan_unordered(session)}
+
+
+def read_aggregates(cassandra, store: str) -> dict[str, tuple]:
+    """Each key's measures of an aggregate store (compare/events.py's MEASURES), in their order,
+    as the store's codec decodes them."""
+    from statestore.conn.cassandra import session_for
+    from statestore.core.codecs import codec_named
+    from statestore.store.book import registry
+    from statestore.store.tables import table_for
+
+    session = session_for(cassandra)
+    spec = registry.lookup(session, cassandra.keyspace, store)
+    codec = codec_named(spec.value_codec)
+    out = {}
+    for entry in table_for(spec).scan_unordered(session):
+        values = codec.decode(entry.value)
+        out[entry.key.decode("utf-8")] = tuple(values.values())
+    return out
+
+
+def spark_state_aggregates(spark, checkpoint: Path) -> dict[str, tuple]:
+    """Each user's (count, sum, max) in the state of Spark's aggregation, read from the query's
+    checkpoint with Spark's state data source: the key's one column, then the aggregation's
+    buffers (count, sum, max) in the query's order."""
+    rows = spark.read.format("statestore").load(str(checkpoint)).select("key.*", "value.*").collect()
+    return {row[0]: tuple(row[1:]) for row in rows}
 
 
 def _summed_durations(events: list[dict]) -> dict[str, float]:
