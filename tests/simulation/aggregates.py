@@ -69,9 +69,9 @@ SPEC = AggregateSpec.parse(
 )
 KEY_FIELD = "k"
 
-# The reasons of the JSON input stage (statestore.stream.json_input; deadletters' names).
-INVALID_JSON, MISSING_KEY, MISSING_FIELD = "invalid_json", "missing_key", "missing_field"
-WRONG_TYPE, OVERFLOW = "wrong_type", "overflow"
+# The reasons of the JSON input stage (statestore.stream.json_input).
+INVALID_JSON, MISSING_KEY, MISSING_FIELD = deadletters.INVALID_JSON, deadletters.MISSING_KEY, deadletters.MISSING_FIELD
+WRONG_TYPE, OVERFLOW = deadletters.WRONG_TYPE, deadletters.OVERFLOW
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 # The values records carry: a number key beside string ones; sums past a long (sum_int is
