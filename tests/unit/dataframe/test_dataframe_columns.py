@@ -145,9 +145,7 @@ def test_aggregate_rows_decode_to_each_measures_result():
     assert batch["users"] == [pytest.approx(1.0), 0.0] and batch["hi"] == [4.0, None]
     assert batch["batch_id"] == [7, 8]
     # the DataFrame names columns as the other readers do
-    assert [f.name for f in schema_for(spec).fields][1:-2] == list(
-        aggregates.columns(aggregates.spec_of(codec))
-    )
+    assert [f.name for f in schema_for(spec).fields][1:-2] == list(aggregates.columns(aggregates.spec_of(codec)))
 
 
 def test_an_aggregate_value_the_measures_cannot_read_is_named_and_a_sum_past_38_digits_refused():
