@@ -25,10 +25,11 @@ points you can run by hand or with `make maintenance`):
 3. **audit_partitions**: entries and bytes of every partition from a token-range scan in
    Spark tasks, against **warn_size** / **fail_size** (and entry counts), cross-checked with
    Cassandra's own figures. With **policy** `fail` a partition over fail_size fails the task.
-4. **validate_idempotency**, one task per word-count store: recounts the input up to the
-   committed offsets and compares every key, replays the last **replay_batches** batches on a
-   shadow copy (when the stream's checkpoint is `$STATESTORE_CHECKPOINT_DIR/<store>`), and runs
-   the Great Expectations suite. A store a stream is writing right now is left out (named in
+4. **validate_idempotency**, one task per word-count or aggregate store: recounts the input up
+   to the committed offsets and compares every key (an aggregate store's measure by measure),
+   replays the last **replay_batches** batches on a shadow copy (word-count key-value stores,
+   when the stream's checkpoint is `$STATESTORE_CHECKPOINT_DIR/<store>`), and runs the Great
+   Expectations suite. A store a stream is writing right now is left out (named in
    the plan): recounting needs a store at rest.
 
 `plan` decides which stores each job covers and logs every store it leaves out, and why; a

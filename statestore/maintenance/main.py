@@ -154,10 +154,11 @@ def run_expire(args, spark, session, config: CassandraConfig, nodetool: Nodetool
 
 def validate_parser() -> argparse.ArgumentParser:
     parser = _base_parser(
-        "validate_idempotency", "Check a word-count store against its input: recompute, replay, data-quality suite."
+        "validate_idempotency",
+        "Check a word-count or aggregate store against its input: recompute, replay, data-quality suite.",
     )
     cfg.add_arguments(parser, KafkaConfig)
-    parser.add_argument("--store", required=True, help="the word-count store to validate")
+    parser.add_argument("--store", required=True, help="the word-count or aggregate store to validate")
     parser.add_argument(
         "--starting-offsets",
         default="earliest",

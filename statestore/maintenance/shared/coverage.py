@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from statestore.core.aggregation import AGGREGATE_FORMAT_PREFIX
 from statestore.core.errors import ConfigError, StoreNotFoundError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.maintenance.shared.selection import TimeBasis
@@ -81,8 +82,11 @@ def _expire_reason(store: StoreFacts, retention_set: bool, basis: TimeBasis) -> 
 
 
 def _validate_reason(store: StoreFacts) -> str | None:
-    if store.store_type.versioned or (store.key_codec, store.value_codec) != ("string", "long"):
-        return "not a word-count store (string keys, long values, not versioned): nothing to recount"
+    aggregate = store.value_codec.startswith(AGGREGATE_FORMAT_PREFIX) and store.key_codec == "string"
+    if store.store_type.versioned or not (aggregate or (store.key_codec, store.value_codec) == ("string", "long")):
+        return (
+            "not a word-count store (string keys, long values, not versioned) nor an aggregate one: nothing to recount"
+        )
     if not store.has_batches:
         return "no stream has applied a batch to it yet"
     if store.writer is not None:
@@ -103,8 +107,8 @@ def plan_maintenance(
 
     expire: key-value stores, only with a retention, and on the stream basis only once the
     stream has recorded its time; window stores once they have a stream time (by their own
-    retention); compact and audit: every store; validate: word-count
-    stores (key-value, window, session) that a stream has fed and that no stream writes right now.
+    retention); compact and audit: every store; validate: word-count stores (key-value, window,
+    session) and aggregate stores that a stream has fed and that no stream writes right now.
     """
     by_name = {s.name: s for s in stores}
     unknown = sorted(set(requested) - set(by_name))

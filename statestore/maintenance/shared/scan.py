@@ -119,9 +119,10 @@ def _spark_type(cql_type: str, column: str):
     return T.StringType()
 
 
-def row_converter(shape: TableShape):
+def row_converter(shape: TableShape, raw_values: bool = False):
     """A function from a driver row (token first) to a Spark row of word-count values: key as
-    UTF-8 text, value as a long, timestamps as epoch milliseconds (no time zone involved)."""
+    UTF-8 text, value as a long (with `raw_values`: its bytes, as an aggregate store's),
+    timestamps as epoch milliseconds (no time zone involved)."""
 
     columns = (*shape.key_columns, *shape.cells)
     kinds = [_spark_type(shape.type_of(c), c).typeName() for c in columns]
@@ -134,7 +135,7 @@ def row_converter(shape: TableShape):
             elif column == "key":
                 out.append(bytes(value).decode("utf-8", errors="replace"))
             elif column == "value":
-                out.append(decode_long(value) if len(value) == 8 else None)
+                out.append(bytes(value) if raw_values else decode_long(value) if len(value) == 8 else None)
             elif hasattr(value, "utctimetuple"):
                 out.append(millis_of(value))
             elif kind == "string":
@@ -146,17 +147,23 @@ def row_converter(shape: TableShape):
     return convert
 
 
-def store_frame(spark, config, shape: TableShape, ranges: int, page_size: int = 5000):
+def store_frame(spark, config, shape: TableShape, ranges: int, page_size: int = 5000, raw_values: bool = False):
     """The store's rows as a Spark DataFrame, read by executors over token ranges (the driver
-    holds none of them): the table's columns, key as text and value as a long."""
+    holds none of them): the table's columns, key as text and value as a long (with
+    `raw_values`: as its bytes)."""
 
     columns = (*shape.key_columns, *shape.cells)
-    schema = T.StructType([T.StructField(c, _spark_type(shape.type_of(c), c), True) for c in columns])
+    schema = T.StructType(
+        [
+            T.StructField(c, T.BinaryType() if raw_values and c == "value" else _spark_type(shape.type_of(c), c), True)
+            for c in columns
+        ]
+    )
 
     def read(items: Iterator[tuple[int, int]]) -> Iterator[tuple]:
 
         session = session_for(config)
-        convert = row_converter(shape)
+        convert = row_converter(shape, raw_values)
         for token_range in items:
             yield from map(convert, scan_range(session, shape, token_range, page_size))
 

@@ -6,8 +6,11 @@
   the store key by key (selection.judge_count; expiry's recorded cutoff loosens the check only
   for keys with input older than it). Window and session stores are recounted per window or
   session (statestore.maintenance.validate.recount_windows) and compared window by window.
+  An aggregate store (JSON records, statestore.core.aggregation) is recomputed with the stream's
+  own input and aggregate stages and the input settings its registry records, and compared
+  measure by measure (statestore.maintenance.validate.recount_aggregates).
 - Replay: statestore.maintenance.validate.replay re-applies the last N batches to a shadow copy
-  (key-value stores).
+  (key-value word-count stores).
 - Quality: statestore.maintenance.validate.quality runs a Great Expectations suite with Data Docs.
 
 The store must hold still while it is read: the registry's position is read before and after
@@ -22,21 +25,26 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from statestore.core.aggregation import AGGREGATE_FORMAT_PREFIX
 from statestore.core.codecs import millis_of
 from statestore.core.config import CassandraConfig, KafkaConfig
 from statestore.core.errors import StoreChangedError, UnsupportedOperationError
 from statestore.core.retention import cutoff_ms
 from statestore.maintenance.shared import selection
 from statestore.maintenance.shared.scan import default_ranges, shape_of, store_frame
-from statestore.maintenance.validate import quality, replay
+from statestore.maintenance.validate import quality, recount_aggregates, replay
 from statestore.maintenance.validate import recount_windows as validate_timed
 from statestore.maintenance.validate.recount import Recount, input_records, without_future_letters
 from statestore.store.book import history, registry
 from statestore.store.book.registry import StoreProgress
+from statestore.stream import aggregates
+from statestore.stream.batches import stored_json_input
+from statestore.stream.json_input import KEY, REASON, TIME_MS, JsonInput, parsed_records
 from statestore.stream.transforms import batch_deltas
 
 _log = logging.getLogger("statestore.maintenance.validate.idempotency")
@@ -57,14 +65,15 @@ class ValidateOptions:
 @dataclass
 class Difference:
     key: str
-    kind: str  # missing | unexpected | count | time | changed-by-replay
-    stored: int | None
-    expected: int | None
+    kind: str  # missing | unexpected | count | time | changed-by-replay; aggregate stores: measure | unreadable
+    stored: Any  # the count (aggregate stores: the measure's result, or the entry's results)
+    expected: Any
     expected_at_least: int | None = None
     stored_time_ms: int | None = None
     expected_time_ms: int | None = None
     window_start: int | None = None  # window and session stores: the key's window or session
     window_end: int | None = None
+    measure: str | None = None  # aggregate stores: the measure that differs (kind measure)
 
 
 @dataclass
@@ -79,21 +88,27 @@ class RecomputeResult:
     words_at_least: int
     input_keys: int
     store_entries: int
-    store_sum: int
+    store_sum: int | None  # the sum of the store's counts (None: an aggregate store)
     differences: int
     first_differences: list[Difference] = field(default_factory=list)
     differences_file: str | None = None
     seconds: float = 0.0
     counted_per: str = "key"  # what one entry counts: key, window or session
+    # Aggregate stores: each measure and how it was compared (recount_aggregates.measures_checked),
+    # the records the input stage could not count (dead letters), and the keys not compared
+    # because expiry may have restarted them.
+    measures: list[dict] = field(default_factory=list)
+    uncountable: int | None = None
+    not_compared: int = 0
 
 
 def _same_position(a: StoreProgress, b: StoreProgress) -> bool:
     return (a.last_batch_id, a.pending_batch_id, a.offsets) == (b.last_batch_id, b.pending_batch_id, b.offsets)
 
 
-def snapshot(spark, session, config: CassandraConfig, spec, shape, options: ValidateOptions):
-    """The store as a persisted DataFrame and the position it reflects; retried while the
-    stream applies batches meanwhile."""
+def snapshot(spark, session, config: CassandraConfig, spec, shape, options: ValidateOptions, raw_values=False):
+    """The store as a persisted DataFrame and the position it reflects (with `raw_values`, each
+    value as its bytes); retried while the stream applies batches meanwhile."""
     ranges = options.token_ranges or default_ranges(spark)
     for attempt in range(1, options.attempts + 1):
         before = registry.progress(session, spec.keyspace, spec.name)
@@ -101,7 +116,7 @@ def snapshot(spark, session, config: CassandraConfig, spec, shape, options: Vali
         if pending is not None and (before.last_batch_id is None or pending > before.last_batch_id):
             problem = f"batch {pending} is being applied (or was left half-applied by a crash)"
         else:
-            frame = store_frame(spark, config, shape, ranges).persist()
+            frame = store_frame(spark, config, shape, ranges, raw_values=raw_values).persist()
             frame.count()
             after = registry.progress(session, spec.keyspace, spec.name)
             if _same_position(before, after):
@@ -163,13 +178,7 @@ def recompute(
     joined = frame.select(*coordinates, "value", "time").join(expected, coordinates, "full_outer")
     diffs = differences_of(joined, expired_before_ms is not None, recount.bounds).persist()
     try:
-        count = diffs.count()
-        path = report_dir / DIFFERENCES_FILE
-        report_dir.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as out:  # every differing key, streamed: the differences only, never the table
-            for difference in diffs.toLocalIterator() if count else ():
-                out.write(json.dumps(vars(difference)) + "\n")
-        first = diffs.takeOrdered(options.listed, key=lambda d: (d.key, d.window_start or 0)) if count else []
+        count, first, path = _listed(diffs, options, report_dir)
         sums = expected.agg(F.sum("total"), F.sum("recent"), F.count("*")).first()
         store_sum = frame.agg(F.sum("value"), F.count("*")).first()
     finally:
@@ -193,6 +202,115 @@ def recompute(
         seconds=round(time.monotonic() - began, 2),
         counted_per=recount.counted_per,
     )
+
+
+def _listed(diffs, options: ValidateOptions, report_dir: Path) -> tuple[int, list[Difference], Path]:
+    """How many differences `diffs` (an RDD) holds, the first `options.listed` of them, and the
+    file every one of them is written to (streamed: the differences only, never the table)."""
+    count = diffs.count()
+    path = report_dir / DIFFERENCES_FILE
+    report_dir.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as out:
+        for difference in diffs.toLocalIterator() if count else ():
+            out.write(json.dumps(vars(difference)) + "\n")
+    first = (
+        diffs.takeOrdered(options.listed, key=lambda d: (d.key, d.window_start or 0, d.measure or "")) if count else []
+    )
+    return count, first, path
+
+
+_KAFKA_ROWS = (
+    "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
+)
+
+
+def recount_aggregates_of(spark, records, stage: JsonInput, cutoff: int | None):
+    """(key, records, time_ms, m0, m1, ..., first_ms) per key of the input `records` (None: no
+    batch applied, no input), by the stream's own stages over every record at once; the
+    records the input stage could not count are the row with a null key."""
+    if records is None:
+        records = spark.createDataFrame([], _KAFKA_ROWS)
+    parsed = parsed_records(records, stage)
+    partials = aggregates.partials(parsed, stage)
+    if cutoff is None:
+        return partials.withColumn("first_ms", F.lit(None).cast("long"))
+    firsts = parsed.filter(F.col(REASON).isNull()).groupBy(KEY).agg(F.min(TIME_MS).alias("first_ms"))
+    return partials.join(firsts, KEY, "left")
+
+
+def recompute_aggregates(
+    spark, frame, stage: JsonInput, records, progress: StoreProgress, expired_before_ms, options, report_dir: Path
+) -> RecomputeResult:
+    """Compare an aggregate store's entries (`frame`, values as bytes) with the recount of its
+    input, key by key and measure by measure (recount_aggregates.judge_entry)."""
+    began = time.monotonic()
+    aggregate = stage.aggregate
+    measures = [f"m{i}" for i in range(len(aggregate.measures))]
+    cutoff = expired_before_ms
+    recount = recount_aggregates_of(spark, records, stage, cutoff).persist()
+
+    def judge(rows):
+        for r in rows:
+            expected = None
+            if r.records is not None:
+                partial = (r.key, r.records, r.time_ms, *(r[m] for m in measures))
+                expected = aggregates.delta_of(partial, aggregate).accumulators
+            value = None if r.value is None else bytes(r.value)
+            for f in recount_aggregates.judge_entry(aggregate, value, r.time, expected, r.time_ms, r.first_ms, cutoff):
+                yield Difference(r.key, f.kind, f.stored, f.expected, None, r.time, r.time_ms, measure=f.measure)
+
+    counted = recount.filter(F.col(KEY).isNotNull())
+    joined = frame.select("key", "value", "time").join(counted, "key", "full_outer")
+    diffs = joined.rdd.mapPartitions(judge).persist()
+    try:
+        count, first, path = _listed(diffs, options, report_dir)
+        figures = recount.agg(
+            F.sum(F.when(F.col(KEY).isNotNull(), F.col(aggregates.RECORDS))),
+            F.sum(F.when(F.col(KEY).isNull(), F.col(aggregates.RECORDS))),
+            F.count(KEY),
+        ).first()
+        not_compared = 0
+        if cutoff is not None:
+            both = F.col("value").isNotNull() & F.col(aggregates.RECORDS).isNotNull()
+            not_compared = joined.filter(both & (F.col("first_ms") < F.lit(cutoff))).count()
+        entries = frame.count()
+    finally:
+        diffs.unpersist()
+        recount.unpersist()
+    return RecomputeResult(
+        passed=count == 0,
+        topics=sorted(json.loads(progress.offsets)) if progress.offsets else [],
+        starting_offsets=options.starting_offsets,
+        ending_offsets=progress.offsets,
+        last_batch_id=progress.last_batch_id,
+        expired_before_ms=expired_before_ms,
+        input_words=int(figures[0] or 0),
+        words_at_least=int(figures[0] or 0),
+        input_keys=int(figures[2]),
+        store_entries=int(entries),
+        store_sum=None,
+        differences=count,
+        first_differences=first,
+        differences_file=path.name,
+        seconds=round(time.monotonic() - began, 2),
+        measures=recount_aggregates.measures_checked(aggregate),
+        uncountable=int(figures[1] or 0),
+        not_compared=not_compared,
+    )
+
+
+def aggregate_entries(frame, stage: JsonInput):
+    """The store's entries as the Great Expectations suite reads an aggregate store: key,
+    batch_id, time and `problems` (recount_aggregates.entry_problems, None when sound)."""
+    aggregate = stage.aggregate
+
+    def rows(entries):
+        for r in entries:
+            found = recount_aggregates.entry_problems(aggregate, None if r.value is None else bytes(r.value))
+            yield r.key, r.batch_id, r.time, None if found is None else f"{r.key!r}: {found}"
+
+    schema = "key string, batch_id long, time long, problems string"
+    return frame.select("key", "value", "batch_id", "time").rdd.mapPartitions(rows).toDF(schema)
 
 
 @dataclass
@@ -220,6 +338,8 @@ class ValidationReport:
 
 
 def _show(d: Difference) -> str:
+    if d.measure is not None:
+        return f"'{d.key}' (measure {d.measure}: store {d.stored}, input {d.expected})"
     expected = d.expected if d.expected_at_least in (None, d.expected) else f"{d.expected_at_least}..{d.expected}"
     window = "" if d.window_start is None else f" in [{d.window_start}, {d.window_end}]"
     return f"'{d.key}'{window} ({d.kind}: store {d.stored}, input {expected})"
@@ -235,40 +355,68 @@ def latest_cutoff(session, spec) -> int | None:
     return max((c for c in (recorded, at_read) if c is not None), default=None)
 
 
+def _aggregate_stage(session, spec) -> JsonInput | None:
+    """The input stage an aggregate store's registry records (None: not an aggregate store);
+    UnsupportedOperationError for one whose input cannot be recomputed."""
+    if not spec.value_codec.startswith(AGGREGATE_FORMAT_PREFIX):
+        return None
+    if spec.store_type.timed or spec.store_type.versioned:
+        raise UnsupportedOperationError(
+            f"store '{spec.name}': aggregations on {spec.store_type} stores are not validated"
+        )
+    stage = stored_json_input(spec.value_codec, registry.input_settings(session, spec.keyspace, spec.name))
+    if stage is None:
+        raise UnsupportedOperationError(
+            f"store '{spec.name}' keeps measures but records no JSON input settings (how its records are keyed "
+            "and timed), so its input cannot be recomputed: run its stream job once (it records them), then validate"
+        )
+    return stage
+
+
 def validate(
     spark, session, config: CassandraConfig, kafka: KafkaConfig, store: str, options: ValidateOptions, report_dir: Path
 ) -> ValidationReport:
 
     spec = registry.lookup(session, config.keyspace, store)
-    if spec.store_type.versioned or (spec.key_codec, spec.value_codec) != ("string", "long"):
+    stage = _aggregate_stage(session, spec)
+    if stage is None and (spec.store_type.versioned or (spec.key_codec, spec.value_codec) != ("string", "long")):
         raise UnsupportedOperationError(
-            f"store '{store}' is not a word-count store (string keys, long values): validation recounts the "
-            "word count's input, so it applies to word-count stores of type partitioned-kv, global-kv, "
-            "partitioned-window and partitioned-session"
+            f"store '{store}' is not a word-count store (string keys, long values) nor an aggregate store: "
+            "validation recomputes a store from its input, so it applies to word-count stores of type "
+            "partitioned-kv, global-kv, partitioned-window and partitioned-session, and to aggregate stores"
         )
     timed = spec.store_type.timed
     history.ensure_table(session, spec.keyspace)
     run_at = history.now()
     shape = shape_of(session, spec)
     expired_before_ms = None if timed else latest_cutoff(session, spec)
-    frame, progress = snapshot(spark, session, config, spec, shape, options)
+    frame, progress = snapshot(spark, session, config, spec, shape, options, raw_values=stage is not None)
     try:
         records = input_records(spark, kafka, progress, options.starting_offsets)
         records = without_future_letters(spark, session, spec, records)
-        if timed:
-            seen = validate_timed.visible(frame, spec.windowing, progress)
-            recount = validate_timed.recount(spark, session, spec, records, progress)
+        replayed = checked = None
+        if stage is not None:
+            result = recompute_aggregates(
+                spark, frame, stage, records, progress, expired_before_ms, options, report_dir
+            )
+            if options.quality:
+                entries = aggregate_entries(frame, stage)
+                checked = quality.run_suite(
+                    spark, entries, spec, progress, result, report_dir, aggregate=stage.aggregate
+                )
         else:
-            seen = frame
-            recount = Recount(expected_counts(spark, records, expired_before_ms))
-        result = recompute(spark, seen, recount, progress, expired_before_ms, options, report_dir)
-        replayed = None
-        if options.replay_batches and options.checkpoint and not timed:
-            replayed_store = replay.ReplayedStore(spec, shape, progress, expired_before_ms)
-            replayed = replay.replay_check(spark, session, config, kafka, replayed_store, options)
-        checked = None
-        if options.quality:
-            checked = quality.run_suite(spark, seen, spec, progress, result, report_dir, recount.coordinates)
+            if timed:
+                seen = validate_timed.visible(frame, spec.windowing, progress)
+                recount = validate_timed.recount(spark, session, spec, records, progress)
+            else:
+                seen = frame
+                recount = Recount(expected_counts(spark, records, expired_before_ms))
+            result = recompute(spark, seen, recount, progress, expired_before_ms, options, report_dir)
+            if options.replay_batches and options.checkpoint and not timed:
+                replayed_store = replay.ReplayedStore(spec, shape, progress, expired_before_ms)
+                replayed = replay.replay_check(spark, session, config, kafka, replayed_store, options)
+            if options.quality:
+                checked = quality.run_suite(spark, seen, spec, progress, result, report_dir, recount.coordinates)
     finally:
         frame.unpersist()
     passed = result.passed and (replayed is None or replayed.passed) and (checked is None or checked.passed)
@@ -284,6 +432,10 @@ def validate(
     if timed:
         report.replay_not_run = (
             "replays re-apply key-value batches only; the recount checks every window or session entry exactly"
+        )
+    if stage is not None:
+        report.replay_not_run = (
+            "replays re-apply word-count batches only; the recompute checks every aggregate entry, measure by measure"
         )
     summary = {"status": report.status, "differences": result.differences, "last_batch_id": progress.last_batch_id}
     history.record(session, spec.keyspace, spec.name, history.VALIDATE, run_at, report.status, None, summary)

@@ -1,4 +1,4 @@
-"""A Great Expectations suite over a word-count store's content, with Data Docs.
+"""A Great Expectations suite over a word-count or aggregate store's content, with Data Docs.
 
 Called from our own code (not Airflow's GX provider, which cannot install beside Airflow
 3.3 and builds its DataFrame at DAG-parse time). The context is ephemeral: the suite is
@@ -56,6 +56,28 @@ def expectations(
     return suite
 
 
+def aggregate_expectations(columns: list[str], last_batch_id: int | None, measures: str) -> list:
+    """The suite of an aggregate store's entries (key, batch_id, time, problems): keys present,
+    non-empty and unique; no entry with problems, which AggregateSpec.problems finds per entry
+    (its measures' own checks and min <= max: the rules live there alone, `measures` names them
+    in the expectation's description); every entry written by a batch the registry knows."""
+    import great_expectations as gx
+
+    e = gx.expectations
+    suite = [
+        e.ExpectTableColumnsToMatchSet(column_set=columns, exact_match=True),
+        e.ExpectColumnValuesToNotBeNull(column="key"),
+        e.ExpectColumnValueLengthsToBeBetween(column="key", min_value=1),
+        e.ExpectColumnValuesToBeUnique(column="key"),
+        e.ExpectColumnValuesToBeNull(
+            column="problems", description=f"AggregateSpec.problems finds nothing in any entry: {measures}"
+        ),
+    ]
+    if last_batch_id is not None:
+        suite.append(e.ExpectColumnValuesToBeBetween(column="batch_id", min_value=0, max_value=last_batch_id))
+    return suite
+
+
 def _quiet_progress(context) -> None:
     """GX draws its own progress bars; keep them to terminals."""
     if sys.stderr.isatty():
@@ -66,9 +88,11 @@ def _quiet_progress(context) -> None:
 
 
 def run_suite(
-    spark, frame, spec, progress, recount, report_dir: Path, unique: tuple[str, ...] = ("key",)
+    spark, frame, spec, progress, recount, report_dir: Path, unique: tuple[str, ...] = ("key",), aggregate=None
 ) -> QualityResult:
-    """Validate `frame` (the store's rows) and write Data Docs; returns each expectation's outcome."""
+    """Validate `frame` (the store's rows; an aggregate store's, with their `aggregate`
+    measures: idempotency.aggregate_entries) and write Data Docs; returns each expectation's
+    outcome."""
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
 
@@ -90,8 +114,13 @@ def run_suite(
         .add_batch_definition_whole_dataframe("whole store")
     )
     suite = context.suites.add(gx.ExpectationSuite(name=f"{name} content"))
-    recounted = (recount.words_at_least, recount.input_words, progress.last_batch_id)
-    for expectation in expectations(frame.columns, *recounted, unique):
+    if aggregate is None:
+        recounted = (recount.words_at_least, recount.input_words, progress.last_batch_id)
+        suite_expectations = expectations(frame.columns, *recounted, unique)
+    else:
+        measures = ", ".join(f"{m.name} ({m.kind})" for m in aggregate.measures)
+        suite_expectations = aggregate_expectations(frame.columns, progress.last_batch_id, measures)
+    for expectation in suite_expectations:
         suite.add_expectation(expectation)
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=f"{name} validation", data=batch, suite=suite)

@@ -23,15 +23,76 @@ def _entries(counted_per: str) -> str:
     return {"key": "words", "window": "(word, window) pairs", "session": "(word, session) pairs"}[counted_per]
 
 
-def write(report: ValidationReport, report_dir: Path) -> list[Path]:
-    r = report.recompute
-    lines = [
-        f"# Idempotency validation of store `{report.keyspace}.{report.store}`: {report.status.upper()}",
+def _aggregate_recompute(r) -> list[str]:
+    """The recompute section of an aggregate store: its figures and each measure's rule."""
+    return [
+        f"The input topic(s) {', '.join(r.topics) or '-'} from `{r.starting_offsets}` up to the committed offsets "
+        f"`{r.ending_offsets}` (batch {r.last_batch_id}) were recomputed with the stream's own input and aggregate "
+        f"stages and compared with the store, measure by measure: **{'pass' if r.passed else 'FAIL'}** in "
+        f"{r.seconds:.1f} s.",
         "",
-        f"Generated {report.generated_at}.",
+        reports.table(
+            ["figure", "value"],
+            [
+                ["records counted in the input", r.input_words],
+                ["records the input stage could not count (dead letters)", r.uncountable],
+                ["keys in the input", r.input_keys],
+                ["entries in the store", r.store_entries],
+                ["latest expiry cutoff", _when(r.expired_before_ms)],
+                ["keys not compared (input before the cutoff: maybe restarted)", r.not_compared],
+                ["differences", r.differences],
+            ],
+        ),
         "",
-        "## Recompute",
+        "Measures checked:",
         "",
+        reports.table(
+            ["measure", "aggregation", "field", "compared"],
+            [[m["measure"], m["aggregation"], m["field"] or "-", m["compared"]] for m in r.measures],
+        ),
+        "",
+    ]
+
+
+def _differences(r) -> list[str]:
+    if r.measures:  # an aggregate store's: per measure
+        return [
+            f"First differences (all of them: `{r.differences_file}`):",
+            "",
+            reports.table(
+                ["key", "kind", "measure", "store", "input", "store time", "input time"],
+                [
+                    [d.key, d.kind, d.measure or "-", d.stored, d.expected, d.stored_time_ms, d.expected_time_ms]
+                    for d in r.first_differences
+                ],
+            ),
+            "",
+        ]
+    return [
+        f"First differing keys (all of them: `{r.differences_file}`):",
+        "",
+        reports.table(
+            ["key", "window", "kind", "store", "input", "at least", "store time", "input time"],
+            [
+                [
+                    d.key,
+                    "-" if d.window_start is None else f"[{d.window_start}, {d.window_end}]",
+                    d.kind,
+                    d.stored,
+                    d.expected,
+                    d.expected_at_least,
+                    d.stored_time_ms,
+                    d.expected_time_ms,
+                ]
+                for d in r.first_differences
+            ],
+        ),
+        "",
+    ]
+
+
+def _word_count_recompute(r) -> list[str]:
+    return [
         f"The input topic(s) {', '.join(r.topics) or '-'} from `{r.starting_offsets}` up to the committed offsets "
         f"`{r.ending_offsets}` (batch {r.last_batch_id}) were recounted with the stream's own tokenizer and compared "
         f"with the store: **{'pass' if r.passed else 'FAIL'}** in {r.seconds:.1f} s.",
@@ -50,28 +111,21 @@ def write(report: ValidationReport, report_dir: Path) -> list[Path]:
         ),
         "",
     ]
+
+
+def write(report: ValidationReport, report_dir: Path) -> list[Path]:
+    r = report.recompute
+    lines = [
+        f"# Idempotency validation of store `{report.keyspace}.{report.store}`: {report.status.upper()}",
+        "",
+        f"Generated {report.generated_at}.",
+        "",
+        "## Recompute",
+        "",
+        *(_aggregate_recompute(r) if r.measures else _word_count_recompute(r)),
+    ]
     if r.first_differences:
-        lines += [
-            f"First differing keys (all of them: `{r.differences_file}`):",
-            "",
-            reports.table(
-                ["key", "window", "kind", "store", "input", "at least", "store time", "input time"],
-                [
-                    [
-                        d.key,
-                        "-" if d.window_start is None else f"[{d.window_start}, {d.window_end}]",
-                        d.kind,
-                        d.stored,
-                        d.expected,
-                        d.expected_at_least,
-                        d.stored_time_ms,
-                        d.expected_time_ms,
-                    ]
-                    for d in r.first_differences
-                ],
-            ),
-            "",
-        ]
+        lines += _differences(r)
     lines += ["## Replay", ""]
     if report.replay is None:
         lines += [f"Not run: {report.replay_not_run}.", ""]

@@ -98,3 +98,11 @@ def test_jobs_asked_for_run_as_planned_and_the_others_name_every_store_they_leav
     assert plan_maintenance(STORES, retention_set=True, jobs=[]).stores[AUDIT] == tuple(sorted(s.name for s in STORES))
     with pytest.raises(ConfigError, match=r"no maintenance job named vacuum; the jobs are expire_state"):
         plan_maintenance(STORES, retention_set=True, jobs=["vacuum", AUDIT])
+
+
+def test_validation_covers_streamed_aggregate_stores_at_rest():
+    measures = ("string", "aggregate:n=count(), total=sum_int(amount)")
+    stores = [facts("spend", codecs=measures), facts("spend_live", codecs=measures, writer="host:1:ab")]
+    plan = plan_maintenance([*stores, facts("spend_new", codecs=measures, streamed=False)], retention_set=False)
+    assert plan.stores[VALIDATE] == ("spend",)
+    assert set(reasons(plan, VALIDATE)) == {"spend_live", "spend_new"}

@@ -1,0 +1,102 @@
+"""The rules an aggregate store's validation compares by (pure): each measure against the
+recount of its input, by its aggregation's rule, and the per-entry problems the Great
+Expectations suite expects none of."""
+
+from __future__ import annotations
+
+import datasketches as ds
+
+from statestore.core.aggregation import AggregateSpec
+from statestore.core.aggregation.kinds.latest import LatestValue
+from statestore.maintenance.validate.recount_aggregates import (
+    Finding,
+    entry_problems,
+    judge_entry,
+    measures_checked,
+)
+
+SPEC = AggregateSpec.parse(
+    "n=count(), total=sum_int(amount), s=sum(amount), lo=min(amount), hi=max(amount), last=latest(pos), "
+    "u=distinct(user)"
+)
+
+
+def _sketch(values) -> bytes:
+    sketch = ds.hll_sketch(12, ds.tgt_hll_type.HLL_8)
+    for value in values:
+        sketch.update(str(value))
+    return sketch.serialize_compact()
+
+
+def _merged(*parts) -> bytes:
+    union = ds.hll_union(12)
+    for part in parts:
+        union.update(ds.hll_sketch.deserialize(part))
+    return union.get_result(ds.tgt_hll_type.HLL_8).serialize_compact()
+
+
+def _accs(n=3, total=12, s=12.0, lo=1.0, hi=8.0, last=None, u=None) -> tuple:
+    return (n, total, s, lo, hi, last or LatestValue(5, 0, 9, '{"x":1}'), u if u is not None else _sketch("abc"))
+
+
+def _judge(stored: tuple | None, expected: tuple | None, stored_time=5, expected_time=5, **expiry) -> list[Finding]:
+    value = None if stored is None else SPEC.pack(stored)
+    return list(judge_entry(SPEC, value, stored_time, expected, expected_time, **expiry))
+
+
+def test_an_entry_equal_to_its_recount_passes():
+    assert _judge(_accs(), _accs()) == []
+
+
+def test_count_sum_int_min_max_and_latest_are_compared_exactly_and_the_measure_named():
+    assert _judge(_accs(n=4), _accs()) == [Finding("measure", "n", 4, 3)]
+    assert _judge(_accs(total=2**70 + 1), _accs(total=2**70)) == [Finding("measure", "total", 2**70 + 1, 2**70)]
+    assert _judge(_accs(lo=0.5, hi=8.5), _accs()) == [
+        Finding("measure", "lo", 0.5, 1.0),
+        Finding("measure", "hi", 8.5, 8.0),
+    ]
+    other = LatestValue(5, 0, 9, '{"x":2}')
+    assert _judge(_accs(last=other), _accs()) == [Finding("measure", "last", {"x": 2}, {"x": 1})]
+
+
+def test_a_double_sum_is_compared_within_a_relative_1e_9():
+    assert _judge(_accs(s=0.1 + 0.2), _accs(s=0.3)) == []  # Spark adds in an order of its own
+    assert _judge(_accs(s=1e12 + 1.0), _accs(s=1e12)) == []
+    assert _judge(_accs(s=1e12 + 1e4), _accs(s=1e12)) == [Finding("measure", "s", 1e12 + 1e4, 1e12)]
+
+
+def test_distinct_compares_the_registers_not_the_history_of_the_sketch():
+    values = [f"user{i}" for i in range(3000)]
+    one_pass = _sketch(values)  # as Spark's hll_sketch_agg over every record
+    through_merges = _merged(_sketch(values[::2]), _sketch(values[1::2]))  # as the stream's batches
+    bare = [ds.hll_sketch.deserialize(b).get_estimate() for b in (one_pass, through_merges)]
+    assert bare[0] != bare[1]  # the same registers, two estimates
+    assert _judge(_accs(u=through_merges), _accs(u=one_pass)) == []
+    (found,) = _judge(_accs(u=_merged(through_merges, _sketch(f"more{i}" for i in range(300)))), _accs(u=one_pass))
+    assert (found.kind, found.measure) == ("measure", "u")
+
+
+def test_missing_unexpected_unreadable_and_a_wrong_time_are_named():
+    assert _judge(None, _accs()) == [Finding("missing", expected=SPEC.finish(_accs()))]
+    assert _judge(_accs(), None) == [Finding("unexpected", stored=SPEC.finish(_accs()))]
+    assert [f.kind for f in judge_entry(SPEC, b"\x00\x00", 5, _accs(), 5)] == ["unreadable"]
+    assert _judge(_accs(), _accs(), stored_time=4, expected_time=5) == [Finding("time", stored=4, expected=5)]
+
+
+def test_after_expiry_a_key_with_input_before_the_cutoff_is_not_compared():
+    assert _judge(_accs(n=1), _accs(), first_ms=1, cutoff_ms=3) == []  # forgotten and counted anew
+    assert _judge(_accs(n=1), _accs(), first_ms=3, cutoff_ms=3) == [Finding("measure", "n", 1, 3)]
+    assert _judge(None, _accs(), expected_time=2, first_ms=1, cutoff_ms=3) == []  # all before it: expired
+    assert [f.kind for f in _judge(None, _accs(), expected_time=3, first_ms=1, cutoff_ms=3)] == ["missing"]
+
+
+def test_entry_problems_are_aggregate_spec_problems_and_none_for_a_sound_entry():
+    assert entry_problems(SPEC, SPEC.pack(_accs())) is None
+    assert entry_problems(SPEC, SPEC.pack(_accs(n=-1, lo=9.0))) == "count -1 is negative; lo 9.0 is above hi 8.0"
+    assert "not a value of" in entry_problems(SPEC, b"\x00")
+
+
+def test_the_report_names_each_measure_and_how_it_was_compared():
+    checked = {m["measure"]: m["compared"] for m in measures_checked(SPEC)}
+    assert list(checked) == ["n", "total", "s", "lo", "hi", "last", "u"]
+    assert checked["n"] == "exact" and "1e-09 relative" in checked["s"] and "registers" in checked["u"]
