@@ -364,7 +364,13 @@ def _aggregate_stage(session, spec) -> JsonInput | None:
         raise UnsupportedOperationError(
             f"store '{spec.name}': aggregations on {spec.store_type} stores are not validated"
         )
-    stage = stored_json_input(spec.value_codec, registry.input_settings(session, spec.keyspace, spec.name))
+    settings = registry.input_settings(session, spec.keyspace, spec.name)
+    if settings is not None and settings.format != "json":
+        raise UnsupportedOperationError(
+            f"store '{spec.name}' is fed by records of input format {settings.format} (a user's own query, not "
+            "JSON records of its topic): validation recomputes JSON records only"
+        )
+    stage = stored_json_input(spec.value_codec, settings)
     if stage is None:
         raise UnsupportedOperationError(
             f"store '{spec.name}' keeps measures but records no JSON input settings (how its records are keyed "

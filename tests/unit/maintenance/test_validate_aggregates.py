@@ -5,15 +5,21 @@ Expectations suite expects none of."""
 from __future__ import annotations
 
 import datasketches as ds
+import pytest
 
 from statestore.core.aggregation import AggregateSpec
 from statestore.core.aggregation.kinds.latest import LatestValue
+from statestore.core.errors import UnsupportedOperationError
+from statestore.core.model import StoreSpec
+from statestore.maintenance.validate import idempotency
 from statestore.maintenance.validate.recount_aggregates import (
     Finding,
     entry_problems,
     judge_entry,
     measures_checked,
 )
+from statestore.store.book import registry
+from statestore.store.book.registry import InputSettings
 
 SPEC = AggregateSpec.parse(
     "n=count(), total=sum_int(amount), s=sum(amount), lo=min(amount), hi=max(amount), last=latest(pos), "
@@ -100,3 +106,18 @@ def test_the_report_names_each_measure_and_how_it_was_compared():
     checked = {m["measure"]: m["compared"] for m in measures_checked(SPEC)}
     assert list(checked) == ["n", "total", "s", "lo", "hi", "last", "u"]
     assert checked["n"] == "exact" and "1e-09 relative" in checked["s"] and "registers" in checked["u"]
+
+
+def test_validation_reads_an_aggregate_store_with_its_recorded_settings_or_says_why_it_cannot(monkeypatch):
+    spec = StoreSpec("ks", "spend", "partitioned-kv", 2, value_codec=SPEC.value_format)
+    recorded = {}
+    monkeypatch.setattr(registry, "input_settings", lambda session, keyspace, name: recorded.get(name))
+    assert idempotency._aggregate_stage(None, StoreSpec("ks", "words", "partitioned-kv", 2)) is None  # a word count
+    with pytest.raises(UnsupportedOperationError, match="run its stream job once"):
+        idempotency._aggregate_stage(None, spec)
+    recorded["spend"] = InputSettings("own-query", (), "shop", None)
+    with pytest.raises(UnsupportedOperationError, match="input format own-query"):
+        idempotency._aggregate_stage(None, spec)
+    recorded["spend"] = InputSettings("json", ("shop",), None, "ts")
+    stage = idempotency._aggregate_stage(None, spec)
+    assert (stage.aggregate, stage.key_fields, stage.time_field) == (SPEC, ("shop",), "ts")
