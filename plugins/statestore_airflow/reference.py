@@ -239,7 +239,7 @@ def markdown() -> str:
         "params of their trigger forms, which a REST trigger passes as `conf`.",
         "",
     ]
-    for module in ("wordcount_stream", "state_store_admin", "state_maintenance"):
+    for module in ("wordcount_stream", "state_store_admin", "state_maintenance", "own_aggregation"):
         lines += _dag(importlib.import_module(f"statestore_airflow.example_dags.{module}").dag)
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -57,6 +57,9 @@ class JobConfig:
     stream: StreamConfig
     cassandra: CassandraConfig
     kafka: KafkaConfig
+    # How a user's own query reads its records (statestore.stream.own_query), recorded in place of
+    # the stream's settings; None: the stream's (input_settings_of).
+    own_input: registry.InputSettings | None = None
 
 
 def resolve_store(session, job: JobConfig) -> StoreSpec:
@@ -71,7 +74,7 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
     registry.ensure_table(session, job.cassandra.keyspace)
     windowing = job.stream.windowing
     value_format = _value_format(job.stream)
-    wanted = input_settings_of(job.stream)
+    wanted = job.own_input or input_settings_of(job.stream)
     recorded = None
     if existing is not None:
         _refuse_other_values(existing, value_format)

@@ -40,12 +40,14 @@ from statestore.core.aggregation.kinds import ANY_VALUE, INTEGER, NUMBER
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
 from statestore.core.errors import ConfigError
 from statestore.core.model import MAX_KEY_BYTES
-from statestore.store.book import deadletters
+from statestore.store.book import deadletters, registry
 from statestore.stream.job import JobConfig, RunningStream, _store_error_message, start_query
 from statestore.stream.json_input import DETAIL, KEY, REASON, TIME_MS, value_columns
 from statestore.stream.transforms import FUTURE_LIMIT
 from statestore.stream.writer import SHIPPED, BatchSeams
 
+# The input format an own query's store records (registry.InputSettings.format; the job's is json).
+OWN_QUERY_FORMAT = "own-query"
 # The Kafka source's columns the user's frame must keep: where each row comes from.
 KAFKA_COLUMNS = ("topic", "partition", "offset")
 # The columns start_aggregation adds to the user's frame (prefixed: the user's own names stay free).
@@ -428,11 +430,15 @@ def start_aggregation(
         lease_ttl_s=lease_ttl_s,
         input_format="json",
         aggregate=aggregate.text,
-        # What the store's settings record as the key: the user's column, as Spark writes it.
+        # The stream's settings want a key; the registry records own_input's (below).
         key_expr=records.key_text,
         **{name: value for name, value in settings.items() if value is not None},
     )
-    job = JobConfig(stream, cassandra, kafka)
+    # Recorded with the store: a run keying or timing it otherwise (this query changed, or the job
+    # reading the topic as JSON) is refused before anything is written. Not `json`: recovery and
+    # validation, which read a store's topic again, cannot run the user's transforms.
+    own = registry.InputSettings(OWN_QUERY_FORMAT, (), records.key_text, records.time_text)
+    job = JobConfig(stream, cassandra, kafka, own_input=own)
     running = start_query(df.sparkSession, job, lambda _starting: staged, records, seams, name=f"aggregate-{store}")
     return AggregationQuery(running)
 

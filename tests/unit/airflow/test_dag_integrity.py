@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-EXPECTED = {"wordcount_stream", "state_maintenance", "state_store_admin"}
+EXPECTED = {"wordcount_stream", "state_maintenance", "state_store_admin", "own_aggregation"}
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_the_dags_run_on_demand_start_unpaused_in_any_airflow(dagbag):
     """A paused DAG's triggered run waits `queued` without a word. Those with no schedule run
     only when triggered, so they start unpaused; the nightly maintenance keeps Airflow's
     setting (dags_are_paused_at_creation; `make airflow` sets it off)."""
-    for dag_id in ("wordcount_stream", "state_store_admin"):
+    for dag_id in ("wordcount_stream", "state_store_admin", "own_aggregation"):
         assert dagbag.dags[dag_id].schedule is None and dagbag.dags[dag_id].is_paused_upon_creation is False
     assert dagbag.dags["state_maintenance"].is_paused_upon_creation is None
 
@@ -154,6 +154,14 @@ def test_spark_tasks_take_their_arguments_at_run_time(dagbag):
     assert "prepare_validations" in validate.upstream_task_ids
     for job in ("expire_state", "compact_state", "audit_partitions", "validate_idempotency"):
         assert (airflow_env.PROJECT / "jobs" / f"{job}.py").is_file()
+
+    query = dagbag.dags["own_aggregation"].get_task("run_query")
+    assert isinstance(query, SparkSubmitOperator)
+    assert query.application == str(airflow_env.PROJECT / "jobs" / "own_aggregation.py")
+    assert (airflow_env.PROJECT / "jobs" / "own_aggregation.py").is_file()
+    for field in ("application_args", "py_files", "jars", "packages", "conf"):
+        assert isinstance(getattr(query, field), XComArg), field
+    assert "password" in query.env_vars["STATESTORE_CASSANDRA_PASSWORD"]
 
 
 def test_maintenance_runs_its_jobs_in_order_publishes_every_report_and_fails_on_any_failure(dagbag):

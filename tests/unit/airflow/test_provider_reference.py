@@ -36,7 +36,7 @@ def test_the_reference_names_every_connection_type_extra_hook_method_operator_an
     for cls in (CassandraStateStoreHook, StateStoreKafkaHook):
         for name, _ in reference._members(cls):
             assert f"- `{name}" in page
-    for module in ("wordcount_stream", "state_store_admin", "state_maintenance"):
+    for module in ("wordcount_stream", "state_store_admin", "state_maintenance", "own_aggregation"):
         dag = importlib.import_module(f"statestore_airflow.example_dags.{module}").dag
         section = page.split(f"### {dag.dag_id}\n", 1)[1].split("\n### ", 1)[0]
         assert [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")] == list(dag.params)
