@@ -14,13 +14,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from jobs import own_aggregation
 from statestore.conn.spark import connector_jars
 from statestore.core.aggregation import AggregateSpec
+from statestore.core.errors import StoreMismatchError
 from statestore.store.book import deadletters, registry
 from statestore.store.tables import table_for
 from statestore.stream.faults import ENV as FAULT_ENV
-from tests.integration.conftest import PROJECT, produce_lines, wait_for_lease_to_lapse
+from statestore.stream.own_query import start_aggregation
+from tests.integration.conftest import PROJECT, produce_lines, run_stream, wait_for_lease_to_lapse
 
 REGIONS = dict(own_aggregation.SHOPS)
 
@@ -113,3 +117,27 @@ def test_the_example_query_killed_mid_write_then_restarted_with_start_aggregatio
     assert registry.input_settings(session, keyspace, store_name) == registry.InputSettings(
         "own-query", (), "concat(region, '/', shop)", "ts"
     )
+
+    # Keyed otherwise, by this query or by the job reading the topic as JSON: refused, nothing written.
+    before = _dump(session, keyspace, store_name)
+    source = spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
+    frame = own_aggregation.orders_by_shop(
+        source.option("subscribe", topic).load(),
+        spark.createDataFrame(own_aggregation.SHOPS, "shop string, region string"),
+    )
+    refused = "reads its records with --input-format own-query --key-expr \"concat\\(region, '/', shop\\)\""
+    with pytest.raises(StoreMismatchError, match=refused):
+        start_aggregation(
+            frame,
+            store=store_name,
+            measures=own_aggregation.MEASURES,
+            key="shop",
+            time="ts",
+            checkpoint=str(checkpoint),
+            cassandra=cassandra_config,
+            kafka=kafka_config,
+        )
+    json_job = {"input_format": "json", "aggregate": own_aggregation.MEASURES, "key": "shop", "time_field": "ts"}
+    with pytest.raises(StoreMismatchError, match=refused):
+        run_stream(spark, cassandra_config, kafka_config, topic, store_name, checkpoint, **json_job)
+    assert _dump(session, keyspace, store_name) == before

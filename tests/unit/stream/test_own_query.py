@@ -203,3 +203,15 @@ def test_the_stream_package_offers_start_aggregation_and_executors_do_not_import
     probe = "import sys, statestore.stream.apply, statestore.stream.aggregates; print('own_query' in str(sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_recovery_and_validation_never_read_an_own_querys_store_as_json():
+    """They read a store's topic again with its recorded settings (batches.stored_json_input):
+    an own query's settings name the user's columns, which no JSON record has."""
+    from statestore.store.book.registry import InputSettings
+    from statestore.stream.batches import stored_json_input
+    from statestore.stream.own_query import OWN_QUERY_FORMAT
+
+    own = InputSettings(OWN_QUERY_FORMAT, (), "concat(region, '/', shop)", "ts")
+    assert stored_json_input(SPEC.value_format, own) is None
+    assert stored_json_input(SPEC.value_format, InputSettings("json", ("shop",))) is not None
