@@ -364,8 +364,9 @@ class AggregationQuery:
     def __enter__(self) -> AggregationQuery:
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        """Stop; an error that ended the `with` block is recorded as the stream's failure."""
+        self.stop(None if exc is None else _store_error_message(exc) or str(exc) or exc_type.__name__)
 
 
 def start_aggregation(

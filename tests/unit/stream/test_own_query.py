@@ -215,3 +215,23 @@ def test_recovery_and_validation_never_read_an_own_querys_store_as_json():
     own = InputSettings(OWN_QUERY_FORMAT, (), "concat(region, '/', shop)", "ts")
     assert stored_json_input(SPEC.value_format, own) is None
     assert stored_json_input(SPEC.value_format, InputSettings("json", ("shop",))) is not None
+
+
+def test_a_with_block_stops_the_query_recording_its_error_as_the_streams_failure():
+    from statestore.stream.own_query import AggregationQuery
+
+    class Running:
+        query = None
+
+        def __init__(self):
+            self.stopped = []
+
+        def stop(self, failure=None):
+            self.stopped.append(failure)
+
+    running = Running()
+    with AggregationQuery(running):
+        pass
+    with pytest.raises(RuntimeError), AggregationQuery(running):
+        raise RuntimeError("the user's code failed")
+    assert running.stopped == [None, "the user's code failed"]
