@@ -27,6 +27,7 @@ Spark's checkpoint has one source: a query with more than one streaming source i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ from statestore.stream.job import JobConfig, RunningStream, _store_error_message
 from statestore.stream.json_input import DETAIL, KEY, REASON, TIME_MS, value_columns
 from statestore.stream.transforms import FUTURE_LIMIT
 from statestore.stream.writer import SHIPPED, BatchSeams
+
+_log = logging.getLogger("statestore.stream.own_query")
 
 # The input format an own query's store records (registry.InputSettings.format; the job's is json).
 OWN_QUERY_FORMAT = "own-query"
@@ -410,11 +413,18 @@ def start_aggregation(
     other measures) as the job raises them."""
     aggregate = _spec(measures)
     topic = kafka_topic(df)
+    if _source_option(df, "startingOffsets") is None:
+        _log.warning(
+            "the Kafka source of store %s's query sets no startingOffsets: a new checkpoint starts at Spark's "
+            "default, latest, and skips what topic %s holds now (.option('startingOffsets', 'earliest') reads it)",
+            store,
+            topic,
+        )
     staged, records = stage(df, aggregate, key, time, values)
     if cassandra is None:
         cassandra = cfg.resolve(CassandraConfig)
     if kafka is None:
-        servers = _bootstrap_servers(df)
+        servers = _source_option(df, "kafka.bootstrap.servers")
         kafka = cfg.resolve(KafkaConfig, overrides={"bootstrap_servers": servers})
     settings = {
         "max_future_ms": max_future_ms,
@@ -444,10 +454,11 @@ def start_aggregation(
     return AggregationQuery(running)
 
 
-def _bootstrap_servers(df) -> str | None:
+def _source_option(df, name: str) -> str | None:
+    """An option of the frame's streaming source (kafka_topic checked there is one)."""
     leaves = df._jdf.queryExecution().analyzed().collectLeaves().iterator()
     while leaves.hasNext():
         leaf = leaves.next()
         if leaf.isStreaming():
-            return leaf.extraOptions().get("kafka.bootstrap.servers")
+            return leaf.extraOptions().get(name)
     return None

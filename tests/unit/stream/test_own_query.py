@@ -182,8 +182,9 @@ def test_only_one_kafka_source_subscribed_to_one_topic_is_taken(spark):
         kafka_topic(_orders(spark, []))
 
 
-def test_a_refused_query_touches_no_store(spark):
-    """Refused before Cassandra is asked anything: the configured node does not exist."""
+def test_a_refused_query_touches_no_store(spark, caplog):
+    """Refused before Cassandra is asked anything: the configured node does not exist. A source
+    without startingOffsets is warned of first: Spark's default skips what the topic holds."""
     nowhere = CassandraConfig(hosts=("127.0.0.1",), port=1, keyspace="nowhere")
     with pytest.raises(ConfigError, match="field price is double"):
         start_aggregation(
@@ -194,6 +195,7 @@ def test_a_refused_query_touches_no_store(spark):
             checkpoint="/tmp/x",
             cassandra=nowhere,
         )
+    assert "sets no startingOffsets" in caplog.text
 
 
 def test_the_stream_package_offers_start_aggregation_and_executors_do_not_import_it():
