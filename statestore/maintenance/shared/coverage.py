@@ -32,6 +32,9 @@ class StoreFacts:
     has_batches: bool  # a stream has applied (or begun) a batch
     writer: str | None  # who holds the store's writer lease now (a running stream)
     has_retention: bool = False  # the store carries its own retention (statestore.core.retention)
+    # Its input can be recomputed from its topic (registry.InputSettings.recomputable; no settings:
+    # text lines for a word-count store, unknown for an aggregate one).
+    input_recomputable: bool | None = None
 
     @classmethod
     def of(cls, spec: StoreSpec, progress: StoreProgress, writer: str | None) -> StoreFacts:
@@ -44,6 +47,7 @@ class StoreFacts:
             progress.has_batches,
             writer,
             spec.retention_ms is not None,
+            None if progress.input_settings is None else progress.input_settings.recomputable,
         )
 
 
@@ -86,6 +90,11 @@ def _validate_reason(store: StoreFacts) -> str | None:
     if store.store_type.versioned or not (aggregate or (store.key_codec, store.value_codec) == ("string", "long")):
         return (
             "not a word-count store (string keys, long values, not versioned) nor an aggregate one: nothing to recount"
+        )
+    if aggregate and not store.input_recomputable:
+        return (
+            "its input cannot be recomputed from its topic (fed by a user's own query, or no input settings "
+            "recorded yet): nothing to recount"
         )
     if not store.has_batches:
         return "no stream has applied a batch to it yet"

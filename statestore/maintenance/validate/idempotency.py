@@ -365,7 +365,7 @@ def _aggregate_stage(session, spec) -> JsonInput | None:
             f"store '{spec.name}': aggregations on {spec.store_type} stores are not validated"
         )
     settings = registry.input_settings(session, spec.keyspace, spec.name)
-    if settings is not None and settings.format != "json":
+    if settings is not None and not settings.recomputable:
         raise UnsupportedOperationError(
             f"store '{spec.name}' is fed by records of input format {settings.format} (a user's own query, not "
             "JSON records of its topic): validation recomputes JSON records only"

@@ -101,6 +101,12 @@ class InputSettings:
             settings["format"], tuple(settings.get("key") or ()), settings.get("key_expr"), settings.get("time_field")
         )
 
+    @property
+    def recomputable(self) -> bool:
+        """Whether maintenance can recompute the store from its topic alone: JSON records read as
+        recorded here, not a user's own query (whose transforms only the user's code knows)."""
+        return self.format == "json"
+
     def describe(self) -> str:
         """The settings as the job's flags give them, e.g. `--key shop --time-field ts`."""
         key = f"--key-expr {self.key_expr!r}" if self.key_expr else f"--key {','.join(self.key_fields)}"
@@ -129,6 +135,8 @@ class StoreProgress:
     ttl_expiring_until: int | None = None
     # The rules the pending batch began under (None: none recorded, or begun by an earlier release).
     pending_rules: BatchRules | None = None
+    # How the stream reads the store's input records (None: none recorded: text lines, the word count).
+    input_settings: InputSettings | None = None
 
     @property
     def has_batches(self) -> bool:
@@ -432,6 +440,7 @@ def _progress(row) -> StoreProgress:
         retention_ms=getattr(row, "retention_ms", None),
         ttl_expiring_until=getattr(row, "ttl_expiring_until", None),
         pending_rules=BatchRules.parse_stored(getattr(row, "pending_rules", None)),
+        input_settings=InputSettings.parse_stored(getattr(row, "input_spec", None)),
     )
 
 

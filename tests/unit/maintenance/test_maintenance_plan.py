@@ -10,8 +10,16 @@ from statestore.maintenance.shared.coverage import AUDIT, COMPACT, EXPIRE, VALID
 from statestore.maintenance.shared.selection import TimeBasis
 
 
-def facts(name, store_type=StoreType.PARTITIONED_KV, codecs=("string", "long"), streamed=True, writer=None):
-    return StoreFacts(name, store_type, *codecs, has_stream_time=streamed, has_batches=streamed, writer=writer)
+def facts(name, store_type=StoreType.PARTITIONED_KV, codecs=("string", "long"), streamed=True, writer=None, json=True):
+    return StoreFacts(
+        name,
+        store_type,
+        *codecs,
+        has_stream_time=streamed,
+        has_batches=streamed,
+        writer=writer,
+        input_recomputable=json if codecs[1].startswith("aggregate:") else None,
+    )
 
 
 STORES = [
@@ -106,3 +114,12 @@ def test_validation_covers_streamed_aggregate_stores_at_rest():
     plan = plan_maintenance([*stores, facts("spend_new", codecs=measures, streamed=False)], retention_set=False)
     assert plan.stores[VALIDATE] == ("spend",)
     assert set(reasons(plan, VALIDATE)) == {"spend_live", "spend_new"}
+
+
+def test_validation_skips_aggregate_stores_a_users_own_query_feeds():
+    measures = ("string", "aggregate:n=count(), total=sum_int(amount)")
+    plan = plan_maintenance(
+        [facts("spend", codecs=measures), facts("own", codecs=measures, json=False)], retention_set=False
+    )
+    assert plan.stores[VALIDATE] == ("spend",)
+    assert "own query" in reasons(plan, VALIDATE)["own"]

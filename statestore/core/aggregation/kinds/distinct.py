@@ -42,9 +42,11 @@ class Distinct(Kind):
         return union.get_result(ds.tgt_hll_type.HLL_8).serialize_compact()
 
     def finish(self, accumulator: bytes | None) -> float:
+        """The estimate, to two decimals: a sketch's estimate is no more precise than that
+        (the exact counting of its first values comes out as 2.000000004967054)."""
         if accumulator is None:
             return 0.0
-        return _sketches().hll_sketch.deserialize(accumulator).get_estimate()
+        return round(_sketches().hll_sketch.deserialize(accumulator).get_estimate(), 2)
 
     def problems(self, result: float) -> list[str]:
         return [] if result >= 0 else [f"distinct estimate {result} is negative"]
