@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
 from statestore_airflow import dag_support
 from statestore_airflow.spark_conf import ALLOWED_SPARK_CONF, checked_spark_conf
@@ -108,16 +107,4 @@ with DAG(
 
     # The operator resolves these XCom references when it runs: lists and dicts stay as they are.
     submission = prepare_submission()
-    SparkSubmitOperator(
-        task_id="run_query",
-        conn_id=dag_support.SPARK_CONN_ID,
-        application=str(dag_support.JOBS / "own_aggregation.py"),
-        name="own-aggregation-{{ params.store }}",
-        application_args=submission["application_args"],
-        py_files=submission["py_files"],
-        jars=submission["jars"],
-        packages=submission["packages"],
-        conf=submission["conf"],
-        env_vars={"PYSPARK_DRIVER_PYTHON": submission["python"], **dag_support.PASSWORD_ENV},
-        durable=False,
-    )
+    dag_support.spark_submit_task("run_query", "own_aggregation.py", "own-aggregation-{{ params.store }}", submission)

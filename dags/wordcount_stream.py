@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
 from statestore_airflow import dag_support
 from statestore_airflow.spark_conf import ALLOWED_SPARK_CONF, checked_spark_conf
@@ -295,18 +294,4 @@ with DAG(
 
     # The operator resolves these XCom references when it runs: lists and dicts stay as they are.
     submission = prepare_submission()
-    SparkSubmitOperator(
-        task_id="run_stream",
-        conn_id=dag_support.SPARK_CONN_ID,
-        application=str(dag_support.JOBS / "wordcount_stream.py"),
-        name="wordcount-{{ params.store }}",
-        application_args=submission["application_args"],
-        py_files=submission["py_files"],
-        jars=submission["jars"],
-        packages=submission["packages"],
-        conf=submission["conf"],
-        # The driver's Python; the executors' is spark.pyspark.python in the conf, if any.
-        env_vars={"PYSPARK_DRIVER_PYTHON": submission["python"], **dag_support.PASSWORD_ENV},
-        # The driver runs under spark-submit in client mode: there is no remote job to reconnect to.
-        durable=False,
-    )
+    dag_support.spark_submit_task("run_stream", "wordcount_stream.py", "wordcount-{{ params.store }}", submission)

@@ -204,6 +204,29 @@ def spark_submission(args: list[str], conf: dict[str, str] | None = None, master
     }
 
 
+def spark_submit_task(task_id: str, job: str, name: str, submission: Any) -> Any:
+    """The SparkSubmitOperator of a DAG that runs `job` (a file of jobs/) as `name`, with what its
+    prepare task returned (`submission`: spark_submission's dict, as the XCom reference the
+    operator resolves when it runs). The driver runs this Python (the executors' is
+    spark.pyspark.python in the conf, if any) under spark-submit in client mode: there is no
+    remote job to reconnect to."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    return SparkSubmitOperator(
+        task_id=task_id,
+        conn_id=SPARK_CONN_ID,
+        application=str(JOBS / job),
+        name=name,
+        application_args=submission["application_args"],
+        py_files=submission["py_files"],
+        jars=submission["jars"],
+        packages=submission["packages"],
+        conf=submission["conf"],
+        env_vars={"PYSPARK_DRIVER_PYTHON": submission["python"], **PASSWORD_ENV},
+        durable=False,
+    )
+
+
 @contextmanager
 def fail_without_retry() -> Iterator[None]:
     """Library errors that a retry cannot fix (bad names or options, a missing store, a missing
