@@ -4,17 +4,16 @@ before anything is submitted, and the task fails without a retry."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import tests.airflow_env as airflow_env
 
 # isort: split
 import pytest
-from statestore_airflow import dag_support
 from statestore_airflow.spark_conf import ALLOWED_SPARK_CONF, checked_spark_conf
 
 from statestore.core.errors import ConfigError
+from tests.unit.airflow.submissions import record_submissions
 
 # Keys that run code or load it on the worker, directly or by naming something.
 DANGEROUS = [
@@ -87,14 +86,7 @@ def _defaults(dag) -> dict:
 
 @pytest.fixture
 def submitted(monkeypatch, tmp_path):
-    """Working connections, and spark_submission recording what it would hand spark-submit."""
-    monkeypatch.setenv("AIRFLOW_CONN_STATESTORE_CASSANDRA", json.dumps({"conn_type": "statestore", "host": "c1"}))
-    monkeypatch.setenv("AIRFLOW_CONN_STATESTORE_KAFKA", json.dumps({"conn_type": "generic", "host": "k1:9092"}))
-    monkeypatch.setenv("STATESTORE_CHECKPOINT_DIR", str(tmp_path))
-    calls = []
-    monkeypatch.setattr(dag_support, "spark_master", lambda: "local[2]")
-    monkeypatch.setattr(dag_support, "spark_submission", lambda args, conf, master: calls.append(conf) or {})
-    return calls
+    return record_submissions(monkeypatch, tmp_path, "conf")
 
 
 def test_the_stream_task_refuses_java_options_before_submitting_and_without_retry(stream_dag, submitted):

@@ -3,41 +3,25 @@ spark-submit as the job's flags; the defaults submit the word count as before.""
 
 from __future__ import annotations
 
-import json
 from itertools import pairwise
-
-import tests.airflow_env as airflow_env
 
 # isort: split
 import pytest
-from statestore_airflow import dag_support
+
+from tests.unit.airflow.submissions import params_of, parsed_dag, record_submissions
 
 
 @pytest.fixture(scope="module")
 def stream_dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(airflow_env.DAGS / "wordcount_stream.py"), safe_mode=False)
-    assert bag.import_errors == {}
-    return bag.dags["wordcount_stream"]
+    return parsed_dag("wordcount_stream.py", "wordcount_stream")
 
 
 @pytest.fixture
 def submitted(monkeypatch, tmp_path):
-    """Working connections, and spark_submission recording the job's arguments."""
-    monkeypatch.setenv("AIRFLOW_CONN_STATESTORE_CASSANDRA", json.dumps({"conn_type": "statestore", "host": "c1"}))
-    monkeypatch.setenv("AIRFLOW_CONN_STATESTORE_KAFKA", json.dumps({"conn_type": "generic", "host": "k1:9092"}))
-    monkeypatch.setenv("STATESTORE_CHECKPOINT_DIR", str(tmp_path))
-    calls = []
-    monkeypatch.setattr(dag_support, "spark_master", lambda: "local[2]")
-    monkeypatch.setattr(dag_support, "spark_submission", lambda args, conf, master: calls.append(args) or {})
-    return calls
+    return record_submissions(monkeypatch, tmp_path, "args")
 
 
-def _params(dag, **changes) -> dict:
-    from airflow.sdk.definitions.param import ParamsDict
-
-    return {**ParamsDict(dag.params).dump(), **changes}
+_params = params_of
 
 
 def _flags(args: list[str]) -> dict[str, str]:
