@@ -185,12 +185,8 @@ def recompute(
         diffs.unpersist()
         expected.unpersist()
     return RecomputeResult(
+        **_compared_over(progress, options, expired_before_ms),
         passed=count == 0,
-        topics=sorted(json.loads(progress.offsets)) if progress.offsets else [],
-        starting_offsets=options.starting_offsets,
-        ending_offsets=progress.offsets,
-        last_batch_id=progress.last_batch_id,
-        expired_before_ms=expired_before_ms,
         input_words=int(sums[0] or 0),
         words_at_least=int(sums[1] or 0),
         input_keys=int(sums[2]),
@@ -278,12 +274,8 @@ def recompute_aggregates(
         diffs.unpersist()
         recount.unpersist()
     return RecomputeResult(
+        **_compared_over(progress, options, expired_before_ms),
         passed=count == 0,
-        topics=sorted(json.loads(progress.offsets)) if progress.offsets else [],
-        starting_offsets=options.starting_offsets,
-        ending_offsets=progress.offsets,
-        last_batch_id=progress.last_batch_id,
-        expired_before_ms=expired_before_ms,
         input_words=int(figures[0] or 0),
         words_at_least=int(figures[0] or 0),
         input_keys=int(figures[2]),
@@ -446,3 +438,15 @@ def validate(
     summary = {"status": report.status, "differences": result.differences, "last_batch_id": progress.last_batch_id}
     history.record(session, spec.keyspace, spec.name, history.VALIDATE, run_at, report.status, None, summary)
     return report
+
+
+def _compared_over(progress: StoreProgress, options: ValidateOptions, expired_before_ms: int | None) -> dict:
+    """What every recompute's result says of the input it read: the topics and offsets, up to
+    the store's last batch, and the expiry cutoff that loosened the check."""
+    return {
+        "topics": sorted(json.loads(progress.offsets)) if progress.offsets else [],
+        "starting_offsets": options.starting_offsets,
+        "ending_offsets": progress.offsets,
+        "last_batch_id": progress.last_batch_id,
+        "expired_before_ms": expired_before_ms,
+    }
