@@ -358,8 +358,10 @@ class AggregateStreamJob(StreamJob):
 
 @lru_cache(maxsize=4096)
 def distinct_estimate(texts: frozenset[str]) -> float:
-    """The estimate of one sketch built from all these values' texts."""
-    return datasketches.hll_sketch.deserialize(sketch_of(sorted(texts))).get_estimate()
+    """The result of one sketch built from all these values' texts: its estimate, finished as
+    the distinct measure finishes a stored sketch (to two decimals since de2eeee)."""
+    (distinct,) = (m.aggregation for m in SPEC.measures if m.kind == "distinct")
+    return distinct.finish(sketch_of(sorted(texts)))
 
 
 def brute_force(records: list[Record], model: dict[tuple[int, int], Modelled]) -> dict[str, Any]:
