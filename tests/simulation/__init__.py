@@ -8,5 +8,7 @@ driver around them, truth.py the one invariant, machine.py the Hypothesis state 
 composes crashes, restarts, settings changes and operator actions. sessions.py is the session
 store kind (the real apply_sessions planning over fake_sessions' table, LOGGED batches and task
 attempts). `python -m tests.simulation --seconds N` runs it for N seconds;
-tests/simulation/test_simulation.py and test_sessions.py are its bounded CI runs.
+tests/simulation/test_simulation.py and test_sessions.py are its bounded CI runs;
+test_reproducible.py checks that a seed runs the same whatever ran before it and under any
+PYTHONHASHSEED, and that a failure's printed command runs it again.
 """

@@ -30,7 +30,7 @@ Known bugs, until fixed, can be left out by event (KNOWN_BUGS): a subclass made 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 from hypothesis import strategies as st
@@ -90,6 +90,8 @@ class BatchProtocolMachine(RuleBasedStateMachine):
 
     excluded: ClassVar[frozenset[str]] = frozenset()
     job_class: ClassVar[type[StreamJob]] = StreamJob  # the driver of the store kind (sessions.SessionStreamJob)
+    # runner.seed_digest's: called with the machine after every event and at its end (teardown).
+    traced: ClassVar[Callable[[BatchProtocolMachine, bool], None] | None] = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -470,7 +472,13 @@ class BatchProtocolMachine(RuleBasedStateMachine):
 
     @invariant()
     def store_equals_truth(self) -> None:
+        if self.traced is not None:
+            self.traced(self, False)
         self._check()
+
+    def teardown(self) -> None:
+        if self.traced is not None:
+            self.traced(self, True)
 
     def _check(self) -> None:
         if not self.world.cassandra.table_present:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import random
 
 from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
 
 from tests.simulation.cache import (
     ALTER_STORE,
     CQL,
     CacheProtocolMachine,
 )
-from tests.simulation.runner import simulation_settings
+from tests.simulation.runner import run_seed
 
 # About 5 CPU-seconds (measured: --durations on the 2-core machine, other runs beside it).
 EXAMPLES = 150
@@ -55,11 +54,8 @@ def test_the_apply_cache_vouches_only_for_what_the_store_holds():
     landing and run again on another executor, the expire job's deletes (its outside_writes
     marks, or a mark left by its death) and table TTLs set and removed between batches or during
     one (by CQL alone or by admin.alter_store): what a bucket file vouches for is what the store
-    holds, and the store equals the truth of its input. Seeded as test_simulation.py is."""
+    holds, and the store equals the truth of its input. Seeded as test_simulation.py is; a
+    failure's notes carry the command that runs it again (before, only the seed, which
+    `python -m tests.simulation --seed S` ran with other settings and every kind)."""
     seed = 0 if settings.default.derandomize else random.SystemRandom().randrange(2**32)
-    machine = type("SeededCacheMachine", (CacheProtocolMachine,), {"_hypothesis_internal_use_seed": seed})
-    try:
-        run_state_machine_as_test(machine, settings=simulation_settings(EXAMPLES))
-    except Exception as failure:
-        failure.add_note(f"simulation seed: {seed}")
-        raise
+    run_seed(seed, frozenset(), EXAMPLES, store="cache")
