@@ -163,7 +163,7 @@ bench-timed: install ## windows, hopping windows, sessions and key-value: ours b
 	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --timed
 
 # JSON events (user, amount, event time; Zipf users) aggregated per user, count, sum and max: ours
-# into a key-value aggregate store beside Spark's groupBy(user).agg() on RocksDB; throughput, two
+# into a key-value aggregate store beside Spark's groupBy(user).agg() on RocksDB; throughput, three
 # rounds, every value checked against the ground truth (BENCHMARKS.md; about 10 min).
 bench-aggregate: install ## count, sum, max per user of JSON events: ours beside Spark's groupBy().agg(), RocksDB
 	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --aggregate

@@ -86,14 +86,15 @@ TIMED_RUN = {
 
 # `--aggregate` (make bench-aggregate): JSON events (compare/events.py; --words events of --vocab
 # Zipf users) aggregated per user, count, sum and max, ours into a key-value aggregate store beside
-# Spark's groupBy(user).agg() on RocksDB; throughput two rounds in alternating order, and one
-# profiled run of ours (where its time goes). Sized to finish in about ten minutes on two cores.
+# Spark's groupBy(user).agg() on RocksDB; throughput three rounds in alternating order (the
+# machine's load moves single runs a lot), and one profiled run of ours (where its time goes).
+# Sized to finish in about ten minutes on two cores.
 AGGREGATE_RUN = {
-    "words": 800_000,
-    "vocab": 100_000,
+    "words": 2_400_000,
+    "vocab": 300_000,
     "systems": ",".join(AGGREGATED),
     "phases": "throughput,profile",
-    "rounds": 2,
+    "rounds": 3,
     "profile": True,
     "out": common.results_dir("aggregate_compare"),
 }
@@ -119,13 +120,13 @@ def parse_args(argv=None):
         "--aggregate",
         action="store_true",
         help="JSON events aggregated per user (count, sum, max), ours beside Spark's groupBy().agg() on RocksDB, "
-        "throughput two rounds and a profile (make bench-aggregate; flags given override it)",
+        "throughput three rounds and a profile (make bench-aggregate; flags given override it)",
     )
     p.add_argument(
-        "--words", type=int, help="words of input (default 5,000,000; quick 100,000); --aggregate: events (800,000)"
+        "--words", type=int, help="words of input (default 5,000,000; quick 100,000); --aggregate: events (2,400,000)"
     )
     p.add_argument(
-        "--vocab", type=int, help="vocabulary size (default 1,000,000; quick 20,000); --aggregate: users (100,000)"
+        "--vocab", type=int, help="vocabulary size (default 1,000,000; quick 20,000); --aggregate: users (300,000)"
     )
     p.add_argument("--zipf-s", type=float, default=1.0, help="Zipf exponent of word frequencies (1.0)")
     p.add_argument("--words-per-line", type=int, default=10, help="mean words per Kafka message (10)")

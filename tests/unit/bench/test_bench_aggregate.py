@@ -87,7 +87,7 @@ def test_the_measures_are_count_sum_and_max_in_the_truth_s_order():
 def test_aggregate_runs_ours_beside_spark_s_and_stays_out_of_the_other_runs(capsys):
     args = parse_args(["--aggregate"])
     assert args.systems == ["partitioned-aggregate", "rocksdb-aggregate"]
-    assert (args.phases, args.rounds, args.words, args.vocab) == (["throughput", "profile"], 2, 800_000, 100_000)
+    assert (args.phases, args.rounds, args.words, args.vocab) == (["throughput", "profile"], 3, 2_400_000, 300_000)
     assert args.out.name == "aggregate_compare"
     assert "partitioned-aggregate" not in parse_args([]).systems
     assert not {"partitioned-aggregate", "rocksdb-aggregate"} & set(TIMED_SYSTEMS)
