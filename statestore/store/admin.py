@@ -28,7 +28,13 @@ from statestore.core.errors import (
     WriterMayBeLiveError,
 )
 from statestore.core.model import StoreSpec, StoreType
-from statestore.core.names import deadletter_table, next_generation_table, validate_keyspace, validate_store_name
+from statestore.core.names import (
+    deadletter_table,
+    next_generation_table,
+    store_table,
+    validate_keyspace,
+    validate_store_name,
+)
 from statestore.core.options import TableOptions
 from statestore.store.book import deadletters, registry
 from statestore.store.book.lease import (
@@ -445,8 +451,9 @@ def _cassandra_partitions(spec: StoreSpec) -> tuple[str, list[tuple[int, ...]]]:
 
 
 def drop_store(session, keyspace: str, name: str, confirm: str | None, *, writer_stopped: bool = False) -> StoreSpec:
-    """Drop the store's table and dead-letter table and forget the store. Only when `confirm`
-    is the store's name, and never while a writer holds its lease. Safe to run again after a
+    """Drop the store's table (with a re-layout's old ones: tables_to_drop) and dead-letter
+    table and forget the store. Only when `confirm` is the store's name, and never while a
+    writer holds its lease. Safe to run again after a
     partial failure (tables are dropped before the registry row goes).
 
     A writer whose lease lapsed while it was paused may wake up after the drop. Its registry
@@ -463,20 +470,42 @@ def drop_store(session, keyspace: str, name: str, confirm: str | None, *, writer
         )
     spec = registry.lookup(session, keyspace, name)
     _refuse_while_written(session, spec, "dropping")
-    pending = registry.progress(session, keyspace, name).unfinished_batch
-    if pending is not None and not writer_stopped:
-        raise WriterMayBeLiveError(
-            f"dropping store '{name}' refused: its batch {pending} was begun and never recorded, so its writer may "
-            "be paused mid-batch (a lapsed lease does not prove it stopped) and would write the rest of the batch "
-            "into a store created again under this name. Nothing was dropped. Make sure the writer is stopped for "
-            "good (its process gone) and pass writer_stopped=True (admin DAG: param writer_stopped), or restart "
-            "its stream so it records the batch, then stop it and drop"
-        )
-    session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{spec.table}", execution_profile=DDL_PROFILE)
+    refusal = drop_refusal(name, registry.progress(session, keyspace, name).unfinished_batch, writer_stopped)
+    if refusal is not None:
+        raise WriterMayBeLiveError(refusal)
+    existing = session.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (spec.keyspace,))
+    for table in tables_to_drop(name, spec.table, [row.table_name for row in existing]):
+        session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{table}", execution_profile=DDL_PROFILE)
     session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{deadletter_table(name)}", execution_profile=DDL_PROFILE)
     registry.unregister(session, keyspace, name)
     _log.info("store %s.%s dropped (a stream's old checkpoint for it is now stale: delete it)", keyspace, name)
     return spec
+
+
+def tables_to_drop(name: str, table: str, existing: list[str]) -> list[str]:
+    """Pure: the tables a drop of store `name`, which uses `table`, drops among the keyspace's
+    `existing` ones: that table and every other of the store's own names (`<store>_store`,
+    `<store>_store_r<k>`: a re-layout's old tables, a reset's earlier generations). A table
+    left under the store's first name would be the table of a store created again under the
+    name (CREATE TABLE IF NOT EXISTS), with every entry of the dropped one."""
+    own = store_table(name)
+    leftovers = [t for t in existing if t == own or (t.startswith(f"{own}_r") and t[len(own) + 2 :].isdigit())]
+    return [table, *sorted(set(leftovers) - {table})]
+
+
+def drop_refusal(name: str, pending: int | None, writer_stopped: bool) -> str | None:
+    """Pure: why dropping store `name` is refused while its batch `pending` (None: none) was
+    begun and never recorded, unless the caller says its writer is stopped for good; None: it
+    may be dropped (drop_store's docstring)."""
+    if pending is None or writer_stopped:
+        return None
+    return (
+        f"dropping store '{name}' refused: its batch {pending} was begun and never recorded, so its writer may "
+        "be paused mid-batch (a lapsed lease does not prove it stopped) and would write the rest of the batch "
+        "into a store created again under this name. Nothing was dropped. Make sure the writer is stopped for "
+        "good (its process gone) and pass writer_stopped=True (admin DAG: param writer_stopped), or restart "
+        "its stream so it records the batch, then stop it and drop"
+    )
 
 
 def top_entries(session, keyspace: str, name: str, limit: int = 10) -> list[tuple[Any, int]]:

@@ -69,7 +69,10 @@ LANDINGS = st.integers(0, 3)  # a task attempt dies after this many of its write
 ALTER_STORE, CQL = "alter-store", "CQL"
 
 # The cache's known bugs (the simulator's name: what leaving it out means). An entry goes once fixed.
-CACHE_KNOWN_BUGS: dict[str, str] = {}
+CACHE_KNOWN_BUGS: dict[str, str] = {
+    "relayout-killed-swap-in-flight": "a relayout killed after its swap timed out accepted, not committed "
+    "(operator_events, which the cache's run takes too: machine.KNOWN_BUGS)",
+}
 # Fixed known bugs whose names --exclude still takes, leaving nothing out (scripts that named them keep working).
 CACHE_FIXED_BUGS: dict[str, str] = {
     "ttl-during-batch": (
@@ -541,4 +544,8 @@ def cache_machine_excluding(excluded: frozenset[str]) -> type[CacheProtocolMachi
     unknown = excluded - set(CACHE_KNOWN_BUGS) - set(CACHE_FIXED_BUGS)
     if unknown:
         raise ValueError(f"unknown known bugs {sorted(unknown)}: choose among {sorted(CACHE_KNOWN_BUGS)}")
-    return CacheProtocolMachine
+    known = frozenset(excluded & set(CACHE_KNOWN_BUGS))
+    if not known:
+        return CacheProtocolMachine
+    name = "CacheProtocolMachineWithout_" + "_".join(sorted(e.replace("-", "_") for e in known))
+    return type(name, (CacheProtocolMachine,), {"excluded": known})

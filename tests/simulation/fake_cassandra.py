@@ -32,6 +32,7 @@ What matters of the real system and is kept:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 
@@ -123,6 +124,12 @@ class FakeCassandra:
     table_present: bool = True
     table_generation: int = 0  # the table's generation (a reset of a lost table moves to the next)
     floor_ts: int | None = None  # a reset's partition deletes: a write at or below it is shadowed
+    # Hooks of tests/simulation/operator_events.py (relayout, drop-store, reads at a weak level):
+    first_epoch: int = 1  # registry.first_epoch of the store as (re)created
+    kept: dict[int, dict[bytes, StoredRow]] = field(default_factory=dict)  # tables a relayout left, by generation
+    swap_in_flight: Callable[[], None] | None = None  # a relayout's swap accepted, not yet committed
+    weak_reads: bool = False  # the entries' level may miss a write not yet at quorum (level_for)
+    stale_view: dict[bytes, StoredRow] | None = None  # what such a read sees: a lagging data center's rows
 
     # --- the registry (statestore.store.book.registry) ---
 
@@ -139,6 +146,9 @@ class FakeCassandra:
         if self.in_flight is not None:
             (columns, recorded), self.in_flight = self.in_flight, None
             self._commit(columns, recorded)
+        if self.swap_in_flight is not None:
+            swap, self.swap_in_flight = self.swap_in_flight, None
+            swap()
 
     def _commit(self, columns: dict, recorded: BatchPosition | None) -> None:
         self.progress_row = replace(self.progress_row, **columns)
@@ -162,10 +172,14 @@ class FakeCassandra:
         if fault is not None:
             raise WriteTimeout(f"{what}: CAS operation timed out ({fault})", write_type=WriteType.CAS)
 
+    def next_epoch(self, current: int | None) -> int:
+        """registry.take_epoch's next epoch: the store's first (first_epoch) or the one after `current`."""
+        return self.first_epoch if current is None else current + 1
+
     def take_epoch(self) -> int:
         """registry.take_epoch: the store's next epoch, for a writer that now holds the lease (a
         serial read of the epoch, then a transaction conditional on it)."""
-        epoch = (self.serial_progress().epoch or 0) + 1
+        epoch = self.next_epoch(self.serial_progress().epoch)
         self._lwt(True, None, "taking the store's epoch", epoch=epoch)
         return epoch
 
@@ -217,13 +231,19 @@ class FakeCassandra:
     # --- the store's table and its dead letters ---
 
     def read_entries(self, keys: list[bytes]) -> dict[bytes, Entry]:
-        """The current entries of `keys` (those the store holds)."""
-        return {key: self.rows[key].entry for key in keys if key in self.rows}
+        """The current entries of `keys` (those the store holds); at a weak level (weak_reads),
+        those of a lagging data center (stale_view) when there is one."""
+        rows = self.stale_view if self.weak_reads and self.stale_view is not None else self.rows
+        return {key: rows[key].entry for key in keys if key in rows}
 
     def write_entry(self, entry: Entry, write_ts: int, generation: int | None = None) -> None:
         """One key's write, `USING TIMESTAMP write_ts`, to the table of `generation` (None: the
         current one): lost if the row holds a later write or a reset's delete shadows it; at the
         same timestamp, merged cell by cell (_newer_cell). InvalidRequest when the table is gone."""
+        if generation in self.kept:  # a table a relayout left behind, still there: the write lands in it
+            if write_ts >= getattr(self.kept[generation].get(entry.key), "write_ts", write_ts):
+                self.kept[generation][entry.key] = StoredRow(entry, write_ts)
+            return
         if not self.table_present or generation not in (None, self.table_generation):
             raise InvalidRequest(f"unconfigured table {self.store}" + (f"_r{generation}" if generation else ""))
         if self.floor_ts is not None and write_ts <= self.floor_ts:
@@ -234,6 +254,8 @@ class FakeCassandra:
             entry = Entry(entry.key, *merged)
         if held is None or held.write_ts <= write_ts:
             self.rows[entry.key] = StoredRow(entry, write_ts)
+            if self.stale_view is not None:  # the writer's own data center has it
+                self.stale_view[entry.key] = self.rows[entry.key]
 
     def write_dead_letter(self, key: DeadLetterKey, batch_id: int, write_ts: int | None = None) -> None:
         """deadletters.write, `USING TIMESTAMP write_ts` (None: the server's clock, after every
@@ -278,7 +300,7 @@ class FakeCassandra:
         the progress read (the floor: last_ts / pending_ts), the epoch read serially again
         (_truncate's check_epoch). The reset's own transactions do not time out here."""
         self._commit_in_flight()
-        epoch = (self.progress_row.epoch or 0) + 1
+        epoch = self.next_epoch(self.progress_row.epoch)
         self.progress_row = replace(self.progress_row, epoch=epoch)
         progress = self.progress_row
         floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
@@ -291,7 +313,7 @@ class FakeCassandra:
         at the floor, and the progress cleared conditional on the reset's epoch."""
         self._commit_in_flight()
         if not self.table_present:  # _move_to_new_table: the next generation, empty
-            self.table_generation += 1
+            self.table_generation = max((self.table_generation, *self.kept)) + 1  # the next free name
             self.table_present = True
         self.rows.clear()
         if self.progress_row.epoch != ticket.epoch:

@@ -14,7 +14,9 @@ from statestore.core.model import StoreSpec, StoreType
 from statestore.store import admin
 from statestore.store.book import registry
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
+from statestore.store.builder import open_store
 from statestore.store.provision import provision_store
+from statestore.store.relayout import relayout_store
 
 
 def _position(batch_id: int, write_ts: int) -> BatchPosition:
@@ -54,3 +56,17 @@ def test_a_drop_under_a_batch_in_flight_is_refused_unless_the_writer_is_stopped(
     assert registry.find(session, keyspace, store_name) is not None
     admin.drop_store(session, keyspace, store_name, confirm=store_name, writer_stopped=True)
     assert registry.find(session, keyspace, store_name) is None
+
+
+def test_a_store_created_again_after_a_relayout_and_a_drop_starts_empty(session, keyspace, store_name):
+    """A re-layout keeps the store's old table (its way back); dropping the store then dropped
+    only the table it used, and the store created again under its name found the old table by
+    its name (CREATE TABLE IF NOT EXISTS) with every entry of before the re-layout in it (found
+    by the simulator: tests/simulation/operator_events.py)."""
+    spec = StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2)
+    provision_store(session, spec)
+    open_store(session, keyspace, store_name).put_all([("a", 1), ("b", 2)])
+    relayout_store(session, keyspace, store_name, 2 if spec.subpartitions != 2 else 3)
+    admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    provision_store(session, spec)
+    assert list(open_store(session, keyspace, store_name).all()) == []

@@ -1,0 +1,108 @@
+"""Pinned sequences of the operator's relayout, drop-store and entries' consistency level
+(tests/simulation/operator_events.py), each a shortest sequence the state machine found or a
+hand-picked one, replayed event by event with the invariant checked after each."""
+
+from __future__ import annotations
+
+import pytest
+
+from statestore.store import admin, relayout
+from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE
+from tests.simulation.machine import BatchProtocolMachine, CountsWrong
+from tests.simulation.operator_events import StoreTableDropped
+
+
+def _machine_with_a_batch() -> BatchProtocolMachine:
+    machine = BatchProtocolMachine()
+    machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=0)
+    machine.trigger(crash_at=None, backup_at=None, order=0)
+    machine.trigger_and_pause(pause_at=9, order=0)  # between batches: the job is stopped
+    machine.zombie_resumes(crash_at=None)
+    machine.store_equals_truth()
+    return machine
+
+
+def test_a_store_created_again_after_a_relayout_and_a_drop_starts_empty(monkeypatch):
+    """Seed 2925520031's sequence (before admin.tables_to_drop): the relayout kept the store's
+    first table, the drop dropped only the relaid one, and the store created again found the
+    first table, with key 'a' of batch 0, under its name."""
+    machine = _machine_with_a_batch()
+    machine.operator_relays_out(swap=None, pause=False, killed=False)
+    machine.operator_drops_and_creates_store(writer_stopped=False, first_epoch=1)
+    machine.store_equals_truth()
+    assert machine.world.cassandra.rows == {}
+    monkeypatch.setattr(admin, "tables_to_drop", lambda name, table, existing: [table])  # before the fix
+    machine = _machine_with_a_batch()
+    machine.operator_relays_out(swap=None, pause=False, killed=False)
+    with pytest.raises(CountsWrong):
+        machine.operator_drops_and_creates_store(writer_stopped=False, first_epoch=1)
+        machine.store_equals_truth()
+
+
+def test_a_relayout_whose_swap_timed_out_applied_keeps_the_table_it_installed(monkeypatch):
+    """The swap times out applied, or accepted and committed by the clean-up's serial read:
+    the relayout is done. A clean-up that drops the new table on any failure (issue 45 item 2)
+    drops the table the store uses."""
+    for outcome in (LWT_APPLIED, LWT_LATE):
+        machine = _machine_with_a_batch()
+        machine.operator_relays_out(swap=outcome, pause=False, killed=False)
+        machine.store_equals_truth()
+        assert machine.world.cassandra.table_generation == 1
+    monkeypatch.setattr(relayout, "settle_failed_relayout", lambda table, epoch, sent, registered: relayout.DROP)
+    machine = _machine_with_a_batch()
+    with pytest.raises(StoreTableDropped):
+        machine.operator_relays_out(swap=LWT_APPLIED, pause=False, killed=False)
+
+
+def test_a_relayout_paused_past_its_lease_is_refused_once_a_stream_took_the_store():
+    """Paused after its copy (its lease lapsed), a stream takes the store and counts a batch
+    into the old table; the relayout wakes: its swap is refused by the epoch, its new table
+    kept (another writer took the store: settle_failed_relayout), the store keeps its table and
+    counts."""
+    machine = _machine_with_a_batch()
+    machine.operator_relays_out(swap=None, pause=True, killed=False)
+    machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=0)
+    machine.trigger(crash_at=None, backup_at=None, order=0)
+    machine.trigger_and_pause(pause_at=9, order=0)
+    machine.zombie_resumes(crash_at=None)
+    machine.paused_relayout_resumes(swap=None, killed=False)
+    machine.store_equals_truth()
+    assert machine.world.cassandra.table_generation == 0
+    assert any("settled: keep" in step for step in machine.steps)  # named in the error, not dropped
+
+
+def test_a_writer_in_a_lagging_data_center_at_a_local_level_counts_from_old_entries(monkeypatch):
+    """LOCAL_QUORUM on a keyspace in two data centers is refused (level_for); were it taken, a
+    writer restarted in the data center that fell behind would read 'a' before batch 0 and
+    count on from there (issue 45 item 6)."""
+    machine = _machine_with_a_batch()
+    machine.operator_sets_dml_consistency(setting="LOCAL_QUORUM", data_centers=2)
+    assert "refused" in machine.steps[0] and not machine.world.cassandra.weak_reads
+    machine.operator_sets_dml_consistency(setting="auto", data_centers=2)
+    machine.other_dc_falls_behind()
+    machine.writer_restarts_in_other_dc()
+    machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=0)
+    machine.trigger(crash_at=None, backup_at=None, order=0)
+    machine.store_equals_truth()
+
+    from statestore.conn import cassandra as levels
+
+    monkeypatch.setattr(
+        levels, "level_for", lambda kind, setting, keyspace, dcs: levels.configured_level(kind, setting)
+    )
+    machine = BatchProtocolMachine()
+    machine.operator_sets_dml_consistency(setting="LOCAL_QUORUM", data_centers=2)
+    machine.other_dc_falls_behind()
+    machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=0)
+    machine.trigger(crash_at=None, backup_at=None, order=0)
+    machine.trigger_and_pause(pause_at=9, order=0)
+    machine.zombie_resumes(crash_at=None)
+    machine.writer_restarts_in_other_dc()
+    machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=0)
+    with pytest.raises(CountsWrong):
+        machine.trigger(crash_at=None, backup_at=None, order=0)
