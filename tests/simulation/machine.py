@@ -2,8 +2,9 @@
 produced (some without a value, some far in the future) as the clock moves, partitions added,
 the job started and restarted with other settings, micro-batches run, the driver crashing after
 any step of one, checkpoint backups taken (even mid-batch) and restored, the checkpoint lost,
-`--recover-from-store` with a new checkpoint. The invariant (truth.Truth) is checked after
-every step of the driver, not only after every event.
+`--recover-from-store` with a new checkpoint; Kafka transactions, the topic created again and a
+driver paused during its start-up (kafka_events.KafkaEvents). The invariant (truth.Truth) is
+checked after every step of the driver, not only after every event.
 
 For the key-value kind, also: more than one writer (a driver paused after any step of a batch
 for longer than the lease TTL, a "zombie", that goes on later, after another run may have taken
@@ -47,6 +48,7 @@ from statestore.store.book.lease import RESET_CHECKPOINT, LeaseHeldError, LeaseL
 from tests.simulation.driver import LEASE_TTL_MS, RunSettings, Step, StreamJob, World
 from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE, LWT_LOST, LeaseRow, ResetTicket
 from tests.simulation.fake_spark import CheckpointFolder, SparkAssertionError
+from tests.simulation.kafka_events import PAUSE, KafkaEvents
 from tests.simulation.operator_events import OperatorEvents
 from tests.simulation.truth import Truth
 
@@ -89,7 +91,7 @@ class WayOutFailed(AssertionError):
     """The job failed with no refusal of ours and no documented way out (Spark refused to start)."""
 
 
-class BatchProtocolMachine(OperatorEvents, RuleBasedStateMachine):
+class BatchProtocolMachine(OperatorEvents, KafkaEvents, RuleBasedStateMachine):
     """The batch protocol of one key-value store's stream (see the module doc)."""
 
     excluded: ClassVar[frozenset[str]] = frozenset()
@@ -190,6 +192,12 @@ class BatchProtocolMachine(OperatorEvents, RuleBasedStateMachine):
             job.check_lease()
         except (StoreFencedError, LeaseLostError, CassandraUnavailableError) as stopped:
             self.steps.append(f"the paused driver stopped (exit 2): {stopped}")
+            job.release_lease()
+            return
+        except (CheckpointMismatchError, StoreTableLostError, SparkAssertionError) as failed:
+            # Paused in its start-up (kafka_events.start_and_pause): refused by its checks (exit 2), or
+            # its query's first plan failed on a partition added meanwhile (exit 1, as in _run).
+            self.steps.append(f"the paused driver's start failed: {failed}")
             job.release_lease()
             return
         raise AssertionError(self._report(["the paused driver went on: its lease still holds"]))
@@ -384,7 +392,7 @@ class BatchProtocolMachine(OperatorEvents, RuleBasedStateMachine):
                     steps.close()
                     self._crash()
                     return
-                if index == pause_at:
+                if index == pause_at or step.kind == PAUSE:  # PAUSE: kafka_events.paused_start
                     self._pause(steps)
                     return
             if backup_at is not None and backup_at > index:

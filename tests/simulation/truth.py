@@ -1,14 +1,17 @@
 """The one invariant: the store equals the truth of the input its recorded batches cover.
 
-The truth is computed from the topic's records, never from the store: every record below the
-registry's `offsets` (the end of the store's last recorded batch) is counted, each of its
-words once, unless it cannot be counted; then it is a dead letter instead. A record cannot be
-counted when it has no value, or when its time is after its batch's future limit: the write
-timestamp of the first recorded batch whose range holds it, plus the `--max-future` of the run
-that first wrote anything of that batch to the store (a key or a dead letter; a batch that
-wrote nothing before it was recorded: the run that recorded it). That is when a batch's
-decisions become visible, so a replay must keep them: a run that crashed after beginning a
-batch and before writing any of it has decided nothing yet.
+The truth is computed from the topic's committed records (Kafka transactions: never one of an
+aborted or open transaction, nor a control record), never from the store, and from the topic
+the store's batches read (its id the registry's `topic_id`: after the topic was deleted and
+created again, the records of the one deleted): every record below the registry's `offsets`
+(the end of the store's last recorded batch) is counted, each of its words once, unless it
+cannot be counted; then it is a dead letter instead. A record cannot be counted when it has no
+value, or when its time is after its batch's future limit: the write timestamp of the first
+recorded batch whose range holds it, plus the `--max-future` of the run that first wrote
+anything of that batch to the store (a key or a dead letter; a batch that wrote nothing before
+it was recorded: the run that recorded it). That is when a batch's decisions become visible, so
+a replay must keep them: a run that crashed after beginning a batch and before writing any of
+it has decided nothing yet.
 
 Retention (statestore.core.retention, the registry's `retention_ms`): a batch that counts a key
 whose value is dated before the batch's cutoff (the stream time before the batch, the largest
@@ -37,6 +40,8 @@ from statestore.stream.transforms import future_limit_ms, is_future_time
 from tests.simulation.driver import Step
 from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
 from tests.simulation.fake_kafka import FakeTopic, Record
+
+COMMITTED = "read_committed"  # the truth counts committed records only, whatever the job reads
 
 
 def uncountable_reason(record: Record, write_ts: int, max_future_ms: int) -> str | None:
@@ -92,11 +97,12 @@ class Truth:
         if step.kind == "record":
             self._recorded(position, rule)
 
-    def _recorded(self, position, rule: int) -> None:
+    def _recorded(self, position, rule: int, topic: FakeTopic | None = None) -> None:
         batch = (position.batch_id, position.write_ts)
         if batch not in self.history:
             self.history.append(batch)
-        for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
+        topic = topic or self.topic
+        for record in topic.read(topic.of(position.start), topic.of(position.end), COMMITTED):
             if record.coordinates not in self.fate:
                 self.fate[record.coordinates] = uncountable_reason(record, position.write_ts, rule)
                 self.decided_by[record.coordinates] = self.history.index(batch)
@@ -104,10 +110,14 @@ class Truth:
     def _learn(self, cassandra: FakeCassandra) -> None:
         """Learn the batches recorded by a transaction that committed before its driver's step
         said so (one that timed out, applied, or was committed by a later Paxos round)."""
+        topic = self.topic.as_of(cassandra.progress().topic_id)
         for position in cassandra.recorded[self.learned :]:
             rule = self.rule_of.setdefault((position.batch_id, position.write_ts), position.max_future_ms)
             self.retention_of.setdefault((position.batch_id, position.write_ts), position.retention_ms)
-            self._recorded(position, rule)
+            if topic is self.topic:  # (the kinds' own _recorded read self.topic: only the key-value kind's topic
+                self._recorded(position, rule)  # is ever created again, kafka_events.topic_created_again)
+            else:
+                self._recorded(position, rule, topic)
         self.learned = len(cassandra.recorded)
 
     def forget(self, cassandra: FakeCassandra) -> None:
@@ -123,13 +133,14 @@ class Truth:
         """How the store differs from the truth (none: it holds the invariant)."""
         self._learn(cassandra)
         progress = cassandra.progress()
-        covered = self.topic.of(KafkaOffsets.parse_stored(progress.offsets))
+        topic = self.topic.as_of(progress.topic_id)  # the topic the store's batches read (created again since?)
+        covered = topic.of(KafkaOffsets.parse_stored(progress.offsets))
         problems: list[str] = []  # of the counts
         missing: list[str] = []  # dead letters
         unexpected: list[str] = []
         truth = Tally()
         by_batch: dict[int, Tally] = {}
-        for record in self.topic.records():
+        for record in topic.records(COMMITTED):
             if record.offset >= covered.get(record.partition, 0):
                 continue
             if record.coordinates not in self.fate:
@@ -147,8 +158,8 @@ class Truth:
         pending_fate: dict[tuple[int, int], str | None] = {}
         rule = None if unfinished is None else self.rule_of.get((unfinished, progress.pending_ts))
         if rule is not None:
-            end = self.topic.of(KafkaOffsets.parse_stored(progress.pending_offsets))
-            for record in self.topic.read(covered, end):
+            end = topic.of(KafkaOffsets.parse_stored(progress.pending_offsets))
+            for record in topic.read(covered, end, COMMITTED):
                 pending_fate[record.coordinates] = uncountable_reason(record, progress.pending_ts, rule)
                 pending.add(record, pending_fate[record.coordinates])
 
