@@ -72,6 +72,8 @@ ALTER_STORE, CQL = "alter-store", "CQL"
 CACHE_KNOWN_BUGS: dict[str, str] = {
     "relayout-killed-swap-in-flight": "a relayout killed after its swap timed out accepted, not committed "
     "(operator_events, which the cache's run takes too: machine.KNOWN_BUGS)",
+    "drop-after-reset-under-paused-writer": "drop-store while a driver paused mid-batch is fenced by a reset "
+    "(machine.KNOWN_BUGS)",
 }
 # Fixed known bugs whose names --exclude still takes, leaving nothing out (scripts that named them keep working).
 CACHE_FIXED_BUGS: dict[str, str] = {

@@ -58,4 +58,9 @@ def test_the_apply_cache_vouches_only_for_what_the_store_holds():
     failure's notes carry the command that runs it again (before, only the seed, which
     `python -m tests.simulation --seed S` ran with other settings and every kind)."""
     seed = 0 if settings.default.derandomize else random.SystemRandom().randrange(2**32)
-    run_seed(seed, frozenset({"relayout-killed-swap-in-flight"}), EXAMPLES, store="cache")
+    run_seed(
+        seed,
+        frozenset({"relayout-killed-swap-in-flight", "drop-after-reset-under-paused-writer"}),
+        EXAMPLES,
+        store="cache",
+    )
