@@ -93,7 +93,7 @@ class WayOutFailed(AssertionError):
     """The job failed with no refusal of ours and no documented way out (Spark refused to start)."""
 
 
-class BatchProtocolMachine(OperatorEvents, RuleBasedStateMachine):
+class BatchProtocolMachine(OperatorEvents, KafkaEvents, RuleBasedStateMachine):
     """The batch protocol of one key-value store's stream (see the module doc)."""
 
     excluded: ClassVar[frozenset[str]] = frozenset()
