@@ -70,8 +70,6 @@ ALTER_STORE, CQL = "alter-store", "CQL"
 
 # The cache's known bugs (the simulator's name: what leaving it out means). An entry goes once fixed.
 CACHE_KNOWN_BUGS: dict[str, str] = {
-    "relayout-killed-swap-in-flight": "a relayout killed after its swap timed out accepted, not committed "
-    "(operator_events, which the cache's run takes too: machine.KNOWN_BUGS)",
     "drop-after-reset-under-paused-writer": "drop-store while a driver paused mid-batch is fenced by a reset "
     "(machine.KNOWN_BUGS)",
 }

@@ -183,6 +183,8 @@ class StreamJob:
             self.generation = self.cassandra.table_generation
             self._take_lease()
         self.epoch = yield from self._retried("taking the store's epoch", self.cassandra.take_epoch)
+        if self.protocol_faults():  # job.start_query resolves the store again once the epoch is its
+            self.generation = self.cassandra.table_generation
         yield Step("epoch", f"epoch {self.epoch} taken")
         starting = yield from self._retried_steps(
             "checking the checkpoint", lambda: self._check_checkpoint(write_order)

@@ -55,8 +55,6 @@ from tests.simulation.truth import Truth
 # The known bugs (issue 45's item number, or a name for one the simulator found) and what
 # leaving out the events that reach each means. A bug's entry goes once it is fixed.
 KNOWN_BUGS: dict[str, str] = {
-    "relayout-killed-swap-in-flight": "a relayout killed after its swap timed out accepted, not committed "
-    "(operator_events: its process then settles it)",
     "drop-after-reset-under-paused-writer": "drop-store while a driver paused mid-batch is fenced by a reset, "
     "which cleared its pending batch (operator_events: the drop is left out while a paused driver waits)",
 }

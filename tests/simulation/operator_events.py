@@ -152,7 +152,7 @@ class OperatorEvents:
             return
         failure = f"timed out ({outcome})" if applies else "refused (StoreFencedError or StoreMismatchError)"
         self.steps.append(f"{holder}: the swap {failure}")
-        if killed and applies and not (outcome == LWT_LATE and "relayout-killed-swap-in-flight" in self.excluded):
+        if killed and applies:
             self.steps.append(f"{holder} killed before it settled: its lease lapses")
             if cassandra.lease is not None and cassandra.lease.holder == holder:
                 cassandra.lease.expires_ms = self.world.clock_ms + LEASE_TTL_MS

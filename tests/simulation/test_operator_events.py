@@ -106,3 +106,50 @@ def test_a_writer_in_a_lagging_data_center_at_a_local_level_counts_from_old_entr
     machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=0)
     with pytest.raises(CountsWrong):
         machine.trigger(crash_at=None, backup_at=None, order=0)
+
+
+def test_a_stream_after_a_relayout_killed_with_its_swap_in_flight_writes_the_table_the_swap_installed():
+    """Seed 2448575435's bug (relayout-killed-swap-in-flight): the relayout's swap was accepted,
+    not committed, when its process died; the next stream read the old table before its
+    take_epoch's Paxos round committed the swap, and counted into the old table. It now resolves
+    the store again once the epoch is its own (job.start_query)."""
+    machine = _machine_with_a_batch()
+    machine.operator_relays_out(swap=LWT_LATE, pause=False, killed=True)
+    machine.world.clock_ms += 60_000  # the killed relayout's lease lapses
+    machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    machine.produce(partition=0, words=["a", "b"], null=False, ahead_ms=0, after_ms=0)
+    machine.trigger(crash_at=None, backup_at=None, order=0)
+    machine.store_equals_truth()
+    assert machine.world.cassandra.table_generation == 1
+
+
+def _paused_mid_batch_then_reset(null: bool) -> BatchProtocolMachine:
+    """A driver paused mid-batch (its batch begun, its entries or dead letter not yet written),
+    then `statestore reset`, which fences it and clears its unfinished batch."""
+    machine = BatchProtocolMachine()
+    machine.start_job(crash_at=None, max_future_ms=1000, max_offsets=None, order=0)
+    machine.produce(partition=0, words=["a"], null=null, ahead_ms=0, after_ms=0)
+    machine.trigger_and_pause(pause_at=1, order=0)
+    machine.operator_acts(drop=False)
+    machine.store_equals_truth()
+    assert machine.zombie is not None and machine.world.cassandra.serial_progress().unfinished_batch is None
+    return machine
+
+
+@pytest.mark.parametrize("null", [True, False], ids=["dead-letter", "entries"])
+def test_a_drop_after_a_reset_that_fenced_a_paused_writer_is_refused_until_it_is_stopped(null):
+    """Seed 2359299874's sequence (drop-after-reset-under-paused-writer): the reset cleared the
+    paused driver's batch, the drop was no longer refused, and the driver's late dead letter (or
+    entries, plain writes) landed in the store created again under the name. The reset now
+    records the batch it fenced, and the drop is refused while it is recorded, unless
+    --writer-stopped (the operator has made sure the paused driver is gone)."""
+    machine = _paused_mid_batch_then_reset(null)
+    machine.operator_drops_and_creates_store(writer_stopped=False, first_epoch=1)
+    assert any("refused (WriterMayBeLiveError)" in step and "batch 0" in step for step in machine.steps)
+    machine.store_equals_truth()
+    machine.zombie_resumes(crash_at=None)  # fenced: it writes only into the reset store, shadowed
+    machine.store_equals_truth()
+    machine = _paused_mid_batch_then_reset(null)
+    machine.operator_drops_and_creates_store(writer_stopped=True, first_epoch=1)
+    assert machine.zombie is None and "store dropped and created again" in machine.steps[-1]
+    machine.store_equals_truth()
