@@ -44,8 +44,9 @@ return value (XCom) and is logged.
   Idempotent; refused while a stream writes a store that needs it (stop the stream first).
 - `drop` (confirm): drops the store's tables; **confirm** must repeat the store's name;
   refused while a stream writes the store, and while its last batch was begun and never
-  recorded (a paused writer would write the rest into a store made again under the name)
-  unless **writer_stopped** says its writer is stopped for good.
+  recorded, or a truncate cleared such a batch (a paused writer would write the rest into a
+  store made again under the name), unless **writer_stopped** says its writer is stopped for
+  good (a truncate with it forgets the cleared batch too).
 
 Options: `ttl` (seconds, 0 = none), `compaction`, `compaction_options`, `gc_grace_seconds`,
 `comment`. Mistakes (a bad name or option, a missing confirmation, an unknown store) fail
@@ -130,7 +131,7 @@ with DAG(
             description="no earlier writer or reset of the store is still running: truncate takes over the "
             "lease an unfinished reset left behind, and truncates a global, window or session store whose last "
             "batch was never recorded in place, instead of moving it to a new table; drop a store whose last "
-            "batch was never recorded",
+            "batch was never recorded, or whose such batch a truncate cleared",
         ),
         # Optional on the form (a required field keeps Trigger disabled while empty, for every
         # action); drop and drop_old_table check it when they run (the library's rule).

@@ -201,8 +201,8 @@ class CassandraStateStoreHook(BaseHook):
 
     def drop_store(self, name: str, confirm: str | None, writer_stopped: bool = False):
         """Drop the store's tables and forget it, only when `confirm` is its name; refused while
-        a stream writes it, and while a batch is begun and not recorded unless `writer_stopped`
-        (statestore.store.admin.drop_store)."""
+        a stream writes it, and while a batch is begun and not recorded (or a reset cleared such a
+        batch) unless `writer_stopped` (statestore.store.admin.drop_store)."""
         return admin.drop_store(self.get_conn(), self.keyspace, name, confirm, writer_stopped=writer_stopped)
 
     # -- reads ------------------------------------------------------------------------------------

@@ -288,6 +288,9 @@ def truncate_store(
     A store whose table is gone while its registry records batches (which the stream refuses:
     statestore.store.provision) starts over the same way, in a new generation of its table with
     the default options: the reset is that refusal's way out.
+    A reset that clears a batch begun and not recorded (without `writer_stopped`) records it as
+    the store's fenced batch (fenced_after_reset): the drop refuses while it is recorded, as a
+    store created again under the name would take that writer's late writes (drop_store).
     When no next name fits in 48 characters the reset is refused (WriterMayBeLiveError,
     nothing deleted). With no batch
     pending, a paused writer has nothing left to send: its next step is a begin_batch, which
@@ -330,7 +333,7 @@ def truncate_store(
                 deadletters.delete_partitions_before(session, keyspace, name, _partitions_read(progress), floor)
         if floor is not None and shadowed:
             _shadow_partitions(session, spec, floor)
-        registry.clear_progress(session, spec, epoch, floor)
+        registry.clear_progress(session, spec, epoch, floor, fenced_after_reset(progress, writer_stopped))
         finished = True
     finally:
         if finished or not deleting:
@@ -351,6 +354,17 @@ def truncate_store(
 _RESET_LEASE_TTL_S = 30.0  # how often the reset renews its lease (a third of it), finding out if it was taken over
 # The reset's lease has no TTL: it holds the store until the reset finishes (tests/simulation mirrors this).
 RESET_LEASE_DURABLE = True
+
+
+def fenced_after_reset(progress: StoreProgress, writer_stopped: bool) -> int | None:
+    """Pure: the fenced batch a reset of a store with `progress` records (registry
+    `fenced_batch`): the unfinished batch it clears (its writer may be paused mid-batch), else
+    the one an earlier reset recorded (that writer may still wake); None with `writer_stopped`
+    (the caller made sure every earlier writer is gone). A stream's later batches never clear
+    it: a paused writer may wake after any number of them."""
+    if writer_stopped:
+        return None
+    return progress.unfinished_batch if progress.unfinished_batch is not None else progress.fenced_batch
 
 
 def _take_reset_lease(session, spec: StoreSpec, lease: StoreLease, verb: str, writer_stopped: bool) -> None:
@@ -460,8 +474,10 @@ def drop_store(session, keyspace: str, name: str, confirm: str | None, *, writer
     updates are refused (the row is gone, and a store created again under the name starts
     other epochs: registry.first_epoch), but the entries of a batch it began are not
     conditional, and would land in the table of a store created again under the same name. So
-    while a batch is begun and not recorded the drop is refused (WriterMayBeLiveError, nothing
-    dropped), unless the caller says that writer is stopped for good (`writer_stopped`)."""
+    while a batch is begun and not recorded, or a reset fenced one such (its writer may still be
+    paused: registry `fenced_batch`, whose late writes no tombstone or epoch of the store
+    created again shadows), the drop is refused (WriterMayBeLiveError, nothing dropped), unless
+    the caller says that writer is stopped for good (`writer_stopped`)."""
     validate_store_name(name)
     if confirm != name:
         raise ConfirmationRequiredError(
@@ -470,7 +486,8 @@ def drop_store(session, keyspace: str, name: str, confirm: str | None, *, writer
         )
     spec = registry.lookup(session, keyspace, name)
     _refuse_while_written(session, spec, "dropping")
-    refusal = drop_refusal(name, registry.progress(session, keyspace, name).unfinished_batch, writer_stopped)
+    progress = registry.progress(session, keyspace, name)
+    refusal = drop_refusal(name, progress.unfinished_batch, writer_stopped, fenced=progress.fenced_batch)
     if refusal is not None:
         raise WriterMayBeLiveError(refusal)
     existing = session.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (spec.keyspace,))
@@ -493,12 +510,21 @@ def tables_to_drop(name: str, table: str, existing: list[str]) -> list[str]:
     return [table, *sorted(set(leftovers) - {table})]
 
 
-def drop_refusal(name: str, pending: int | None, writer_stopped: bool) -> str | None:
+def drop_refusal(name: str, pending: int | None, writer_stopped: bool, *, fenced: int | None = None) -> str | None:
     """Pure: why dropping store `name` is refused while its batch `pending` (None: none) was
-    begun and never recorded, unless the caller says its writer is stopped for good; None: it
-    may be dropped (drop_store's docstring)."""
-    if pending is None or writer_stopped:
+    begun and never recorded, or while a reset cleared its batch `fenced` so begun (registry
+    `fenced_batch`; None: none), unless the caller says its writer is stopped for good; None:
+    it may be dropped (drop_store's docstring)."""
+    if writer_stopped or (pending is None and fenced is None):
         return None
+    if pending is None:
+        return (
+            f"dropping store '{name}' refused: a reset cleared its batch {fenced}, begun and never recorded, so "
+            "that batch's writer may still be paused mid-batch (a lapsed lease does not prove it stopped): the "
+            "reset fenced its progress, but its late entries and dead letters would land in a store created "
+            "again under this name. Nothing was dropped. Make sure that writer is stopped for good (its process "
+            "gone), then drop with writer_stopped=True (the hook's drop_store; admin DAG: param writer_stopped)"
+        )
     return (
         f"dropping store '{name}' refused: its batch {pending} was begun and never recorded, so its writer may "
         "be paused mid-batch (a lapsed lease does not prove it stopped) and would write the rest of the batch "

@@ -41,6 +41,7 @@ from cassandra import InvalidRequest, WriteTimeout, WriteType
 from statestore.core.codecs import millis_of
 from statestore.core.errors import StoreFencedError, StoreTableLostError
 from statestore.core.model import Entry
+from statestore.store import admin
 from statestore.store.book.registry import BatchPosition, KafkaOffsets, StoreProgress
 
 _EPOCH = datetime(1970, 1, 1)
@@ -90,6 +91,7 @@ class ResetTicket:
 
     epoch: int
     floor: int | None
+    fenced: int | None = None  # the fenced batch it records (admin.fenced_after_reset)
 
 
 # The outcomes of a lightweight transaction that times out (FakeCassandra.lwt_faults).
@@ -290,12 +292,12 @@ class FakeCassandra:
         self.rows.clear()
         self.table_present = False
 
-    def reset(self) -> None:
+    def reset(self, writer_stopped: bool = False) -> None:
         """admin.truncate_store of a partitioned key-value store, once it holds the lease (see
         the module doc): reset_fenced, then at once reset_deleting."""
-        self.reset_deleting(self.reset_fenced())
+        self.reset_deleting(self.reset_fenced(writer_stopped))
 
-    def reset_fenced(self) -> ResetTicket:
+    def reset_fenced(self, writer_stopped: bool = False) -> ResetTicket:
         """truncate_store up to its TRUNCATE of the store's table: the store's next epoch taken,
         the progress read (the floor: last_ts / pending_ts), the epoch read serially again
         (_truncate's check_epoch). The reset's own transactions do not time out here."""
@@ -304,7 +306,7 @@ class FakeCassandra:
         self.progress_row = replace(self.progress_row, epoch=epoch)
         progress = self.progress_row
         floor = max((t for t in (progress.last_ts, progress.pending_ts) if t is not None), default=None)
-        return ResetTicket(epoch, floor)
+        return ResetTicket(epoch, floor, admin.fenced_after_reset(progress, writer_stopped))
 
     def reset_deleting(self, ticket: ResetTicket) -> None:
         """The rest of truncate_store, from its TRUNCATE of the store's table (not conditional:
@@ -329,7 +331,7 @@ class FakeCassandra:
             ("last_batch_id", "offsets", "pending_batch_id", "pending_ts", "pending_offsets", "pending_rules"), None
         )
         cleared.update(dict.fromkeys(("query_id", "batch_base", "max_event_time", "last_batch_at"), None))
-        self.progress_row = replace(self.progress_row, last_ts=floor, **cleared)
+        self.progress_row = replace(self.progress_row, last_ts=floor, fenced_batch=ticket.fenced, **cleared)
 
     # --- the store's lease (statestore.store.book.lease) ---
 

@@ -54,10 +54,7 @@ from tests.simulation.truth import Truth
 
 # The known bugs (issue 45's item number, or a name for one the simulator found) and what
 # leaving out the events that reach each means. A bug's entry goes once it is fixed.
-KNOWN_BUGS: dict[str, str] = {
-    "drop-after-reset-under-paused-writer": "drop-store while a driver paused mid-batch is fenced by a reset, "
-    "which cleared its pending batch (operator_events: the drop is left out while a paused driver waits)",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 WORDS = ("a", "b", "c", "B")
 MAX_PARTITIONS = 3
@@ -442,7 +439,10 @@ class BatchProtocolMachine(OperatorEvents, KafkaEvents, RuleBasedStateMachine):
         if holder is None:
             return
         world = self.world
-        world.cassandra.reset()
+        world.cassandra.reset(writer_stopped)
+        if writer_stopped and self.zombie is not None:  # the operator made sure its process is gone
+            self.zombie = None
+            self.steps.append("the paused driver's process is gone (--writer-stopped)")
         self._release_reset_lease(holder)
         self.truth.forget(world.cassandra)
         self.lease_refusal = None

@@ -16,7 +16,8 @@ lease and reset rules are):
   as the real relayout keeps it: a writer that resolved it (a paused one) writes there. A
   relayout's clean-up that drops the table the store uses fails the run (StoreTableDropped).
 - `drop-store` then the store created again under its name (admin.drop_store): refused while a
-  lease is held, and while a batch is begun and not recorded unless --writer-stopped (the real
+  lease is held, and while a batch is begun and not recorded or a reset cleared one such (the
+  registry's fenced_batch: admin.fenced_after_reset) unless --writer-stopped (the real
   admin.drop_refusal); with it, the operator has made sure the paused writer is gone. The store
   created again starts at a first epoch the scheduler draws (registry.first_epoch is random),
   with the table of the store's first name: CREATE TABLE IF NOT EXISTS, so a table a relayout
@@ -188,12 +189,12 @@ class OperatorEvents:
         if held is not None:
             self.steps.append(f"drop-store refused (LeaseHeldError): {held.holder} holds the store")
             return
-        refusal = admin.drop_refusal(cassandra.store, cassandra.serial_progress().unfinished_batch, writer_stopped)
+        progress = cassandra.serial_progress()
+        refusal = admin.drop_refusal(
+            cassandra.store, progress.unfinished_batch, writer_stopped, fenced=progress.fenced_batch
+        )
         if refusal is not None:
             self.steps.append(f"drop-store refused (WriterMayBeLiveError): {refusal}")
-            return
-        if self.zombie is not None and not writer_stopped and "drop-after-reset-under-paused-writer" in self.excluded:
-            self.steps.append("drop-store left out: a paused driver waits (a known bug)")
             return
         if writer_stopped and self.zombie is not None:
             self.zombie = None

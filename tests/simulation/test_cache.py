@@ -60,7 +60,7 @@ def test_the_apply_cache_vouches_only_for_what_the_store_holds():
     seed = 0 if settings.default.derandomize else random.SystemRandom().randrange(2**32)
     run_seed(
         seed,
-        frozenset({"drop-after-reset-under-paused-writer"}),
+        frozenset(),
         EXAMPLES,
         store="cache",
     )

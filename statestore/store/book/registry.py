@@ -22,6 +22,13 @@ change of that mark (statestore.stream.apply_cache).
 Input settings: how the stream reads an aggregate store's input records (`input_spec`, JSON of
 InputSettings: the format, the key and the event time), recorded by the stream job when it
 creates the store; null for the word count's text lines. The measures are the value format.
+
+Fenced batch: a reset that cleared a batch begun and never recorded records its id
+(`fenced_batch`): that batch's writer may be paused, and once it wakes its entries and dead
+letters (plain writes) go on to the store's tables by name. A drop is refused while it is
+recorded (statestore.store.admin.drop_refusal); only a reset or drop whose caller says the
+writer is stopped for good clears it, never a later batch (the paused writer may wake after
+any number of them).
 """
 
 from __future__ import annotations
@@ -137,6 +144,8 @@ class StoreProgress:
     pending_rules: BatchRules | None = None
     # How the stream reads the store's input records (None: none recorded: text lines, the word count).
     input_settings: InputSettings | None = None
+    # The batch a reset cleared while it was begun and not recorded: its writer may be paused (None: none).
+    fenced_batch: int | None = None
 
     @property
     def has_batches(self) -> bool:
@@ -227,15 +236,16 @@ def create_cql(keyspace: str) -> str:
         " last_batch_id bigint, last_batch_at timestamp, max_event_time timestamp, query_id text,"
         " batch_base bigint, offsets text, pending_batch_id bigint, pending_ts bigint, pending_offsets text,"
         " last_ts bigint, epoch bigint, outside_writes bigint, windowing text, topic_id text, schema_version int,"
-        " pending_rules text, input_spec text)"
+        " pending_rules text, input_spec text, fenced_batch bigint)"
         " WITH comment = 'statestore: the stores of this keyspace and their progress'"
     )
 
 
 # Columns a registry made by an older release lacks (fencing epochs, outside-write marks,
 # windowing, the topic's id, sub-partitions, retention, the TTL horizon, schema versions, the
-# pending batch's rules, the input settings). input_spec needs no new schema version: a store
-# without it is read as the word count's text lines, which is what every earlier store is.
+# pending batch's rules, the input settings, the batch a reset fenced). input_spec needs no new
+# schema version: a store without it is read as the word count's text lines, which is what every
+# earlier store is; nor does fenced_batch: a store without it is one no reset fenced a batch of.
 _LATER_COLUMNS = (
     ("epoch", "bigint"),
     ("outside_writes", "bigint"),
@@ -247,6 +257,7 @@ _LATER_COLUMNS = (
     ("schema_version", "int"),
     ("pending_rules", "text"),
     ("input_spec", "text"),
+    ("fenced_batch", "bigint"),
 )
 
 
@@ -441,6 +452,7 @@ def _progress(row) -> StoreProgress:
         ttl_expiring_until=getattr(row, "ttl_expiring_until", None),
         pending_rules=BatchRules.parse_stored(getattr(row, "pending_rules", None)),
         input_settings=InputSettings.parse_stored(getattr(row, "input_spec", None)),
+        fenced_batch=getattr(row, "fenced_batch", None),
     )
 
 
@@ -602,18 +614,23 @@ def mark_outside_writes(session, spec: StoreSpec, ongoing: bool, now_us: int) ->
 _IF_EPOCH = {False: " IF epoch = ?", True: ""}
 
 
-def clear_progress(session, spec: StoreSpec, epoch: int | None = None, floor_ts: int | None = None) -> None:
+def clear_progress(
+    session, spec: StoreSpec, epoch: int | None = None, floor_ts: int | None = None, fenced_batch: int | None = None
+) -> None:
     """Forget every batch and position (after the store's data was truncated), as the writer
     of `epoch` (StoreFencedError once a newer writer took the store; None: unconditional).
     `floor_ts` stays as `last_ts`: the next batch's write timestamp is above it (see
-    statestore.store.admin.truncate_store, whose shadowing deletes are at that timestamp)."""
+    statestore.store.admin.truncate_store, whose shadowing deletes are at that timestamp).
+    `fenced_batch` is recorded as the batch whose writer may still be paused (None: none;
+    admin.fenced_after_reset)."""
     update = prepare(
         session,
-        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = null, last_ts = ?, offsets = null,"
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET last_batch_id = null, last_ts = ?, fenced_batch = ?,"
+        " offsets = null,"
         " pending_batch_id = null, pending_ts = null, pending_offsets = null, pending_rules = null, query_id = null,"
         " batch_base = null, max_event_time = null, last_batch_at = null WHERE name = ?" + _IF_EPOCH[epoch is None],
     )
-    _fenced(session, update, (floor_ts, spec.name), spec, epoch, "clearing its progress")
+    _fenced(session, update, (floor_ts, fenced_batch, spec.name), spec, epoch, "clearing its progress")
 
 
 def swap_table(session, spec: StoreSpec, table: str, subpartitions: int, epoch: int) -> None:

@@ -70,3 +70,28 @@ def test_a_store_created_again_after_a_relayout_and_a_drop_starts_empty(session,
     admin.drop_store(session, keyspace, store_name, confirm=store_name)
     provision_store(session, spec)
     assert list(open_store(session, keyspace, store_name).all()) == []
+
+
+def test_a_drop_after_a_reset_that_fenced_a_batch_in_flight_is_refused_unless_the_writer_is_stopped(
+    session, keyspace, store_name
+):
+    """A reset clears the paused writer's unfinished batch (fencing its progress), but the
+    writer's entries are plain writes: the drop, no longer refused for a pending batch, let them
+    land in the store created again under the name (drop-after-reset-under-paused-writer, found
+    by the simulator). The reset records the batch it fenced; the drop is refused while it is
+    recorded, and a reset with writer_stopped clears it."""
+    spec = StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2)
+    old = provision_store(session, spec)
+    paused = registry.take_epoch(session, old)
+    registry.begin_batch(session, old, _position(0, 100), paused)  # then paused mid-batch
+    admin.truncate_store(session, keyspace, store_name)
+    progress = registry.progress(session, keyspace, store_name)
+    assert progress.unfinished_batch is None and progress.fenced_batch == 0
+    with pytest.raises(WriterMayBeLiveError, match=r"a reset cleared its batch 0.*Nothing was dropped"):
+        admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    admin.truncate_store(session, keyspace, store_name)  # a later reset keeps it
+    assert registry.progress(session, keyspace, store_name).fenced_batch == 0
+    admin.truncate_store(session, keyspace, store_name, writer_stopped=True)
+    assert registry.progress(session, keyspace, store_name).fenced_batch is None
+    admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    assert registry.find(session, keyspace, store_name) is None
