@@ -297,6 +297,9 @@ def truncate_store(
     the new epoch refuses, so the table is truncated in place.
     """
     spec = registry.lookup(session, keyspace, name)
+    # A registry made by an earlier release lacks fenced_batch, which clear_progress writes: added
+    # now, before anything is deleted (else the reset would fail half done).
+    registry.ensure_table(session, keyspace)
     lease = StoreLease(
         session,
         keyspace,

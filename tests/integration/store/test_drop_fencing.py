@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from statestore.conn.cassandra import DDL_PROFILE
 from statestore.core.errors import StoreFencedError, WriterMayBeLiveError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.store import admin
@@ -79,11 +80,15 @@ def test_a_drop_after_a_reset_that_fenced_a_batch_in_flight_is_refused_unless_th
     writer's entries are plain writes: the drop, no longer refused for a pending batch, let them
     land in the store created again under the name (drop-after-reset-under-paused-writer, found
     by the simulator). The reset records the batch it fenced; the drop is refused while it is
-    recorded, and a reset with writer_stopped clears it."""
+    recorded, and a reset with writer_stopped clears it. The registry here is an earlier
+    release's, without the column: the reset adds it before deleting anything."""
     spec = StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2)
     old = provision_store(session, spec)
     paused = registry.take_epoch(session, old)
     registry.begin_batch(session, old, _position(0, 100), paused)  # then paused mid-batch
+    session.execute(
+        f"ALTER TABLE {keyspace}.{registry.REGISTRY_TABLE} DROP fenced_batch", execution_profile=DDL_PROFILE
+    )
     admin.truncate_store(session, keyspace, store_name)
     progress = registry.progress(session, keyspace, store_name)
     assert progress.unfinished_batch is None and progress.fenced_batch == 0

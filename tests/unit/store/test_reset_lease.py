@@ -102,6 +102,7 @@ def reset(monkeypatch):
     monkeypatch.setattr(admin, "StoreLease", _Lease)
     _Lease.made = []
     monkeypatch.setattr(admin.registry, "lookup", lambda *a: SPEC)
+    monkeypatch.setattr(admin.registry, "ensure_table", lambda *a: ())
     monkeypatch.setattr(admin.registry, "take_epoch", lambda *a: 8)
     monkeypatch.setattr(admin.registry, "progress", lambda *a: progress)
     monkeypatch.setattr(admin.registry, "clear_progress", lambda *a: None)
