@@ -189,6 +189,9 @@ class OperatorEvents:
         if held is not None:
             self.steps.append(f"drop-store refused (LeaseHeldError): {held.holder} holds the store")
             return
+        if "drop-under-a-running-task-attempt" in self.excluded and getattr(world, "aggregate_attempts", None):
+            self.steps.append("drop-store left out: a task attempt still runs (known bug, left out)")
+            return
         progress = cassandra.serial_progress()
         refusal = admin.drop_refusal(
             cassandra.store, progress.unfinished_batch, writer_stopped, fenced=progress.fenced_batch
