@@ -57,7 +57,8 @@ from tests.simulation.truth import Truth
 KNOWN_BUGS: dict[str, str] = {
     "drop-under-a-running-task-attempt": "drop-store, and the store created again, while a task attempt of a "
     "recorded batch still runs (a speculative or cut-off executor): its late write lands in the new store's "
-    "table of the same name (operator_events: the drop is left out while such an attempt runs)",}
+    "table of the same name (operator_events: the drop is left out while such an attempt runs)",
+}
 
 WORDS = ("a", "b", "c", "B")
 MAX_PARTITIONS = 3
