@@ -126,6 +126,9 @@ class FakeCassandra:
     table_present: bool = True
     table_generation: int = 0  # the table's generation (a reset of a lost table moves to the next)
     floor_ts: int | None = None  # a reset's partition deletes: a write at or below it is shadowed
+    # The same deletes of the dead-letter table, which a relayout leaves where they are (it moves
+    # the entries to a new table, without deletes, but not the dead letters).
+    letters_floor_ts: int | None = None
     # Hooks of tests/simulation/operator_events.py (relayout, drop-store, reads at a weak level):
     first_epoch: int = 1  # registry.first_epoch of the store as (re)created
     kept: dict[int, dict[bytes, StoredRow]] = field(default_factory=dict)  # tables a relayout left, by generation
@@ -263,7 +266,7 @@ class FakeCassandra:
         """deadletters.write, `USING TIMESTAMP write_ts` (None: the server's clock, after every
         batch): shadowed by a reset's deletes at its floor (deadletters.delete_partitions_before,
         of every partition the store's offsets name: every partition a batch of it read)."""
-        if write_ts is not None and self.floor_ts is not None and write_ts <= self.floor_ts:
+        if write_ts is not None and self.letters_floor_ts is not None and write_ts <= self.letters_floor_ts:
             return
         self.dead_letters[key] = batch_id
 
@@ -327,6 +330,7 @@ class FakeCassandra:
         floor = ticket.floor
         if floor is not None:  # _shadow_partitions, and deadletters.delete_partitions_before
             self.floor_ts = max(self.floor_ts or 0, floor)
+            self.letters_floor_ts = max(self.letters_floor_ts or 0, floor)
         cleared = dict.fromkeys(
             ("last_batch_id", "offsets", "pending_batch_id", "pending_ts", "pending_offsets", "pending_rules"), None
         )

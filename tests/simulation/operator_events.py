@@ -208,6 +208,7 @@ class OperatorEvents:
         cassandra.rows, cassandra.dead_letters, cassandra.table_present = {}, {}, True
         cassandra.progress_row = StoreProgress(None, None, None, "words", None, 0, None, None, None, None, None)
         cassandra.first_epoch, cassandra.floor_ts, cassandra.in_flight = first_epoch, None, None
+        cassandra.letters_floor_ts = None  # the dead-letter table dropped and created again too
         cassandra.table_generation = 0  # provision: CREATE TABLE IF NOT EXISTS of the store's first name
         cassandra.rows = cassandra.kept.pop(0, {})
         if cassandra.stale_view is not None:
