@@ -97,11 +97,31 @@ def run_seed(
         attributes["traced"] = staticmethod(traced)
     seeded = type(machine.__name__, (machine,), attributes)
     try:
-        with fault_switch_disarmed():
+        with fault_switch_disarmed(), hypothesis_constants_only():
             run_state_machine_as_test(seeded, settings=simulation_settings(examples, steps))
     except Exception as failure:
         failure.add_note(f"simulation seed: {seed} ({reproduce_command(seed, excluded, examples, steps, store)})")
         raise
+
+
+@contextmanager
+def hypothesis_constants_only():
+    """Hypothesis now and then draws a constant it found in the project's loaded modules
+    (hypothesis.internal.conjecture.providers' local constants), and which modules are loaded
+    differs between a pytest run (every test module collected) and the command line: the same
+    seed then drew other examples (the reproducibility test failed in CI's lane, after the unit
+    tests were collected, and passed alone). While a run runs, only Hypothesis' own constants are
+    drawn; the constants cache is emptied before and after, so no earlier test's choices carry in."""
+    from hypothesis.internal.conjecture import providers
+
+    found = providers._get_local_constants
+    providers._get_local_constants = providers.Constants
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = found
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 @contextmanager
