@@ -39,33 +39,16 @@ with DAG(
     tags=["statestore", "streaming", "spark", "example"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=45), "owner": "statestore"},
     params={
-        "topic": Param("sample-orders", type="string", pattern=r"^[A-Za-z0-9._-]{1,249}$", title="Kafka topic"),
-        "store": Param(
-            "orders_by_shop",
-            type="string",
-            pattern=r"^[a-z][a-z0-9_]{0,31}$",
-            title="Store",
-            description="1-32 characters of a-z, 0-9 and _, starting with a letter",
-        ),
+        "topic": dag_support.topic_param("sample-orders"),
+        "store": dag_support.store_param("orders_by_shop"),
         "shops": Param(
             None,
             type=["null", "string"],
             title="Shops CSV",
             description="a CSV file with a header shop,region; empty: 12 example shops (s0..s11)",
         ),
-        "trigger": Param(
-            "available-now",
-            type="string",
-            pattern=r"^(available-now|[0-9]+(\.[0-9]+)?(ms|s|m|h))$",
-            title="Trigger",
-            description="available-now, or an interval such as 10s (runs until stopped)",
-        ),
-        "checkpoint": Param(
-            None,
-            type=["null", "string"],
-            title="Checkpoint location",
-            description="empty: $STATESTORE_CHECKPOINT_DIR/<store>",
-        ),
+        "trigger": dag_support.trigger_param(),
+        "checkpoint": dag_support.checkpoint_param(),
         "max_offsets_per_trigger": Param(
             None,
             type=["null", "integer"],

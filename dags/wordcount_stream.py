@@ -73,14 +73,8 @@ with DAG(
     tags=["statestore", "streaming", "spark"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=45), "owner": "statestore"},
     params={
-        "topic": Param("sample-lines", type="string", pattern=r"^[A-Za-z0-9._-]{1,249}$", title="Kafka topic"),
-        "store": Param(
-            "sample",
-            type="string",
-            pattern=r"^[a-z][a-z0-9_]{0,31}$",
-            title="Store",
-            description="1-32 characters of a-z, 0-9 and _, starting with a letter",
-        ),
+        "topic": dag_support.topic_param("sample-lines"),
+        "store": dag_support.store_param("sample"),
         "store_type": Param(
             "auto",
             type="string",
@@ -96,19 +90,8 @@ with DAG(
             title="Store partitions (new stores)",
             description="empty: the topic's partition count",
         ),
-        "trigger": Param(
-            "available-now",
-            type="string",
-            pattern=r"^(available-now|[0-9]+(\.[0-9]+)?(ms|s|m|h))$",
-            title="Trigger",
-            description="available-now, or an interval such as 10s (runs until stopped)",
-        ),
-        "checkpoint": Param(
-            None,
-            type=["null", "string"],
-            title="Checkpoint location",
-            description="empty: $STATESTORE_CHECKPOINT_DIR/<store>",
-        ),
+        "trigger": dag_support.trigger_param(),
+        "checkpoint": dag_support.checkpoint_param(),
         "starting_offsets": Param(
             "earliest",
             type="string",

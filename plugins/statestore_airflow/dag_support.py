@@ -204,6 +204,51 @@ def spark_submission(args: list[str], conf: dict[str, str] | None = None, master
     }
 
 
+def topic_param(default: str) -> Any:
+    """The trigger form's Kafka topic of a DAG that runs a stream (its name as Kafka allows it)."""
+    from airflow.sdk import Param
+
+    return Param(default, type="string", pattern=r"^[A-Za-z0-9._-]{1,249}$", title="Kafka topic")
+
+
+def store_param(default: str) -> Any:
+    """The trigger form's store of a DAG that runs a stream into it."""
+    from airflow.sdk import Param
+
+    return Param(
+        default,
+        type="string",
+        pattern=r"^[a-z][a-z0-9_]{0,31}$",
+        title="Store",
+        description="1-32 characters of a-z, 0-9 and _, starting with a letter",
+    )
+
+
+def trigger_param() -> Any:
+    """The trigger form's stream trigger: once over what the topic holds, or every interval."""
+    from airflow.sdk import Param
+
+    return Param(
+        "available-now",
+        type="string",
+        pattern=r"^(available-now|[0-9]+(\.[0-9]+)?(ms|s|m|h))$",
+        title="Trigger",
+        description="available-now, or an interval such as 10s (runs until stopped)",
+    )
+
+
+def checkpoint_param() -> Any:
+    """The trigger form's Spark checkpoint location (empty: one per store under the checkpoint root)."""
+    from airflow.sdk import Param
+
+    return Param(
+        None,
+        type=["null", "string"],
+        title="Checkpoint location",
+        description="empty: $STATESTORE_CHECKPOINT_DIR/<store>",
+    )
+
+
 def spark_submit_task(task_id: str, job: str, name: str, submission: Any) -> Any:
     """The SparkSubmitOperator of a DAG that runs `job` (a file of jobs/) as `name`, with what its
     prepare task returned (`submission`: spark_submission's dict, as the XCom reference the
