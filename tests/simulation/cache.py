@@ -54,8 +54,8 @@ from statestore.stream.apply_cache import CacheLedger, CachePlan, batch_cache_pl
 from statestore.stream.batch_apply import on_driver_for
 from statestore.stream.plan import Delta, entry_of, plan_slice, stored_record
 from statestore.stream.transforms import future_limit_ms
-from tests.simulation.driver import RunSettings, Step, StreamJob, batch_deltas, dead_letter_reason
-from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
+from tests.simulation.driver import RunSettings, Step, StreamJob, batch_deltas
+from tests.simulation.fake_cassandra import FakeCassandra
 from tests.simulation.fake_kafka import Record
 from tests.simulation.machine import AFTER_MS, AHEAD_MS, MAX_PARTITIONS, STEP_INDEX, WORDS, BatchProtocolMachine
 from tests.simulation.truth import Truth, Violations
@@ -353,14 +353,7 @@ class CachedStreamJob(StreamJob):
                 break
 
         if uncountable:
-            letters = [
-                DeadLetterKey(record.partition, record.offset, reason)
-                for record in records
-                if (reason := dead_letter_reason(record, limit)) is not None
-            ]
-            for letter in letters:
-                cassandra.write_dead_letter(letter, batch_id, write_ts)
-            yield Step("dead letters", f"batch {batch_id}: {len(letters)} dead letter(s) written", position, max_future)
+            yield from self.write_dead_letters(records, limit, position, max_future)
         yield from self._retried(
             "registry record_batch", lambda: cassandra.record_batch(position, max_time, self.epoch)
         )

@@ -374,6 +374,23 @@ class StreamJob:
 
     # --- one batch's apply: statestore.stream.batch_apply._apply_batch ---
 
+    def write_dead_letters(
+        self, records: list[Record], limit: int, position: BatchPosition, max_future: int | None
+    ) -> Iterator[Step]:
+        """batch_apply._count -> dead_letters.write_dead_letters(dead_letter_rows): the batch's
+        uncountable records, each at the batch's write timestamp (a reset's floor shadows a paused
+        writer's)."""
+        letters = [
+            DeadLetterKey(record.partition, record.offset, reason)
+            for record in records
+            if (reason := dead_letter_reason(record, limit)) is not None
+        ]
+        for letter in letters:
+            self.cassandra.write_dead_letter(letter, position.batch_id, position.write_ts)
+        yield Step(
+            "dead letters", f"batch {position.batch_id}: {len(letters)} dead letter(s) written", position, max_future
+        )
+
     def apply_batch(self, records: list[Record], position: BatchPosition, write_order: int) -> Iterator[Step]:
         """Begun before any of the batch's writes, done after all of them: recording.begin, the
         counts (batch_apply._count: the replay-safe apply, then the dead letters if the batch had
@@ -400,15 +417,8 @@ class StreamJob:
             what = f"batch {batch_id}: key {entry.key.decode()!r} written ({number} of {len(writes)})"
             yield Step("write", what, position, max_future)
 
-        if uncountable:  # batch_apply._count -> dead_letters.write_dead_letters(dead_letter_rows)
-            letters = [
-                DeadLetterKey(record.partition, record.offset, reason)
-                for record in records
-                if (reason := dead_letter_reason(record, limit)) is not None
-            ]
-            for letter in letters:
-                self.cassandra.write_dead_letter(letter, batch_id, write_ts)
-            yield Step("dead letters", f"batch {batch_id}: {len(letters)} dead letter(s) written", position, max_future)
+        if uncountable:
+            yield from self.write_dead_letters(records, limit, position, max_future)
 
         # recording.done -> registry.record_batch, under with_retries (writer.step)
         record = lambda: self.cassandra.record_batch(position, plan.max_time_ms, self.epoch)  # noqa: E731

@@ -47,8 +47,8 @@ from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.store.tables.versioned_base import RowWrite
 from statestore.stream.apply import plan_versions
 from statestore.stream.transforms import future_limit_ms, is_future_time
-from tests.simulation.driver import Step, StreamJob, batch_deltas, dead_letter_reason
-from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra, StoredRow
+from tests.simulation.driver import Step, StreamJob, batch_deltas
+from tests.simulation.fake_cassandra import FakeCassandra, StoredRow
 from tests.simulation.fake_kafka import Record
 from tests.simulation.machine import WORDS, BatchProtocolMachine
 from tests.simulation.truth import COMMITTED, Tally, Truth, Violations, _counted, uncountable_reason
@@ -129,14 +129,7 @@ class VersionedStreamJob(StreamJob):
             yield Step("write", what, position, max_future)
 
         if uncountable:
-            letters = [
-                DeadLetterKey(record.partition, record.offset, reason)
-                for record in records
-                if (reason := dead_letter_reason(record, limit)) is not None
-            ]
-            for letter in letters:
-                self.cassandra.write_dead_letter(letter, batch_id, write_ts)
-            yield Step("dead letters", f"batch {batch_id}: {len(letters)} dead letter(s) written", position, max_future)
+            yield from self.write_dead_letters(records, limit, position, max_future)
 
         latest = max((d.time_ms for d in deltas), default=None)  # ApplyStats' max_time_ms
         record = lambda: self.cassandra.record_batch(position, latest, self.epoch)  # noqa: E731
