@@ -332,11 +332,16 @@ def start_query(
     try:
         # Fencing: from here on, the store's earlier writers can record nothing (registry doc).
         epoch = with_retries(job.cassandra, "taking the store's epoch", lambda: registry.take_epoch(session, spec))
-        # The store again, now that the epoch is this run's: a relayout whose swap was accepted
-        # but not committed when its process died (its lightweight transaction timed out) commits
-        # at the latest in take_epoch's own Paxos round on the registry row, after the read above
-        # found the old table; counts written there would be lost without an error.
-        spec = with_retries(job.cassandra, "preparing the store", lambda: resolve_store(session, job))
+        # The store's table again, now that the epoch is this run's: a relayout whose swap was
+        # accepted but not committed when its process died (its lightweight transaction timed out)
+        # commits at the latest in take_epoch's own Paxos round on the registry row, after the read
+        # above found the old table; counts written there would be lost without an error. Only a
+        # store that moved is resolved again.
+        settled = with_retries(
+            job.cassandra, "reading the store's table", lambda: registry.lookup(session, spec.keyspace, spec.name)
+        )
+        if settled.table_name != spec.table_name:
+            spec = with_retries(job.cassandra, "preparing the store", lambda: resolve_store(session, job))
         source = SourceTopic(job.stream.topic, TopicIds(job.kafka))
         writer = StoreWriter(
             job.cassandra,
