@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
-from statestore.conn.spark import spare_zip_rereads
 from statestore.core.aggregation import AggregateDelta, AggregateSpec, plan_aggregates
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec
@@ -27,10 +26,8 @@ from statestore.stream.apply import (
     SLICE,
     ApplyStats,
     Timer,
-    _stats_columns,
     collector_paused,
-    stats_batch,
-    stats_from_row,
+    run_applier,
     timed,
     write_all,
 )
@@ -160,17 +157,9 @@ def applied(batches: Iterable, applier: Callable[[Iterator], Iterator[ApplyStats
 
 
 def run_on_executors(partials_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
-    """Run `applier` on the executors over the partials (crossing as Arrow, as the word
-    count's run_applier); the stats of every task, summed."""
-
-    def over_arrow(batches):
-        spare_zip_rereads()
-        for stats in applied(batches, applier):
-            yield stats_batch(stats)
-
-    columns = ", ".join(f"{name} {sql_type}" for name, sql_type in _stats_columns())
-    tasks = partials_df.mapInArrow(over_arrow, columns).collect()
-    return sum((stats_from_row(task.asDict()) for task in tasks), ApplyStats())
+    """Run `applier` on the executors over the partials (crossing as Arrow: the word count's
+    run_applier, fed by this stage's `applied`); the stats of every task, summed."""
+    return run_applier(partials_df, applier, feed=applied)
 
 
 def run_on_driver(partials, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:

@@ -374,19 +374,22 @@ def with_buckets(df, buckets: int | None):
     return df.withColumn("bucket", F.expr(bucket_expression(buckets, columns)))
 
 
-def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]]) -> ApplyStats:
+def run_applier(deltas_df, applier: Callable[[Iterator], Iterator[ApplyStats]], feed=None) -> ApplyStats:
     """Run `applier` (partition_applier's function, or a drop-in with its contract) on the
     executors over a DataFrame of (word, delta, last_ms[, bucket]); the stats of every task,
     summed. A row under UNCOUNTABLE is not applied: its delta comes back as `uncountable`.
 
     The rows cross from the JVM as Arrow column batches (mapInArrow), not as pickled Rows
     through `DataFrame.rdd`, which also cost the driver a quarter of a second per batch to
-    build (BENCHMARKS.md, streaming profile).
+    build (BENCHMARKS.md, streaming profile). `feed(batches, applier)` hands a task's Arrow
+    batches to `applier` (`applied` by default; the aggregate stage's rows carry their dead
+    letters another way: statestore.stream.aggregates.applied).
     """
+    feed = applied if feed is None else feed
 
     def over_arrow(batches):
         spare_zip_rereads()  # for the worker's next tasks (Spark's Python workers are reused)
-        for stats in applied(batches, applier):
+        for stats in feed(batches, applier):
             yield stats_batch(stats)
 
     columns = ", ".join(f"{name} {sql_type}" for name, sql_type in _stats_columns())
