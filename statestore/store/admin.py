@@ -36,7 +36,7 @@ from statestore.core.names import (
     validate_store_name,
 )
 from statestore.core.options import TableOptions
-from statestore.store.book import deadletters, registry
+from statestore.store.book import deadletters, dropped, registry
 from statestore.store.book.lease import (
     RESET_CHECKPOINT,
     Holder,
@@ -480,7 +480,11 @@ def drop_store(session, keyspace: str, name: str, confirm: str | None, *, writer
     while a batch is begun and not recorded, or a reset fenced one such (its writer may still be
     paused: registry `fenced_batch`, whose late writes no tombstone or epoch of the store
     created again shadows), the drop is refused (WriterMayBeLiveError, nothing dropped), unless
-    the caller says that writer is stopped for good (`writer_stopped`)."""
+    the caller says that writer is stopped for good (`writer_stopped`).
+    A task attempt of a recorded batch may outlive it too (speculative, or cut off from its
+    driver): no refusal can see it. Its writes fail instead: the drop records the tables it
+    drops (book.dropped) and a store created again under the name starts in a table name never
+    used before (`<store>_store_r<k>`)."""
     validate_store_name(name)
     if confirm != name:
         raise ConfirmationRequiredError(
@@ -494,7 +498,9 @@ def drop_store(session, keyspace: str, name: str, confirm: str | None, *, writer
     if refusal is not None:
         raise WriterMayBeLiveError(refusal)
     existing = session.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (spec.keyspace,))
-    for table in tables_to_drop(name, spec.table, [row.table_name for row in existing]):
+    tables = tables_to_drop(name, spec.table, [row.table_name for row in existing])
+    dropped.record_drop(session, keyspace, name, tables)  # a store created again starts past them
+    for table in tables:
         session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{table}", execution_profile=DDL_PROFILE)
     session.execute(f"DROP TABLE IF EXISTS {spec.keyspace}.{deadletter_table(name)}", execution_profile=DDL_PROFILE)
     registry.unregister(session, keyspace, name)

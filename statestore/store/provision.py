@@ -16,7 +16,7 @@ from statestore.conn.cassandra import DDL_PROFILE, require_keyspace
 from statestore.core.errors import StoreNotFoundError, StoreTableLostError
 from statestore.core.model import StoreSpec, StoreType
 from statestore.core.options import TableOptions
-from statestore.store.book import deadletters, registry
+from statestore.store.book import deadletters, dropped, registry
 from statestore.store.tables import create_cql_for
 
 DEFAULT_STORE_TYPE = StoreType.PARTITIONED_KV
@@ -43,7 +43,8 @@ def provision_store(
             f"table {spec.keyspace}.{spec.table} of store '{spec.name}' does not exist and table creation is "
             "off: create it (its CQL is in docs/stores.md, the store types table) or turn table creation on"
         )
-    registered = registry.register(session, spec, source_topic)
+    # A store created again under a dropped store's name starts in a table that store never used.
+    registered = registry.register(session, dropped.past_dropped(session, spec), source_topic)
     if create_table:
         if not table_exists(session, registered.keyspace, registered.table):
             _refuse_if_it_holds_batches(session, registered)

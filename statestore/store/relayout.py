@@ -48,7 +48,7 @@ from statestore.core.errors import (
     WriterMayBeLiveError,
 )
 from statestore.core.model import Entry, StoreSpec, StoreType, Version
-from statestore.core.names import store_table, validate_store_name, validate_table_name
+from statestore.core.names import store_table, table_generation, validate_store_name, validate_table_name
 from statestore.store import admin
 from statestore.store.book import registry
 from statestore.store.book.lease import StoreLease, describe_self
@@ -278,8 +278,11 @@ def _checksum(rows: Iterable, fingerprint: Callable[[object], bytes]) -> int:
 
 
 def _next_table(session, spec: StoreSpec) -> str:
-    """The first `<store>_store_r<k>` that does not exist yet."""
-    for index in count(1):
+    """The first `<store>_store_r<k>` after the store's own table that does not exist yet: a
+    generation is never used twice (an earlier table dropped by hand may still be written by a
+    task attempt that resolved it; a store created again starts past its dropped ones: book.dropped)."""
+    base, generation = table_generation(spec.table)
+    for index in count(generation + 1 if base == store_table(spec.name) else 1):
         name = validate_table_name(f"{store_table(spec.name)}_r{index}")
         if name != spec.table and not table_exists(session, spec.keyspace, name):
             return name

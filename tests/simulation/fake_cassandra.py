@@ -132,6 +132,7 @@ class FakeCassandra:
     # Hooks of tests/simulation/operator_events.py (relayout, drop-store, reads at a weak level):
     first_epoch: int = 1  # registry.first_epoch of the store as (re)created
     kept: dict[int, dict[bytes, StoredRow]] = field(default_factory=dict)  # tables a relayout left, by generation
+    dropped_tables: set[str] = field(default_factory=set)  # the tables drop-store recorded (book.dropped)
     swap_in_flight: Callable[[], None] | None = None  # a relayout's swap accepted, not yet committed
     weak_reads: bool = False  # the entries' level may miss a write not yet at quorum (level_for)
     stale_view: dict[bytes, StoredRow] | None = None  # what such a read sees: a lagging data center's rows

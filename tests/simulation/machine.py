@@ -54,11 +54,7 @@ from tests.simulation.truth import Truth
 
 # The known bugs (issue 45's item number, or a name for one the simulator found) and what
 # leaving out the events that reach each means. A bug's entry goes once it is fixed.
-KNOWN_BUGS: dict[str, str] = {
-    "drop-under-a-running-task-attempt": "drop-store, and the store created again, while a task attempt of a "
-    "recorded batch still runs (a speculative or cut-off executor): its late write lands in the new store's "
-    "table of the same name (operator_events: the drop is left out while such an attempt runs)",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 WORDS = ("a", "b", "c", "B")
 MAX_PARTITIONS = 3

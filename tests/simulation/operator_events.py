@@ -40,8 +40,9 @@ from hypothesis.stateful import precondition, rule
 
 from statestore.conn import cassandra as cassandra_levels
 from statestore.core.errors import ConfigError
-from statestore.core.names import store_table
+from statestore.core.names import store_table, table_generation
 from statestore.store import admin, relayout
+from statestore.store.book import dropped
 from statestore.store.book.registry import StoreProgress
 from tests.simulation.driver import LEASE_TTL_MS
 from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE, LWT_LOST, LeaseRow, StoredRow
@@ -189,9 +190,6 @@ class OperatorEvents:
         if held is not None:
             self.steps.append(f"drop-store refused (LeaseHeldError): {held.holder} holds the store")
             return
-        if "drop-under-a-running-task-attempt" in self.excluded and getattr(world, "aggregate_attempts", None):
-            self.steps.append("drop-store left out: a task attempt still runs (known bug, left out)")
-            return
         progress = cassandra.serial_progress()
         refusal = admin.drop_refusal(
             cassandra.store, progress.unfinished_batch, writer_stopped, fenced=progress.fenced_batch
@@ -203,20 +201,26 @@ class OperatorEvents:
             self.zombie = None
             self.steps.append("the paused driver's process is gone (--writer-stopped)")
         names = {_table(generation): generation for generation in cassandra.kept}
-        for table in admin.tables_to_drop(cassandra.store, _table(cassandra.table_generation), sorted(names)):
+        tables = admin.tables_to_drop(cassandra.store, _table(cassandra.table_generation), sorted(names))
+        cassandra.dropped_tables |= set(tables)  # dropped.record_drop, before the DROPs
+        for table in tables:
             cassandra.kept.pop(names.get(table), None)
         cassandra.rows, cassandra.dead_letters, cassandra.table_present = {}, {}, True
         cassandra.progress_row = StoreProgress(None, None, None, "words", None, 0, None, None, None, None, None)
         cassandra.first_epoch, cassandra.floor_ts, cassandra.in_flight = first_epoch, None, None
         cassandra.letters_floor_ts = None  # the dead-letter table dropped and created again too
-        cassandra.table_generation = 0  # provision: CREATE TABLE IF NOT EXISTS of the store's first name
-        cassandra.rows = cassandra.kept.pop(0, {})
+        # provision: the store's first name, or past every table a dropped store used (dropped.table_after)
+        table = dropped.table_after(_table(0), cassandra.dropped_tables)
+        cassandra.table_generation = table_generation(table)[1]
+        cassandra.rows = cassandra.kept.pop(cassandra.table_generation, {})
         if cassandra.stale_view is not None:
             cassandra.stale_view = dict(cassandra.rows)
         self.truth.forget(cassandra)
         self.replaced = world.checkpoint
         world.new_checkpoint()
-        self.steps.append(f"store dropped and created again (first epoch {first_epoch}); a new, empty checkpoint")
+        self.steps.append(
+            f"store dropped and created again in {table} (first epoch {first_epoch}); a new, empty checkpoint"
+        )
 
     # --- migrate ---
 

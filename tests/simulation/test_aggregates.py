@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import settings
 
+from statestore.store.book import dropped
 from tests.simulation.aggregates import FAULTS, SPEC, AggregateProtocolMachine
+from tests.simulation.machine import CountsWrong
 from tests.simulation.runner import run_seed
 from tests.simulation.test_simulation import KNOWN_BUGS_EXCLUDED
 
@@ -32,6 +35,34 @@ def test_a_task_attempt_after_one_that_died_having_written_a_key_skips_it():
     machine.trigger(backup_at=None, crash_at=None, deaths=[1], order=0, seed=0, speculative=None, tasks=1)
     machine.store_equals_truth()
     assert stored(machine, b"a")["n"] == 1
+
+
+def _dropped_under_a_running_attempt() -> AggregateProtocolMachine:
+    """Seed 3069783101's failure (drop-under-a-running-task-attempt), as a hand-pinned sequence:
+    batch 0's speculative attempt starts late, the batch is recorded and the driver killed, the
+    lease lapses, the store is dropped and created again, then the old attempt reads, plans and
+    lands its write of 'a'."""
+    machine = AggregateProtocolMachine()
+    machine.produce(after_ms=0, ahead_ms=0, **GOOD)
+    machine.start_job(crash_at=None, max_future_ms=1000, max_offsets=None, order=0)
+    machine.trigger(backup_at=None, crash_at=20, deaths=[], order=0, seed=0, speculative=(True, 0), tasks=1)
+    machine.produce(after_ms=1_000_000, ahead_ms=0, **{**GOOD, "key": "b"})  # past the lease
+    machine.operator_drops_and_creates_store(writer_stopped=False, first_epoch=1)
+    for _ in range(2):
+        machine.old_attempt_goes_on(which=0)
+        machine.store_equals_truth()
+    return machine
+
+
+def test_a_task_attempt_that_outlives_a_dropped_store_writes_nothing_into_the_one_created_again(monkeypatch):
+    """The store created again starts in a table the dropped one never used (book.dropped), so
+    the old attempt's write fails on the dropped table; in the same table (before the fix) it
+    landed in the new store, where its key's count came from input the store never read."""
+    machine = _dropped_under_a_running_attempt()
+    assert machine.world.cassandra.rows == {} and machine.world.cassandra.table_generation == 1
+    monkeypatch.setattr(dropped, "table_after", lambda table, used: table)
+    with pytest.raises(CountsWrong):
+        _dropped_under_a_running_attempt()
 
 
 def test_every_bad_record_is_a_dead_letter_of_its_reason_and_counted_nowhere():

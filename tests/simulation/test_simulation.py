@@ -12,7 +12,7 @@ from tests.simulation.runner import run_seed
 
 # The known bugs whose events this run leaves out (machine.KNOWN_BUGS says what each leaves
 # out). Remove a bug's name here once it is fixed: the run then takes its events again.
-KNOWN_BUGS_EXCLUDED: frozenset[str] = frozenset({"drop-under-a-running-task-attempt"})
+KNOWN_BUGS_EXCLUDED: frozenset[str] = frozenset()
 # The run's budget: about 15 CPU-seconds (measured on the 2-core CI machine: 2000 examples of
 # 40 events took 25 CPU-s, 49 s while another test run kept it busy), under half the minute a
 # CI lane may give it even when busy.

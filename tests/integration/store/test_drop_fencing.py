@@ -8,6 +8,7 @@ refused while a batch is begun and not recorded, unless the operator says its wr
 from __future__ import annotations
 
 import pytest
+from cassandra import InvalidRequest
 
 from statestore.conn.cassandra import DDL_PROFILE
 from statestore.core.errors import StoreFencedError, WriterMayBeLiveError
@@ -100,3 +101,30 @@ def test_a_drop_after_a_reset_that_fenced_a_batch_in_flight_is_refused_unless_th
     assert registry.progress(session, keyspace, store_name).fenced_batch is None
     admin.drop_store(session, keyspace, store_name, confirm=store_name)
     assert registry.find(session, keyspace, store_name) is None
+
+
+def test_a_store_created_again_never_reuses_a_table_a_dropped_store_used(session, keyspace, store_name):
+    """A task attempt of a recorded batch may outlive it (speculative, or cut off from its
+    driver): no lease or pending batch shows it, so the drop is not refused, and its entry
+    writes are plain writes. Into a store created again under the same table name they landed
+    (drop-under-a-running-task-attempt, found by the simulator). The drop records its tables
+    (book.dropped); the store created again starts past them, so such a write, prepared against
+    the dropped table, fails and the new store holds nothing of it. Drops, creates and a
+    re-layout keep moving on: no generation is used twice."""
+    spec = StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2)
+    provision_store(session, spec)
+    attempt = open_store(session, keyspace, store_name)
+    attempt.put("a", 1)  # the attempt's statement is prepared against the store's first table
+    admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    again = provision_store(session, spec)
+    assert again.table == f"{store_name}_store_r1"
+    with pytest.raises(InvalidRequest, match="does not exist"):
+        attempt.put("a", 5)
+    assert list(open_store(session, keyspace, store_name).all()) == []
+
+    admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    assert admin.create_store(session, keyspace, store_name, partitions=2).table == f"{store_name}_store_r2"
+    relayout_store(session, keyspace, store_name, 3)
+    assert registry.lookup(session, keyspace, store_name).table == f"{store_name}_store_r3"
+    admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    assert provision_store(session, spec).table == f"{store_name}_store_r4"
