@@ -20,8 +20,8 @@ from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
 from statestore.core.aggregation import AggregateDelta, AggregateSpec, plan_aggregates
 from statestore.core.config import CassandraConfig
-from statestore.core.model import StoreSpec
-from statestore.store.tables import table_for
+from statestore.core.model import Entry, StoreSpec, WindowedEntry
+from statestore.store.tables import table_for, window_table_for
 from statestore.stream.apply import (
     SLICE,
     ApplyStats,
@@ -31,6 +31,7 @@ from statestore.stream.apply import (
     timed,
     write_all,
 )
+from statestore.stream.apply_windows import WindowRows, window_cache_key, window_of
 from statestore.stream.json_input import KEY, REASON, TIME_MS, JsonInput, measure_columns
 
 RECORDS = "records"
@@ -96,6 +97,45 @@ def apply_aggregates(
         skipped,
         max(times) if times else None,
         read=len(keys),
+        words=sum(d.records for d in deltas),
+    )
+
+
+def apply_window_aggregates(
+    session,
+    spec: StoreSpec,
+    aggregate: AggregateSpec,
+    batch_id: int,
+    deltas: list[AggregateDelta],
+    concurrency: int,
+    write_ts: int,
+    timer: Timer | None = None,
+    table: WindowRows | None = None,
+) -> ApplyStats:
+    """apply_aggregates for a window store: the deltas are keyed by window_cache_key (one per
+    key and open window of the batch's records), the window rows read, merged
+    (plan_aggregates, the same replay-safe rule per window) and written at `write_ts`. Every
+    window is read: no window is known new (the apply cache's assumption, which aggregate
+    stores do not take). `table`: the rows' I/O (None: the store's table)."""
+    if not deltas:
+        return ApplyStats()
+    table = window_table_for(spec) if table is None else table
+    windows = [window_of(d.key) for d in deltas]
+    found = timed(timer, "read", lambda: table.read(session, windows, concurrency))
+    current = {
+        window_cache_key(key, start): Entry(window_cache_key(key, start), e.value, e.batch_id, e.time_ms)
+        for (key, start), e in found.items()
+    }
+    writes, skipped = timed(timer, "plan", lambda: plan_aggregates(aggregate, current, deltas, batch_id))
+    rows = [WindowedEntry(*window_of(e.key), e.value, e.batch_id, e.time_ms) for e in writes]
+    write_all(batch_id, lambda batch: table.write(session, batch, concurrency, write_ts), rows, timer)
+    times = [d.time_ms for d in deltas if d.time_ms is not None]
+    return ApplyStats(
+        len(deltas),
+        len(writes),
+        skipped,
+        max(times) if times else None,
+        read=len(windows),
         words=sum(d.records for d in deltas),
     )
 
