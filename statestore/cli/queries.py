@@ -11,6 +11,7 @@ error: statestore.cli.exits).
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import sys
 from collections.abc import Iterable
@@ -32,11 +33,12 @@ from statestore.cli.progress import tracked
 from statestore.conn.cassandra import session_for
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
+from statestore.core.errors import UnsupportedOperationError
 from statestore.core.model import KeyRange
 from statestore.http import serve
 from statestore.http.serving import ServeConfig
 from statestore.present import aggregates
-from statestore.present.text import parse_key, require_versioned, to_text, versioned
+from statestore.present.text import parse_key, require_versioned, to_json, to_text, versioned
 from statestore.store import admin
 from statestore.store.book import registry
 from statestore.store.builder import open_session_store, open_store, open_window_store
@@ -61,8 +63,24 @@ def _print_entries(store, pairs: Iterable[tuple], fmt: str) -> int:
     return emit(aggregates.rows(pairs, spec), aggregates.header(spec), fmt)
 
 
+def _windowed_from_args(args):
+    """The store as a WindowStore when it is a window store, else None (the caller opens it
+    as a key-value or versioned store, which refuses session stores, naming how to read them)."""
+    config = cfg.from_args(CassandraConfig, args)
+    session = session_for(config)
+    if not registry.lookup(session, config.keyspace, args.store).store_type.windowed:
+        return None
+    return open_window_store(session, config.keyspace, args.store)
+
+
 def cmd_get(args) -> int:
-    store = open_from_args(args)
+    try:
+        store = open_from_args(args)
+    except UnsupportedOperationError:
+        windows = _windowed_from_args(args)
+        if windows is None:
+            raise
+        return _get_windows(windows, args)
     key = parse_key(args.key, store.key_codec)
     if args.as_of is not None:
         require_versioned(store, "as-of reads")
@@ -89,6 +107,40 @@ def cmd_get(args) -> int:
     else:
         emit([row], header, args.format)
     return 0
+
+
+def _get_windows(store, args) -> int:
+    """`get` on a window store: the key's windows, oldest first (retention applied), each with
+    its value (an aggregate store's: its measures); exit 3 when it has none."""
+    if args.as_of is not None:
+        raise UnsupportedOperationError(
+            f"--as-of reads versions; store '{store.name}' is a window store: its windows are the key's history"
+        )
+    key, size = parse_key(args.key, store.key_codec), store.windowing.size_ms
+    found = store.fetch(key, 0, LAST_MS)
+    if not found:
+        print(f"{args.key!r} has no window in store {args.store}", file=sys.stderr)
+        return exits.NOT_FOUND
+    spec = aggregates.spec_of(store.value_codec)
+    if args.format == VALUE:  # a JSON object per window, on one line each
+        counted = "count" if store.value_codec.name == "long" else "value"
+        for start, value in found:
+            results = value if spec is not None else {counted: to_json(value)}
+            print(aggregates.window_text(start, start + size, results))
+        return 0
+    _print_windows(store, ((key, start, start + size, value) for start, value in found), args.format)
+    return 0
+
+
+def _print_windows(store, windows: Iterable[tuple], fmt: str) -> int:
+    """(key, window start, window end, value) rows as `windows` prints them: key, window_start,
+    window_end and the count (or value); an aggregate store's: a column per measure."""
+    spec = aggregates.spec_of(store.value_codec)
+    if spec is None:
+        counted = "count" if store.value_codec.name == "long" else "value"
+        return emit(windows, ("key", "window_start", "window_end", counted), fmt)
+    rows = (aggregates.window_row(key, start, end, value, spec) for key, start, end, value in windows)
+    return emit(rows, aggregates.window_header(spec), fmt)
 
 
 def cmd_range(args) -> int:
@@ -120,7 +172,12 @@ def cmd_all(args) -> int:
 
 def cmd_count(args) -> int:
     exact = not args.estimate
-    store = open_from_args(args)
+    try:
+        store = open_from_args(args)
+    except UnsupportedOperationError:  # a window store: its windows (retention applied)
+        store = _windowed_from_args(args)
+        if store is None:
+            raise
     entries = store.count_entries() if exact else store.approximate_num_entries()  # exact: reads every entry
     note = ""
     if not exact:
@@ -167,8 +224,7 @@ def cmd_windows(args) -> int:
     else:
         key, size = parse_key(args.key, store.key_codec), store.windowing.size_ms
         windows = ((key, start, start + size, value) for start, value in store.fetch(key, low, high))
-    counted = "count" if store.value_codec.name == "long" else "value"
-    emit(windows, ("key", "window_start", "window_end", counted), args.format)
+    _print_windows(store, windows, args.format)
     return 0
 
 
@@ -197,7 +253,13 @@ def cmd_dump(args) -> int:
 
 
 def cmd_top(args) -> int:
-    store = open_from_args(args)
+    try:
+        store = open_from_args(args)
+    except UnsupportedOperationError:
+        windows = _windowed_from_args(args)
+        if windows is None:
+            raise
+        return _top_windows(windows, args)
     spec = aggregates.spec_of(store.value_codec)
     if spec is None:
         if args.by is not None:
@@ -206,6 +268,30 @@ def cmd_top(args) -> int:
         return 0
     measure = aggregates.rank_measure(spec, args.by, store.name)
     _print_entries(store, aggregates.top_by(store.all(), measure.name, args.limit), args.format)
+    return 0
+
+
+def _top_windows(store, args) -> int:
+    """`top` on a window store: its --windows newest windows (none after its stream time), newest
+    first, each with its --limit highest values (an aggregate store's: by a measure), as the
+    store page shows them."""
+    spec = aggregates.spec_of(store.value_codec)
+    latest = [(start, [(w.key, w.value) for w in found]) for start, found in store.latest(args.windows)]
+    if spec is None:
+        if args.by is not None:
+            raise aggregates.refuse_by(store.name, store.value_codec.name)
+        if store.value_codec.name not in ("long", "int"):
+            raise UnsupportedOperationError(
+                f"top entries rank numeric values; store '{store.name}' holds {store.value_codec.name} values: "
+                f"list them with `statestore windows {store.name}` instead"
+            )
+        ranked = [
+            (start, heapq.nsmallest(args.limit, pairs, key=lambda kv: (-kv[1], kv[0]))) for start, pairs in latest
+        ]
+    else:
+        ranked = aggregates.top_windows(latest, aggregates.rank_measure(spec, args.by, store.name).name, args.limit)
+    size = store.windowing.size_ms
+    _print_windows(store, ((k, start, start + size, v) for start, top in ranked for k, v in top), args.format)
     return 0
 
 
@@ -249,7 +335,8 @@ def _add_get(command) -> None:
         "get",
         cmd_get,
         "print the value of one key (the count, for the word count; an aggregate store's measures as one JSON "
-        "object); exit 3 if absent",
+        "object; a window store's windows of the key, oldest first, one JSON object of its bounds and value or "
+        "measures each); exit 3 if absent",
     )
     add_store(p)
     p.add_argument("key", help="the key as text: string as is, long/int decimal, json as JSON, bytes as hex")
@@ -302,8 +389,8 @@ def _add_count(command) -> None:
     p = command(
         "count",
         cmd_count,
-        "the number of entries, exact (it reads every entry); --estimate: Cassandra's quick size estimate, "
-        "labelled as one",
+        "the number of entries (window stores: of windows, retention applied), exact (it reads every entry); "
+        "--estimate: Cassandra's quick size estimate, labelled as one",
     )
     add_store(p)
     how = p.add_mutually_exclusive_group()
@@ -386,7 +473,8 @@ def _add_top(command) -> None:
     p = command(
         "top",
         cmd_top,
-        "the entries with the highest values (aggregate stores: the highest of one measure, every measure shown)",
+        "the entries with the highest values (aggregate stores: the highest of one measure, every measure shown; "
+        "window stores: the keys of each of the newest windows)",
         fmt="table",
     )
     add_store(p)
@@ -396,6 +484,14 @@ def _add_top(command) -> None:
         metavar="MEASURE",
         help="aggregate stores: the measure to rank by, a number (count, sum, sum_int, min, max or distinct; "
         "default: the store's first count measure)",
+    )
+    p.add_argument(
+        "--windows",
+        type=at_least_1,
+        default=3,
+        metavar="N",
+        help="window stores: rank the keys of each of the N newest windows up to the stream time (default 3), "
+        "newest first, a row per window and key",
     )
 
 

@@ -93,3 +93,33 @@ def top_by(pairs: Iterable[tuple[Any, Mapping[str, Any]]], measure: str, limit: 
         return (value is None, 0 if value is None else -value, pair[0])
 
     return heapq.nsmallest(limit, pairs, key=rank)
+
+
+# -- window aggregate stores: a row per (key, window), the window's bounds before the measures ----
+
+WINDOW_COLUMNS = ("window_start", "window_end")
+
+
+def window_header(spec: AggregateSpec) -> tuple[str, ...]:
+    """The CLI's row header of a window aggregate store: key, window_start, window_end, then a
+    column per measure (as `statestore windows` prints a window store's key, bounds and count)."""
+    return ("key", *WINDOW_COLUMNS, *columns(spec))
+
+
+def window_row(key: Any, start_ms: int, end_ms: int, results: Mapping[str, Any], spec: AggregateSpec) -> tuple:
+    """(key, window start, window end, each measure's result in the measures' order)."""
+    return (key, start_ms, end_ms, *(results[m.name] for m in spec.measures))
+
+
+def window_text(start_ms: int, end_ms: int, results: Mapping[str, Any]) -> str:
+    """One window of one key on one line (`statestore get`'s default format on a window store):
+    a JSON object of its bounds and its measures, e.g. {"window_start": 0, "window_end": 60000, "n": 3}."""
+    return json.dumps({"window_start": start_ms, "window_end": end_ms, **results}, ensure_ascii=False)
+
+
+def top_windows(
+    latest: Iterable[tuple[int, Iterable[tuple[Any, Mapping[str, Any]]]]], measure: str, limit: int
+) -> list[tuple[int, list[tuple[Any, dict]]]]:
+    """Each of the `latest` windows (start, its (key, results)) with its `limit` keys of the
+    highest `measure` (top_by's order), the windows in the order given."""
+    return [(start, top_by(pairs, measure, limit)) for start, pairs in latest]

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from statestore.core.errors import UnsupportedOperationError
+from statestore.core.errors import OptionError, UnsupportedOperationError
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.store.handle import FROM_REGISTRY, TimedHandle
 from statestore.store.tables import window_table_for
@@ -128,6 +128,27 @@ class WindowStore(TimedHandle):
 
     def backward_all(self, **kwargs) -> Iterator[WindowedValue]:
         return self.all(reverse=True, **kwargs)
+
+    def latest(self, windows: int = 3, *, stream_time_ms: Any = FROM_REGISTRY) -> list[tuple[int, list[WindowedValue]]]:
+        """The `windows` newest window starts holding a value (none after the stream time), newest
+        first, each with every key's value in it (by key). Reads those windows only when the
+        store has a stream time; without one (a store filled by puts, not a stream) every window."""
+        if windows < 1:
+            raise OptionError(f"windows must be at least 1, got {windows}")
+        now = self._now(stream_time_ms)
+        size, hop = self.windowing.size_ms, self.windowing.hop_ms
+        if now is None:
+            read = self.all(stream_time_ms=None)
+        else:
+            read = self.fetch_all(max(0, now - size - windows * hop), now, stream_time_ms=now)
+        by_start: dict[int, list[WindowedValue]] = {}
+        for window in read:
+            by_start.setdefault(window.start_ms, []).append(window)
+        return [(start, by_start[start]) for start in sorted(by_start, reverse=True)[:windows]]
+
+    def count_entries(self) -> int:
+        """Windows with a value, retention applied, exactly: reads every row of the store."""
+        return sum(1 for _ in self.raw_windows(EVERYTHING, 0, 2**63 - 1))
 
     # -- the pieces ------------------------------------------------------------------------------
 

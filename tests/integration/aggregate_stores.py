@@ -7,6 +7,7 @@ import datasketches
 
 from statestore.core.aggregation.kinds.distinct import LG_K
 from statestore.core.aggregation.kinds.latest import LatestValue
+from statestore.core.windows import WindowSpec
 from statestore.store.builder import StoreBuilder
 
 MEASURES = "n=count(), total=sum(amount), units=sum_int(qty), lo=min(amount), hi=max(amount), city=latest(city), "
@@ -63,3 +64,27 @@ def fill(session, keyspace: str, name: str, partitions: int | None = 3):
     codec = store.value_codec
     store.put_all(list(ACCUMULATORS.items()))
     return store, {key: codec.decode(codec.encode(value)) for key, value in ACCUMULATORS.items()}
+
+
+MINUTE = 60_000
+START = 1_795_946_400_000  # a minute's start
+# (key, window start) -> the accumulators written: three one-minute windows, the newest first
+WINDOW_ACCUMULATORS = {
+    ("alice", START + 2 * MINUTE): ACCUMULATORS["alice"],
+    ("bob", START + 2 * MINUTE): ACCUMULATORS["bob"],
+    ("alice", START + MINUTE): ACCUMULATORS["carol"],
+    ("carol", START + MINUTE): ACCUMULATORS["dave"],
+    ("bob", START): ACCUMULATORS["alice"],
+}
+
+
+def fill_windows(session, keyspace: str, name: str):
+    """A partitioned-window aggregate store of one-minute tumbling windows named `name`, holding
+    WINDOW_ACCUMULATORS (no stream time: every window retained); returns (the store, {(key,
+    window start): {measure: result}} as every reader should show it)."""
+    builder = StoreBuilder(session, name).with_keyspace(keyspace).with_value_codec("aggregate:" + MEASURES)
+    store = builder.partitioned_window_store(WindowSpec(MINUTE), 3).create()
+    codec = store.value_codec
+    for (key, start), value in WINDOW_ACCUMULATORS.items():
+        assert store.put(key, value, start, stream_time_ms=None)
+    return store, {window: codec.decode(codec.encode(value)) for window, value in WINDOW_ACCUMULATORS.items()}

@@ -50,8 +50,18 @@ def test_windows_prints_key_start_end_count_sorted_and_filtered(capsys, session,
         code, out, _ = _run(capsys, "windows", store_name, "cat", "--from", str(now), "--format", "csv", *ks)
         assert code == 0 and list(csv.reader(io.StringIO(out)))[1:] == [["cat", str(now), str(now + MINUTE), "3"]]
 
-        code, _, err = _run(capsys, "get", store_name, "cat", *ks)
-        assert code == 2 and f"read it with `statestore windows {store_name}`" in err
+        # get: the key's windows, one JSON object each (it was refused before window aggregate stores)
+        code, out, _ = _run(capsys, "get", store_name, "cat", *ks)
+        assert code == 0 and out.splitlines() == [
+            f'{{"window_start": {s}, "window_end": {s + MINUTE}, "count": {c}}}'
+            for s, c in ((now - MINUTE, 1), (now, 3))
+        ]
+        code, out, _ = _run(capsys, "top", store_name, "-n", "1", "--windows", "2", "--format", "csv", *ks)
+        assert code == 0 and list(csv.reader(io.StringIO(out)))[1:] == [
+            ["ant", str(now), str(now + MINUTE), "7"],
+            ["cat", str(now - MINUTE), str(now), "1"],
+        ]
+        assert _run(capsys, "count", store_name, *ks)[:2] == (0, "4\n")
 
         # No stream fed the store: no dead-letter table, so no letters (not an error).
         code, out, _ = _run(capsys, "deadletters", store_name, "--format", "csv", *ks)

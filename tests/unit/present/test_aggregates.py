@@ -80,3 +80,32 @@ def test_top_by_a_measure_highest_first_ties_by_key_missing_last():
     pairs = [("a", {"hi": 2.0}), ("b", {"hi": None}), ("c", {"hi": 5.0}), ("d", {"hi": 2.0}), ("e", {"hi": -1.0})]
     assert [k for k, _ in aggregates.top_by(iter(pairs), "hi", 10)] == ["c", "a", "d", "e", "b"]
     assert [k for k, _ in aggregates.top_by(iter(pairs), "hi", 2)] == ["c", "a"]
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "jsonl"])
+def test_a_window_row_shows_its_bounds_then_a_column_per_measure(fmt):
+    value = _value(3, 12.5, 4, 9.25, LatestValue(5, 0, 1, '"Zürich"'))
+    out = io.StringIO()
+    emit([aggregates.window_row("a", 60_000, 120_000, value, SPEC)], aggregates.window_header(SPEC), fmt, out)
+    header = ["key", "window_start", "window_end", "n", "total", "units", "hi", "last"]
+    cells = ["a", "60000", "120000", "3", "12.5", "4", "9.25", "Zürich"]
+    text = out.getvalue()
+    if fmt == "jsonl":
+        assert json.loads(text) == dict(zip(header, ["a", 60_000, 120_000, 3, 12.5, 4, 9.25, "Zürich"], strict=True))
+    elif fmt == "csv":
+        assert list(csv.reader(io.StringIO(text))) == [header, cells]
+    else:
+        assert [line.split() for line in text.splitlines()] == [header, cells]
+
+
+def test_get_of_a_window_prints_its_bounds_and_measures_as_one_object():
+    value = _value(3, 12.5, 4, None, LatestValue(5, 0, 1, '{"id": 7}'))
+    assert aggregates.window_text(0, 60_000, value) == (
+        '{"window_start": 0, "window_end": 60000, "n": 3, "total": 12.5, "units": 4, "hi": null, "last": {"id": 7}}'
+    )
+
+
+def test_top_of_windows_ranks_each_window_on_its_own():
+    latest = [(120_000, [("a", {"hi": 1.0}), ("b", {"hi": 3.0})]), (60_000, [("a", {"hi": 9.0}), ("c", {"hi": None})])]
+    ranked = aggregates.top_windows(latest, "hi", 1)
+    assert [(start, [k for k, _ in top]) for start, top in ranked] == [(120_000, ["b"]), (60_000, ["a"])]
