@@ -134,7 +134,10 @@ class Window(BaseModel):
     key: JsonValue
     window_start: int = Field(description="epoch ms, inclusive")
     window_end: int = Field(description="epoch ms, exclusive")
-    value: JsonValue = Field(description="the window's value: the count, for the windowed word count")
+    value: JsonValue = Field(
+        description="the window's value: the count, for the windowed word count; a window aggregate store's: an "
+        "object of its measures, in their order"
+    )
 
 
 class WindowsPage(BaseModel):

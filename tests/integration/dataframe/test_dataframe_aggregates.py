@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from statestore.dataframe import register
 from tests.integration import aggregate_stores
-from tests.integration.aggregate_stores import BIG
+from tests.integration.aggregate_stores import BIG, MINUTE, START
 
 LATEST_TEXT = {"alice": '"Zürich"', "bob": '{"id": 7}', "carol": "42", "dave": None}
 
@@ -61,3 +61,27 @@ def test_a_typed_column_per_measure_with_key_filters_pushed(livestate, keyspace,
     assert [tuple(r) for r in pushed.select(*measures).collect()] == [_expected(orders, "bob")]
     busy = _frame(livestate, keyspace, "df_orders", pushdown="true").filter((F.col("n") > 4) & (F.col("key") < "d"))
     assert sorted(r.key for r in busy.collect()) == ["alice", "bob"]  # n by Spark, key by the table
+
+
+def test_a_window_aggregate_store_has_a_column_per_measure_beside_its_window(livestate, session, keyspace):
+    windows = aggregate_stores.fill_windows(session, keyspace, "df_window_orders")[1]
+    df = _frame(livestate, keyspace, "df_window_orders")
+    assert df.schema.simpleString() == (
+        "struct<key:string,window_start:timestamp,window_end:timestamp,n:bigint,total:double,units:decimal(38,0),"
+        "lo:double,hi:double,city:string,users:double,batch_id:bigint,time:timestamp>"
+    )
+    starts = [F.unix_millis("window_start").alias("s"), F.unix_millis("window_end").alias("e")]
+    columns = ["key", *starts, "n", "total", "units", "lo", "hi"]
+    read = sorted(tuple(r) for r in df.select(*columns).collect())
+    expected = [
+        (k, s, s + MINUTE, r["n"], r["total"], Decimal(r["units"]), r["lo"], r["hi"])
+        for (k, s), r in sorted(windows.items())
+    ]
+    assert read == expected
+    pushed = _frame(livestate, keyspace, "df_window_orders", pushdown="true").filter(
+        (F.col("key") == "alice") & (F.col("window_start") >= F.timestamp_millis(F.lit(START + 2 * MINUTE)))
+    )
+    assert pushed.rdd.getNumPartitions() == 1  # the key's partitions only, as for the word count's windows
+    assert [tuple(r) for r in pushed.select(*columns).collect()] == [
+        e for e in expected if e[:2] == ("alice", START + 2 * MINUTE)
+    ]

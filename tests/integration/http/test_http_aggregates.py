@@ -45,3 +45,30 @@ def test_gets_and_pages_carry_the_measures_as_an_object(cassandra_config, stores
             {"name": "total", "aggregation": "sum", "field": "amount"},
         ]
         assert client.get("/stores/http_orders_global").json()["measures"][-1]["aggregation"] == "distinct"
+
+
+def test_window_pages_carry_each_windows_measures_as_an_object(session, keyspace, cassandra_config):
+    from tests.integration.aggregate_stores import MINUTE
+
+    windows = aggregate_stores.fill_windows(session, keyspace, "http_window_orders")[1]
+    with TestClient(create_app(cassandra_config)) as client:
+        page = client.get("/stores/http_window_orders/windows", params={"limit": 4}).json()
+        first = [(k, s) for k, s in sorted(windows)][:4]
+        assert page["windows"] == [
+            {"key": k, "window_start": s, "window_end": s + MINUTE, "value": windows[(k, s)]} for k, s in first
+        ]
+        rest = client.get("/stores/http_window_orders/windows", params={"page_token": page["next_page_token"]})
+        assert [(w["key"], w["window_start"]) for w in rest.json()["windows"]] == sorted(windows)[4:]
+        answer = client.get("/stores/http_window_orders/windows", params={"key": "alice"})
+        assert f'"units":{BIG}' in answer.text  # exact, past a long
+        assert [w["value"] for w in answer.json()["windows"]] == [
+            v for (k, _), v in sorted(windows.items()) if k == "alice"
+        ]
+        assert list(answer.json()["windows"][0]["value"]) == ["n", "total", "units", "lo", "hi", "city", "users"]
+
+        described = client.get("/stores/http_window_orders").json()
+        assert described["supports"]["windows"] and described["measures"][-1] == {
+            "name": "users",
+            "aggregation": "distinct",
+            "field": "user",
+        }
