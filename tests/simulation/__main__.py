@@ -5,7 +5,8 @@ It runs the state machine (tests.simulation.machine; --store sessions: tests.sim
 the session store; --store windows: tests.simulation.windows, the window store; --store cache:
 tests.simulation.cache, the key-value store with the apply cache; --store aggregates:
 tests.simulation.aggregates, an aggregate store of JSON records; --store versioned:
-tests.simulation.versioned, a partitioned-versioned store; by default each seed for each
+tests.simulation.versioned, a partitioned-versioned store; --store window-aggregates:
+tests.simulation.window_aggregates, a window store of JSON records' measures; by default each seed for each
 kind in turn) seed after seed (S, S+1, ...; S random
 unless given), each seed a Hypothesis run of --examples examples (tests.simulation.runner),
 until N seconds have passed or one fails. A failure prints its seed and the shortest sequence

@@ -28,12 +28,14 @@ from tests.simulation.cache import CACHE_FIXED_BUGS, CACHE_KNOWN_BUGS, cache_mac
 from tests.simulation.machine import KNOWN_BUGS, machine_excluding
 from tests.simulation.sessions import SessionProtocolMachine
 from tests.simulation.versioned import VersionedProtocolMachine
+from tests.simulation.window_aggregates import WindowAggregateProtocolMachine
 from tests.simulation.windows import WindowProtocolMachine
 
 # The runs: a key-value store (machine.py), a session store (sessions.py), a window store
 # (windows.py), a key-value store with the apply cache on or off per run (cache.py), an
 # aggregate store (aggregates.py: JSON records, a measure of every aggregation), a
-# partitioned-versioned store (versioned.py: plan_versions' versions of every word).
+# partitioned-versioned store (versioned.py: plan_versions' versions of every word), a window
+# aggregate store (window_aggregates.py: the aggregate kind's records per key and window).
 MACHINES = {
     "kv": machine_excluding,
     "sessions": partial(machine_excluding, base=SessionProtocolMachine),
@@ -41,6 +43,7 @@ MACHINES = {
     "cache": cache_machine_excluding,
     "aggregates": partial(machine_excluding, base=AggregateProtocolMachine),
     "versioned": partial(machine_excluding, base=VersionedProtocolMachine),
+    "window-aggregates": partial(machine_excluding, base=WindowAggregateProtocolMachine),
 }
 # The known bugs each run can leave out (--exclude names any of them: each run takes its own).
 KNOWN_TO = {
@@ -50,6 +53,7 @@ KNOWN_TO = {
     "cache": CACHE_KNOWN_BUGS,
     "aggregates": KNOWN_BUGS,
     "versioned": KNOWN_BUGS,
+    "window-aggregates": KNOWN_BUGS,
 }
 ALL_KNOWN_BUGS = {**KNOWN_BUGS, **CACHE_KNOWN_BUGS}
 # Known bugs since fixed: --exclude still takes their names, and leaves nothing out.

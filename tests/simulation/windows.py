@@ -217,17 +217,12 @@ class WindowStreamJob(StreamJob):
         self.cassandra.begin_batch(position, self.epoch)
         yield Step("begin", f"batch {batch_id} begun (write_ts {write_ts}, limit {limit})", position, max_future)
 
-        spec = self.windows.spec
-        deltas, letters = window_batch(records, limit, spec.windowing, position.stream_time_ms)
-        after = position.stream_time_ms if write_order % 2 else None
+        deltas, letters = self.batch_of(records, limit, position)
         table = self.windows.table
 
         def attempt(seed: int) -> tuple[AttemptTable, ApplyStats]:
             rows = AttemptTable(table, seed)
-            stats = apply_window_deltas(
-                None, spec, batch_id, keyed(deltas), 1, write_ts, stream_time_ms=after, table=rows
-            )
-            return rows, stats
+            return rows, self.apply_to(rows, deltas, position, write_order)
 
         faults = self.faults
         if faults.speculative is not None and deltas:
@@ -265,6 +260,18 @@ class WindowStreamJob(StreamJob):
         self.cassandra.record_batch(position, stats.max_time_ms, self.epoch)  # recording.done
         yield Step("record", f"batch {batch_id} recorded, ending at {position.end.as_json()}", position, max_future)
 
+    def batch_of(self, records: list[Record], limit_ms: int | None, position: BatchPosition) -> tuple[list, list]:
+        """The batch's deltas as the apply takes them, and its dead letters (window_batch)."""
+        return window_batch(records, limit_ms, self.windows.spec.windowing, position.stream_time_ms)
+
+    def apply_to(self, rows: AttemptTable, deltas: list, position: BatchPosition, write_order: int) -> ApplyStats:
+        """One attempt's apply of the batch's deltas through `rows` (apply_window_deltas)."""
+        after = position.stream_time_ms if write_order % 2 else None
+        spec, keys = self.windows.spec, keyed(deltas)
+        return apply_window_deltas(
+            None, spec, position.batch_id, keys, 1, position.write_ts, stream_time_ms=after, table=rows
+        )
+
 
 # --- the truth ---
 
@@ -279,9 +286,15 @@ def window_fate(
     reason = uncountable_reason(record, write_ts, max_future_ms)
     if reason is not None or not tokenize(record.value):
         return reason, ()
+    return windows_fate(record.time_ms, stream_time, windowing)
+
+
+def windows_fate(time_ms: int, stream_time: int | None, windowing: WindowSpec) -> tuple[str | None, tuple[int, ...]]:
+    """window_fate of a record counted at `time_ms`: (LATE when one of its windows had closed, else
+    None; the windows it counts in), stated apart from the store's rule (window_fate)."""
     size, hop, grace, retention = windowing.size_ms, windowing.hop_ms, windowing.grace_ms, windowing.retention_ms
-    last = record.time_ms - record.time_ms % hop
-    starts = [s for s in range(last, last - size, -hop) if s >= 0 and s <= record.time_ms < s + size][::-1]
+    last = time_ms - time_ms % hop
+    starts = [s for s in range(last, last - size, -hop) if s >= 0 and s <= time_ms < s + size][::-1]
     if stream_time is None:
         return None, tuple(starts)
     opened = tuple(s for s in starts if s + size + grace >= stream_time and s > stream_time - retention)
