@@ -45,7 +45,7 @@ from statestore.http import create_app
 from statestore.maintenance.shared.units import human_bytes
 from statestore.present import aggregates
 from statestore.store import admin
-from statestore.store.builder import open_store
+from statestore.store.builder import open_store, open_window_store
 from statestore_airflow import store_monitor, words
 from statestore_airflow.access import require_connection_access
 from statestore_airflow.dag_support import CASSANDRA_CONN_ID
@@ -168,7 +168,10 @@ def detail_data(
     top_entries, top_note, windows, sessions = [], None, None, None
     ranking: dict[str, Any] = {"top_measures": None, "top_by": None, "rankable": []}
     if kind.windowed:
-        windows = [_window_rows(w) for w in admin.latest_windows(session, keyspace, store, LATEST_WINDOWS, top)]
+        try:
+            windows, ranking = _latest_windows(session, keyspace, store, top, by)
+        except (UnsupportedOperationError, OptionError) as exc:
+            top_note = str(exc)
     elif kind.sessioned:
         sessions = [_session_row(s) for s in admin.latest_sessions(session, keyspace, store, top)]
     else:
@@ -218,8 +221,34 @@ def _top_keys(session, keyspace: str, store: str, top: int, by: str | None) -> t
     }
 
 
-def _window_rows(window: admin.WindowTop) -> dict[str, Any]:
-    return {"start_ms": window.start_ms, "end_ms": window.end_ms, "top": window.top}
+def _latest_windows(session, keyspace: str, store: str, top: int, by: str | None) -> tuple[list, dict[str, Any]]:
+    """The newest windows with their top keys (the counts, as admin.latest_windows ranks them), and
+    for a window aggregate store each key's measures, ranked by the measure `by` names (default:
+    its first count measure) in each window, as `statestore top --by` ranks them."""
+    opened = open_window_store(session, keyspace, store)
+    spec = aggregates.spec_of(opened.value_codec)
+    if spec is None:
+        if by is not None:
+            raise aggregates.refuse_by(store, opened.value_codec.name)
+        latest = admin.latest_windows(session, keyspace, store, LATEST_WINDOWS, top)
+        return [_window_rows(w.start_ms, w.end_ms, w.top) for w in latest], {
+            "top_measures": None,
+            "top_by": None,
+            "rankable": [],
+        }
+    rankable = [m.name for m in spec.measures if m.kind in aggregates.RANKABLE]
+    measure = aggregates.rank_measure(spec, by, store)
+    newest = [(start, [(w.key, w.value) for w in found]) for start, found in opened.latest(LATEST_WINDOWS)]
+    size = opened.windowing.size_ms
+    windows = [
+        _window_rows(start, start + size, [(k, [words.measure(v) for v in results.values()]) for k, results in ranked])
+        for start, ranked in aggregates.top_windows(newest, measure.name, top)
+    ]
+    return windows, {"top_measures": aggregates.columns(spec), "top_by": measure.name, "rankable": rankable}
+
+
+def _window_rows(start_ms: int, end_ms: int, top: list) -> dict[str, Any]:
+    return {"start_ms": start_ms, "end_ms": end_ms, "top": top}
 
 
 def _session_row(session: Any) -> dict[str, Any]:

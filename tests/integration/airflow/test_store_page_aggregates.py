@@ -59,3 +59,31 @@ def test_the_key_lookup_shows_each_measure(client):
         ["n", "total", "units", "lo", "hi", "city", "users"],
         ["9", "-3.25", "4", "-5.0", "1.75", '{"id":7}', "1.0"],
     ]
+
+
+WINDOWS = re.compile(r'<table id="latest-windows">(.*?)</table>', re.S)
+
+
+def test_a_window_aggregate_stores_latest_windows_show_each_measure(client, session, keyspace):
+    aggregate_stores.fill_windows(session, keyspace, "page_window_orders")
+    html = client.get("/stores/page_window_orders").text
+    rows = _cells(WINDOWS.search(html).group(1))
+    header = ["window start (UTC)", "window end (UTC)", "#", "key", "n", "total", "units", "lo", "hi", "city", "users"]
+    assert rows[0] == header
+    assert [(r[2], r[3]) for r in rows[1:]] == [
+        ("1", "bob"),
+        ("2", "alice"),
+        ("1", "carol"),
+        ("2", "alice"),
+        ("1", "bob"),
+    ]
+    assert rows[2][4:10] == ["5", "12.5", f"{aggregate_stores.BIG:,}", "0.5", "7.0", "Zürich"]  # alice, the newest
+    assert rows[3][4:9] == ["9", "0.0", "0", "-", "-"]  # carol: no min, max yet
+    assert "ranked by n" in html
+
+    rows = _cells(WINDOWS.search(client.get("/stores/page_window_orders?by=hi&top=1").text).group(1))
+    assert [r[3] for r in rows[1:]] == ["alice", "alice", "bob"]
+    html = client.get("/stores/page_window_orders?by=city").text
+    assert WINDOWS.search(html) is None and "not a number to rank by" in re.search(r'id="top-note">(.*?)<', html).group(
+        1
+    )
