@@ -22,7 +22,6 @@ with it holds the truth with that batch's records too.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -32,10 +31,10 @@ from hypothesis.stateful import initialize, rule
 from statestore.core.aggregation import AggregateDelta
 from statestore.core.model import WindowedEntry
 from statestore.store.book import deadletters
-from statestore.store.book.registry import BatchPosition, KafkaOffsets
+from statestore.store.book.registry import BatchPosition
 from statestore.stream.aggregates import apply_window_aggregates
 from statestore.stream.apply import ApplyStats
-from statestore.stream.apply_windows import WindowKey, window_cache_key
+from statestore.stream.apply_windows import window_cache_key
 from tests.simulation.aggregates import (
     AMOUNTS,
     FAULT,
@@ -52,10 +51,10 @@ from tests.simulation.aggregates import (
     result_problems,
 )
 from tests.simulation.driver import StreamJob, dead_letter_reason
-from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
+from tests.simulation.fake_cassandra import DeadLetterKey
 from tests.simulation.fake_kafka import Record
 from tests.simulation.machine import MAX_PARTITIONS
-from tests.simulation.truth import Truth, Violations, uncountable_reason
+from tests.simulation.truth import uncountable_reason
 from tests.simulation.windows import (
     AFTER_MS,
     AHEAD_MS,
@@ -64,6 +63,7 @@ from tests.simulation.windows import (
     WindowProtocolMachine,
     WindowStreamJob,
     WindowTable,
+    WindowTruth,
     WindowWorld,
     spec_of,
     windows_fate,
@@ -111,93 +111,22 @@ class WindowAggregateStreamJob(WindowStreamJob):
 
 
 @dataclass
-class WindowAggregateTruth(Truth):
-    """truth.Truth for the window aggregate store (see the module doc)."""
+class WindowAggregateTruth(WindowTruth):
+    """windows.WindowTruth for the window aggregate store (see the module doc)."""
 
-    windowing: Any = None
-    table: WindowTable | None = None
     model: dict[tuple[int, int], Modelled] = field(default_factory=dict)
-    stream_time: int | None = None  # the largest event time the recorded batches counted
-    fates: dict[tuple[int, int], tuple[str | None, tuple[int, ...]]] = field(default_factory=dict)
 
     def record_fate(self, record: Record, write_ts: int, rule: int, stream_time: int | None):
-        """(its dead letter's reason or None, the windows it counts in)."""
         reason = deadletters.NULL_VALUE if record.value is None else self.model[record.coordinates].reason
         reason = reason or uncountable_reason(record, write_ts, rule)
         if reason is not None:
             return reason, ()
         return windows_fate(record.time_ms, stream_time, self.windowing)
 
-    def observe(self, step) -> None:
-        if step.kind not in ("write", "dead letters", "record"):
-            return
-        position = step.position
-        rule = self.rule_of.setdefault((position.batch_id, position.write_ts), step.max_future_ms)
-        if step.kind != "record":
-            return
-        latest = self.stream_time
-        for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
-            if record.coordinates in self.fates:
-                continue
-            fate = self.record_fate(record, position.write_ts, rule, self.stream_time)
-            self.fates[record.coordinates] = fate
-            self.fate[record.coordinates] = fate[0]
-            if fate[1]:
-                latest = record.time_ms if latest is None else max(latest, record.time_ms)
-        self.stream_time = latest
+    def keys_of(self, record: Record) -> list[bytes]:
+        return [self.model[record.coordinates].key.encode()]
 
-    def violations(self, cassandra: FakeCassandra) -> Violations:
-        progress = cassandra.progress()
-        covered = self.topic.of(KafkaOffsets.parse_stored(progress.offsets))
-        problems: list[str] = []
-        truth: dict[WindowKey, list[Record]] = defaultdict(list)
-        letters: set[DeadLetterKey] = set()
-        for record in self.topic.records():
-            if record.offset >= covered.get(record.partition, 0):
-                continue
-            if record.coordinates not in self.fates:
-                problems.append(f"record p{record.partition}@{record.offset} is below the store's offsets, unread")
-                continue
-            self._tally(record, self.fates[record.coordinates], truth, letters)
-
-        unfinished = progress.unfinished_batch
-        rule = None if unfinished is None else self.rule_of.get((unfinished, progress.pending_ts))
-        pending: dict[WindowKey, list[Record]] = defaultdict(list)
-        pending_letters: set[DeadLetterKey] = set()
-        if rule is not None:
-            end = self.topic.of(KafkaOffsets.parse_stored(progress.pending_offsets))
-            for record in self.topic.read(covered, end):
-                fate = self.record_fate(record, progress.pending_ts, rule, self.stream_time)
-                self._tally(record, fate, pending, pending_letters)
-
-        stored = self.table.rows
-        for window in sorted(set(stored) | set(truth)):
-            row = stored.get(window)
-            want = list(truth.get(window, ()))
-            if row is not None and unfinished is not None and row.entry.batch_id == unfinished:
-                want += pending.get(window, [])
-            problem = self._window_problem(None if row is None else row.entry, want)
-            if problem:
-                tag = "absent" if row is None else f"tagged batch {row.entry.batch_id}, time {row.entry.time_ms}"
-                problems.append(f"key {window[0].decode()!r} window {window[1]} ({tag}): {problem}")
-        held = set(cassandra.dead_letters)
-        missing = [f"dead letter {_shown(letter)} missing" for letter in sorted(letters - held)]
-        unexpected = [
-            f"dead letter {_shown(letter)} unexpected (written by batch {cassandra.dead_letters[letter]})"
-            for letter in sorted(held - letters - pending_letters)
-        ]
-        registry = f"registry: {cassandra.describe_progress()}; the truth's stream time {self.stream_time}"
-        return Violations(registry, problems, missing, unexpected)
-
-    def _tally(self, record: Record, fate, windows: dict, letters: set) -> None:
-        reason, opened = fate
-        if reason is not None:
-            letters.add(DeadLetterKey(record.partition, record.offset, reason))
-        key = self.model[record.coordinates].key if opened else None
-        for start in opened:
-            windows[(key.encode(), start)].append(record)
-
-    def _window_problem(self, entry: WindowedEntry | None, want: list[Record]) -> str | None:
+    def window_problem(self, entry: WindowedEntry | None, want: list[Record]) -> str | None:
         if entry is None:
             return None if not want else "absent, the truth has records"
         if not want:
@@ -212,10 +141,6 @@ class WindowAggregateTruth(Truth):
         if entry.time_ms != want_time:
             wrong.append(f"time {entry.time_ms} (truth {want_time})")
         return "; ".join(wrong) or None
-
-
-def _shown(letter: DeadLetterKey) -> str:
-    return f"p{letter.partition}@{letter.offset} ({letter.reason})"
 
 
 class WindowAggregateProtocolMachine(WindowProtocolMachine):

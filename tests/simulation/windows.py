@@ -310,6 +310,10 @@ class WindowTruth(Truth):
     stream_time: int | None = None  # the largest event time the recorded batches counted
     fates: dict[tuple[int, int], tuple[str | None, tuple[int, ...]]] = field(default_factory=dict)
 
+    def record_fate(self, record: Record, write_ts: int, rule: int, stream_time: int | None):
+        """(why the batch does not count all of `record` or None, the windows it counts in)."""
+        return window_fate(record, write_ts, rule, stream_time, self.windowing)
+
     def observe(self, step: Step) -> None:
         if step.kind not in ("write", "dead letters", "record"):
             return
@@ -321,7 +325,7 @@ class WindowTruth(Truth):
         for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
             if record.coordinates in self.fates:
                 continue
-            fate = window_fate(record, position.write_ts, rule, self.stream_time, self.windowing)
+            fate = self.record_fate(record, position.write_ts, rule, self.stream_time)
             self.fates[record.coordinates] = fate
             self.fate[record.coordinates] = fate[0]
             if fate[1]:
@@ -332,7 +336,7 @@ class WindowTruth(Truth):
         progress = cassandra.progress()
         covered = self.topic.of(KafkaOffsets.parse_stored(progress.offsets))
         problems: list[str] = []
-        truth: dict[WindowKey, list[int]] = defaultdict(lambda: [0, 0])
+        truth: dict[WindowKey, list[Record]] = defaultdict(list)
         letters: set[DeadLetterKey] = set()
         for record in self.topic.records():
             if record.offset >= covered.get(record.partition, 0):
@@ -340,32 +344,28 @@ class WindowTruth(Truth):
             if record.coordinates not in self.fates:
                 problems.append(f"record p{record.partition}@{record.offset} is below the store's offsets, unread")
                 continue
-            _tally(record, self.fates[record.coordinates], truth, letters)
+            self.tally(record, self.fates[record.coordinates], truth, letters)
 
         unfinished = progress.unfinished_batch
         rule = None if unfinished is None else self.rule_of.get((unfinished, progress.pending_ts))
-        pending: dict[WindowKey, list[int]] = defaultdict(lambda: [0, 0])
+        pending: dict[WindowKey, list[Record]] = defaultdict(list)
         pending_letters: set[DeadLetterKey] = set()
         if rule is not None:
             end = self.topic.of(KafkaOffsets.parse_stored(progress.pending_offsets))
             for record in self.topic.read(covered, end):
-                fate = window_fate(record, progress.pending_ts, rule, self.stream_time, self.windowing)
-                _tally(record, fate, pending, pending_letters)
+                fate = self.record_fate(record, progress.pending_ts, rule, self.stream_time)
+                self.tally(record, fate, pending, pending_letters)
 
         stored = self.table.rows
         for window in sorted(set(stored) | set(truth)):
             row = stored.get(window)
-            want = tuple(truth[window]) if window in truth else (0, None)
-            if row is not None and unfinished is not None and row.entry.batch_id == unfinished and window in pending:
-                more = pending[window]
-                want = (want[0] + more[0], more[1] if want[1] is None else max(want[1], more[1]))
-            have = (0, None) if row is None else (decode_long(row.entry.value), row.entry.time_ms)
-            if have != want:
-                tag = "absent" if row is None else f"tagged batch {row.entry.batch_id}"
-                problems.append(
-                    f"key {window[0].decode()!r} window {window[1]}: stored {have[0]} ({tag}, time {have[1]}), "
-                    f"truth {want[0]} (time {want[1]})"
-                )
+            want = list(truth.get(window, ()))
+            if row is not None and unfinished is not None and row.entry.batch_id == unfinished:
+                want += pending.get(window, [])
+            problem = self.window_problem(None if row is None else row.entry, want)
+            if problem:
+                tag = "absent" if row is None else f"tagged batch {row.entry.batch_id}, time {row.entry.time_ms}"
+                problems.append(f"key {window[0].decode()!r} window {window[1]} ({tag}): {problem}")
         held = set(cassandra.dead_letters)
         missing = [f"dead letter {_shown(letter)} missing" for letter in sorted(letters - held, key=_order)]
         unexpected = []
@@ -378,18 +378,25 @@ class WindowTruth(Truth):
         registry = f"registry: {cassandra.describe_progress()}; the truth's stream time {self.stream_time}"
         return Violations(registry, problems, missing, unexpected)
 
+    def tally(self, record: Record, fate: tuple[str | None, tuple[int, ...]], windows: dict, letters: set) -> None:
+        """`record` under its `fate`: its dead letter, and the record in each window it counts in
+        (once per word of it)."""
+        reason, opened = fate
+        if reason is not None:
+            letters.add(DeadLetterKey(record.partition, record.offset, reason))
+        for key in self.keys_of(record) if opened else ():
+            for start in opened:
+                windows[(key, start)].append(record)
 
-def _tally(record: Record, fate: tuple[str | None, tuple[int, ...]], windows: dict, letters: set) -> None:
-    reason, opened = fate
-    if reason is not None:
-        letters.add(DeadLetterKey(record.partition, record.offset, reason))
-    if not opened:
-        return
-    for word in tokenize(record.value):
-        for start in opened:
-            count = windows[(word.encode(), start)]
-            count[0] += 1
-            count[1] = max(count[1], record.time_ms)
+    def keys_of(self, record: Record) -> list[bytes]:
+        """The keys a counted record counts under: its words, once per occurrence."""
+        return [word.encode() for word in tokenize(record.value)]
+
+    def window_problem(self, entry: WindowedEntry | None, want: list[Record]) -> str | None:
+        """How a window's row differs from the records counted in it (None: it does not)."""
+        have = (0, None) if entry is None else (decode_long(entry.value), entry.time_ms)
+        truth = (len(want), max((r.time_ms for r in want), default=None))
+        return None if have == truth else f"stored {have[0]} (time {have[1]}), truth {truth[0]} (time {truth[1]})"
 
 
 def _shown(letter: DeadLetterKey) -> str:
