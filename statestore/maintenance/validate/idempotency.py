@@ -8,7 +8,9 @@
   session (statestore.maintenance.validate.recount_windows) and compared window by window.
   An aggregate store (JSON records, statestore.core.aggregation) is recomputed with the stream's
   own input and aggregate stages and the input settings its registry records, and compared
-  measure by measure (statestore.maintenance.validate.recount_aggregates).
+  measure by measure (statestore.maintenance.validate.recount_aggregates); a window aggregate
+  store per key and window, each record counted in the windows open at the stream time of its
+  late letter (recount_window_aggregates_of).
 - Replay: statestore.maintenance.validate.replay re-applies the last N batches to a shadow copy
   (key-value word-count stores).
 - Quality: statestore.maintenance.validate.quality runs a Great Expectations suite with Data Docs.
@@ -234,16 +236,51 @@ def recount_aggregates_of(spark, records, stage: JsonInput, cutoff: int | None):
     return partials.join(firsts, KEY, "left")
 
 
+def recount_window_aggregates_of(spark, session, spec, records, stage: JsonInput, progress: StoreProgress):
+    """(key, records, time_ms, m0, m1, ..., window_start, first_ms) per key and window of the
+    input `records` (None: no input), by the stream's own window stage
+    (statestore.stream.aggregates.window_partials) over every record at once: each record counts
+    in the windows of its event time open at the stream time of its late letter (the one that
+    judged it when the stream found it late; none: on time, every window open), as the stream's
+    batch decided (recount_windows.late_records; a letter from before letters kept their stream
+    time counts as every window closed). Windows past the retention at the store's stream time
+    now are left out, as the store's reads leave them out. The records the input stage could not
+    count (and the late ones) are the rows with a null key."""
+    if records is None:
+        records = spark.createDataFrame([], _KAFKA_ROWS)
+    parsed = parsed_records(records, stage)
+    late = F.broadcast(validate_timed.late_records(spark, session, spec))
+    judged = parsed.join(late, ["topic", "partition", "offset"], "left")
+    partials = aggregates.window_partials(judged, stage, spec.windowing, F.col("late_at_ms"))
+    now = None if progress.max_event_time is None else millis_of(progress.max_event_time)
+    if now is not None:
+        retained = F.col(aggregates.WINDOW_START) > F.lit(now - spec.windowing.retention_ms)
+        partials = partials.filter(F.col(KEY).isNull() | retained)
+    return partials.withColumn("first_ms", F.lit(None).cast("long"))
+
+
 def recompute_aggregates(
-    spark, frame, stage: JsonInput, records, progress: StoreProgress, expired_before_ms, options, report_dir: Path
+    spark,
+    frame,
+    stage: JsonInput,
+    records,
+    progress: StoreProgress,
+    expired_before_ms,
+    options,
+    report_dir: Path,
+    recount=None,
+    window_ms: int | None = None,
 ) -> RecomputeResult:
     """Compare an aggregate store's entries (`frame`, values as bytes) with the recount of its
-    input, key by key and measure by measure (recount_aggregates.judge_entry)."""
+    input, key by key and measure by measure (recount_aggregates.judge_entry). A window store's
+    (`window_ms`, its window size, and `recount`, recount_window_aggregates_of's): key and
+    window by key and window."""
     began = time.monotonic()
     aggregate = stage.aggregate
     measures = [f"m{i}" for i in range(len(aggregate.measures))]
     cutoff = expired_before_ms
-    recount = recount_aggregates_of(spark, records, stage, cutoff).persist()
+    recount = (recount if recount is not None else recount_aggregates_of(spark, records, stage, cutoff)).persist()
+    coordinates = ["key"] if window_ms is None else ["key", aggregates.WINDOW_START]
 
     def judge(rows):
         for r in rows:
@@ -252,11 +289,14 @@ def recompute_aggregates(
                 partial = (r.key, r.records, r.time_ms, *(r[m] for m in measures))
                 expected = aggregates.delta_of(partial, aggregate).accumulators
             value = None if r.value is None else bytes(r.value)
+            window = (None, None) if window_ms is None else (r.window_start, r.window_start + window_ms)
             for f in recount_aggregates.judge_entry(aggregate, value, r.time, expected, r.time_ms, r.first_ms, cutoff):
-                yield Difference(r.key, f.kind, f.stored, f.expected, None, r.time, r.time_ms, measure=f.measure)
+                yield Difference(
+                    r.key, f.kind, f.stored, f.expected, None, r.time, r.time_ms, *window, measure=f.measure
+                )
 
     counted = recount.filter(F.col(KEY).isNotNull())
-    joined = frame.select("key", "value", "time").join(counted, "key", "full_outer")
+    joined = frame.select(*coordinates, "value", "time").join(counted, coordinates, "full_outer")
     diffs = joined.rdd.mapPartitions(judge).persist()
     try:
         count, first, path = _listed(diffs, options, report_dir)
@@ -265,6 +305,8 @@ def recompute_aggregates(
             F.sum(F.when(F.col(KEY).isNull(), F.col(aggregates.RECORDS))),
             F.count(KEY),
         ).first()
+        if window_ms is not None:  # a record counts in each of its windows: the input's records, once each
+            figures = (input_records_of(records, stage), figures[1], figures[2])
         not_compared = 0
         if cutoff is not None:
             both = F.col("value").isNotNull() & F.col(aggregates.RECORDS).isNotNull()
@@ -288,19 +330,39 @@ def recompute_aggregates(
         measures=recount_aggregates.measures_checked(aggregate),
         uncountable=int(figures[1] or 0),
         not_compared=not_compared,
+        counted_per="key" if window_ms is None else "window",
     )
 
 
-def aggregate_entries(frame, stage: JsonInput):
+def input_records_of(records, stage: JsonInput) -> int:
+    """How many of the input `records` the input stage counts (no dead-letter reason)."""
+    if records is None:
+        return 0
+    return parsed_records(records, stage).filter(F.col(REASON).isNull()).count()
+
+
+def aggregate_entries(frame, stage: JsonInput, window_ms: int | None = None):
     """The store's entries as the Great Expectations suite reads an aggregate store: key,
-    batch_id, time and `problems` (recount_aggregates.entry_problems, None when sound)."""
+    batch_id, time and `problems` (recount_aggregates.entry_problems, None when sound); a window
+    store's (`window_ms`, its window size) with window_start after the key, each problem naming
+    the window."""
     aggregate = stage.aggregate
+    windowed = window_ms is not None
 
     def rows(entries):
         for r in entries:
             found = recount_aggregates.entry_problems(aggregate, None if r.value is None else bytes(r.value))
-            yield r.key, r.batch_id, r.time, None if found is None else f"{r.key!r}: {found}"
+            where = f"{r.key!r} [{r.window_start}, {r.window_start + window_ms}]" if windowed else f"{r.key!r}"
+            problems = None if found is None else f"{where}: {found}"
+            yield (
+                (r.key, r.window_start, r.batch_id, r.time, problems)
+                if windowed
+                else (r.key, r.batch_id, r.time, problems)
+            )
 
+    if windowed:
+        schema = "key string, window_start long, batch_id long, time long, problems string"
+        return frame.select("key", "window_start", "value", "batch_id", "time").rdd.mapPartitions(rows).toDF(schema)
     schema = "key string, batch_id long, time long, problems string"
     return frame.select("key", "value", "batch_id", "time").rdd.mapPartitions(rows).toDF(schema)
 
@@ -330,10 +392,10 @@ class ValidationReport:
 
 
 def _show(d: Difference) -> str:
-    if d.measure is not None:
-        return f"'{d.key}' (measure {d.measure}: store {d.stored}, input {d.expected})"
-    expected = d.expected if d.expected_at_least in (None, d.expected) else f"{d.expected_at_least}..{d.expected}"
     window = "" if d.window_start is None else f" in [{d.window_start}, {d.window_end}]"
+    if d.measure is not None:
+        return f"'{d.key}'{window} (measure {d.measure}: store {d.stored}, input {d.expected})"
+    expected = d.expected if d.expected_at_least in (None, d.expected) else f"{d.expected_at_least}..{d.expected}"
     return f"'{d.key}'{window} ({d.kind}: store {d.stored}, input {expected})"
 
 
@@ -352,9 +414,10 @@ def _aggregate_stage(session, spec) -> JsonInput | None:
     UnsupportedOperationError for one whose input cannot be recomputed."""
     if not spec.value_codec.startswith(AGGREGATE_FORMAT_PREFIX):
         return None
-    if spec.store_type.timed or spec.store_type.versioned:
+    if spec.store_type.sessioned or spec.store_type.versioned:
         raise UnsupportedOperationError(
-            f"store '{spec.name}': aggregations on {spec.store_type} stores are not validated"
+            f"store '{spec.name}': aggregations on {spec.store_type.value} stores are not validated (key-value and "
+            "window stores are)"
         )
     settings = registry.input_settings(session, spec.keyspace, spec.name)
     if settings is not None and not settings.recomputable:
@@ -394,13 +457,18 @@ def validate(
         records = without_future_letters(spark, session, spec, records)
         replayed = checked = None
         if stage is not None:
+            window_ms, recount, unique, seen = None, None, ("key",), frame
+            if timed:  # per key and window (statestore.stream.aggregates.window_partials' rules)
+                window_ms, unique = spec.windowing.size_ms, ("key", "window_start")
+                seen = validate_timed.visible(frame, spec.windowing, progress)
+                recount = recount_window_aggregates_of(spark, session, spec, records, stage, progress)
             result = recompute_aggregates(
-                spark, frame, stage, records, progress, expired_before_ms, options, report_dir
+                spark, seen, stage, records, progress, expired_before_ms, options, report_dir, recount, window_ms
             )
             if options.quality:
-                entries = aggregate_entries(frame, stage)
+                entries = aggregate_entries(seen, stage, window_ms)
                 checked = quality.run_suite(
-                    spark, entries, spec, progress, result, report_dir, aggregate=stage.aggregate
+                    spark, entries, spec, progress, result, report_dir, unique, aggregate=stage.aggregate
                 )
         else:
             if timed:
@@ -431,7 +499,7 @@ def validate(
         report.replay_not_run = (
             "replays re-apply key-value batches only; the recount checks every window or session entry exactly"
         )
-    if stage is not None:
+    if stage is not None and not timed:
         report.replay_not_run = (
             "replays re-apply word-count batches only; the recompute checks every aggregate entry, measure by measure"
         )

@@ -56,9 +56,12 @@ def expectations(
     return suite
 
 
-def aggregate_expectations(columns: list[str], last_batch_id: int | None, measures: str) -> list:
-    """The suite of an aggregate store's entries (key, batch_id, time, problems): keys present,
-    non-empty and unique; no entry with problems, which AggregateSpec.problems finds per entry
+def aggregate_expectations(
+    columns: list[str], last_batch_id: int | None, measures: str, unique: tuple[str, ...] = ("key",)
+) -> list:
+    """The suite of an aggregate store's entries (key, batch_id, time, problems; a window store's
+    with window_start): keys present, non-empty and unique (a window store's: with their window
+    start, `unique`); no entry (window) with problems, which AggregateSpec.problems finds per entry
     (its measures' own checks and min <= max: the rules live there alone, `measures` names them
     in the expectation's description); every entry written by a batch the registry knows."""
     import great_expectations as gx
@@ -68,7 +71,9 @@ def aggregate_expectations(columns: list[str], last_batch_id: int | None, measur
         e.ExpectTableColumnsToMatchSet(column_set=columns, exact_match=True),
         e.ExpectColumnValuesToNotBeNull(column="key"),
         e.ExpectColumnValueLengthsToBeBetween(column="key", min_value=1),
-        e.ExpectColumnValuesToBeUnique(column="key"),
+        e.ExpectColumnValuesToBeUnique(column="key")
+        if unique == ("key",)
+        else e.ExpectCompoundColumnsToBeUnique(column_list=list(unique)),
         e.ExpectColumnValuesToBeNull(
             column="problems", description=f"AggregateSpec.problems finds nothing in any entry: {measures}"
         ),
@@ -119,7 +124,7 @@ def run_suite(
         suite_expectations = expectations(frame.columns, *recounted, unique)
     else:
         measures = ", ".join(f"{m.name} ({m.kind})" for m in aggregate.measures)
-        suite_expectations = aggregate_expectations(frame.columns, progress.last_batch_id, measures)
+        suite_expectations = aggregate_expectations(frame.columns, progress.last_batch_id, measures, unique)
     for expectation in suite_expectations:
         suite.add_expectation(expectation)
     definition = context.validation_definitions.add(

@@ -35,8 +35,13 @@ def _aggregate_recompute(r) -> list[str]:
             ["figure", "value"],
             [
                 ["records counted in the input", r.input_words],
-                ["records the input stage could not count (dead letters)", r.uncountable],
-                ["keys in the input", r.input_keys],
+                [
+                    "records the input stage could not count (dead letters)"
+                    if r.counted_per == "key"
+                    else "records the input stage could not count, or late in a window (dead letters)",
+                    r.uncountable,
+                ],
+                ["keys in the input" if r.counted_per == "key" else "(key, window) pairs in the input", r.input_keys],
                 ["entries in the store", r.store_entries],
                 ["latest expiry cutoff", _when(r.expired_before_ms)],
                 ["keys not compared (input before the cutoff: maybe restarted)", r.not_compared],
@@ -55,14 +60,33 @@ def _aggregate_recompute(r) -> list[str]:
 
 
 def _differences(r) -> list[str]:
-    if r.measures:  # an aggregate store's: per measure
+    if r.measures:  # an aggregate store's: per measure (a window store's: per key and window)
+        windowed = r.counted_per == "window"
         return [
             f"First differences (all of them: `{r.differences_file}`):",
             "",
             reports.table(
-                ["key", "kind", "measure", "store", "input", "store time", "input time"],
                 [
-                    [d.key, d.kind, d.measure or "-", d.stored, d.expected, d.stored_time_ms, d.expected_time_ms]
+                    "key",
+                    *(["window"] if windowed else []),
+                    "kind",
+                    "measure",
+                    "store",
+                    "input",
+                    "store time",
+                    "input time",
+                ],
+                [
+                    [
+                        d.key,
+                        *([f"[{d.window_start}, {d.window_end}]"] if windowed else []),
+                        d.kind,
+                        d.measure or "-",
+                        d.stored,
+                        d.expected,
+                        d.stored_time_ms,
+                        d.expected_time_ms,
+                    ]
                     for d in r.first_differences
                 ],
             ),

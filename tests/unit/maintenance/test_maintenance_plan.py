@@ -123,3 +123,16 @@ def test_validation_skips_aggregate_stores_a_users_own_query_feeds():
     )
     assert plan.stores[VALIDATE] == ("spend",)
     assert "own query" in reasons(plan, VALIDATE)["own"]
+
+
+def test_validation_covers_window_aggregate_stores_and_skips_session_ones():
+    measures = ("string", "aggregate:n=count(), total=sum_int(amount)")
+    plan = plan_maintenance(
+        [
+            facts("spend_per_minute", StoreType.PARTITIONED_WINDOW, codecs=measures),
+            facts("spend_per_visit", StoreType.PARTITIONED_SESSION, codecs=measures),
+        ],
+        retention_set=False,
+    )
+    assert plan.stores[VALIDATE] == ("spend_per_minute",)
+    assert "session stores are not validated" in reasons(plan, VALIDATE)["spend_per_visit"]

@@ -121,3 +121,47 @@ def test_validation_reads_an_aggregate_store_with_its_recorded_settings_or_says_
     recorded["spend"] = InputSettings("json", ("shop",), None, "ts")
     stage = idempotency._aggregate_stage(None, spec)
     assert (stage.aggregate, stage.key_fields, stage.time_field) == (SPEC, ("shop",), "ts")
+
+
+def test_a_window_aggregate_store_is_validated_and_a_session_one_says_why_not(monkeypatch):
+    from statestore.core.windows import SessionSpec, WindowSpec
+
+    settings = InputSettings("json", ("shop",), None, "ts")
+    monkeypatch.setattr(registry, "input_settings", lambda session, keyspace, name: settings)
+    windows = StoreSpec(
+        "ks", "spend", "partitioned-window", 2, value_codec=SPEC.value_format, windowing=WindowSpec(60_000)
+    )
+    assert idempotency._aggregate_stage(None, windows).aggregate == SPEC
+    sessions = StoreSpec(
+        "ks", "visits", "partitioned-session", 2, value_codec=SPEC.value_format, windowing=SessionSpec(30_000)
+    )
+    with pytest.raises(UnsupportedOperationError, match="partitioned-session stores are not validated"):
+        idempotency._aggregate_stage(None, sessions)
+
+
+def test_the_report_of_a_window_aggregate_store_names_each_difference_by_key_and_window():
+    from statestore.maintenance.validate import report as validate_report
+
+    result = idempotency.RecomputeResult(
+        passed=False,
+        topics=["t"],
+        starting_offsets="earliest",
+        ending_offsets="{}",
+        last_batch_id=3,
+        expired_before_ms=None,
+        input_words=9,
+        words_at_least=9,
+        input_keys=4,
+        store_entries=4,
+        store_sum=None,
+        differences=1,
+        counted_per="window",
+        measures=measures_checked(SPEC),
+        uncountable=2,
+        first_differences=[idempotency.Difference("shop1", "measure", -1, 3, None, 5, 5, 60_000, 120_000, "n")],
+    )
+    text = "\n".join(validate_report._aggregate_recompute(result) + validate_report._differences(result))
+    assert "(key, window) pairs in the input" in text and "late in a window" in text
+    assert "| shop1 | [60000, 120000] | measure | n | -1 | 3 |" in text
+    shown = idempotency._show(result.first_differences[0])
+    assert shown == "'shop1' in [60000, 120000] (measure n: store -1, input 3)"
