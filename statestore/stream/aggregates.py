@@ -8,6 +8,15 @@ already written by this batch or a later one is skipped, so a replay completes e
 the first attempt did not reach) and writes them at the batch's write timestamp. The records
 the input stage could not count come back as one row with a null key: their number is the
 batch's `uncountable` (it then writes their dead letters).
+
+A window store (partitioned-window) keeps the measures per key and window: each countable
+record counts in every window of its event time (TIME_MS) still open at the stream time the
+batch began with, decided as the word count's windows are (statestore.stream.windowed's
+window_starts and open_starts, the Spark form of WindowSpec.starts_of and closed), so a replay
+decides the same. A record with a closed window is late: counted in its open windows only (if
+any), and a dead letter `late` (late_letter_rows), counted in the null key's row too. Its
+partials rows carry the window's start last; their deltas are keyed by window_cache_key and
+applied by apply_window_aggregates.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from statestore.conn.retry import with_retries
 from statestore.core.aggregation import AggregateDelta, AggregateSpec, plan_aggregates
 from statestore.core.config import CassandraConfig
 from statestore.core.model import Entry, StoreSpec, WindowedEntry
+from statestore.core.windows import WindowSpec
+from statestore.store.book import deadletters
 from statestore.store.tables import table_for, window_table_for
 from statestore.stream.apply import (
     SLICE,
@@ -33,20 +44,76 @@ from statestore.stream.apply import (
 )
 from statestore.stream.apply_windows import WindowRows, window_cache_key, window_of
 from statestore.stream.json_input import KEY, REASON, TIME_MS, JsonInput, measure_columns
+from statestore.stream.windowed import NO_WINDOW, late_detail, open_starts, window_starts
 
 RECORDS = "records"
+WINDOW_START = "window_start"
+_STARTS, _OPEN = "_starts", "_open"
 
 
 def partials(parsed, spec: JsonInput):
     """(key, records, time_ms, m0, m1, ...) per key of the batch's countable records: how many,
     their latest event time and each measure's partial accumulator (a DataFrame plan). The
     records with a reason are grouped under a null key, counted in `records`."""
+    keyed = parsed.withColumn(KEY, F.when(F.col(REASON).isNull(), F.col(KEY)))
+    return keyed.groupBy(KEY).agg(*_aggregations(spec))
+
+
+def _aggregations(spec: JsonInput) -> list:
+    """Per group: its records, their latest event time, each measure's partial accumulator."""
     columns = measure_columns(spec.aggregate)
     measures = [
         F.expr(m.aggregation.partial_sql(columns[m.name])).alias(f"m{i}") for i, m in enumerate(spec.aggregate.measures)
     ]
-    keyed = parsed.withColumn(KEY, F.when(F.col(REASON).isNull(), F.col(KEY)))
-    return keyed.groupBy(KEY).agg(F.count(F.lit(1)).alias(RECORDS), F.max(TIME_MS).alias(TIME_MS), *measures)
+    return [F.count(F.lit(1)).alias(RECORDS), F.max(TIME_MS).alias(TIME_MS), *measures]
+
+
+def _with_windows(parsed, windowing: WindowSpec, stream_time_ms: int | None):
+    """The parsed records with every window of their event time (_STARTS) and the open ones
+    (_OPEN) at `stream_time_ms` (None: all are open)."""
+    starts = window_starts(F.col(TIME_MS), windowing)
+    return parsed.select("*", starts.alias(_STARTS), open_starts(starts, windowing, stream_time_ms).alias(_OPEN))
+
+
+def _late():
+    """A countable record with a closed window."""
+    return F.col(REASON).isNull() & (F.size(_OPEN) < F.size(_STARTS))
+
+
+def window_partials(parsed, spec: JsonInput, windowing: WindowSpec, stream_time_ms: int | None):
+    """(key, records, time_ms, m0, m1, ..., window_start) per key and open window of the
+    batch's countable records (a DataFrame plan). The records with a reason and the late ones
+    (a closed window: late_letter_rows) are counted in one row of a null key and window
+    NO_WINDOW; a late record counts in its open windows too."""
+    windowed = _with_windows(parsed, windowing, stream_time_ms)
+    nowhere = F.array(F.lit(NO_WINDOW).cast("bigint"))
+    slots = (
+        F.when(F.col(REASON).isNotNull(), nowhere)
+        .when(_late(), F.concat(F.col(_OPEN), nowhere))
+        .otherwise(F.col(_OPEN))
+    )
+    exploded = windowed.select("*", F.explode(slots).alias(WINDOW_START))
+    keyed = exploded.withColumn(KEY, F.when(F.col(WINDOW_START) != NO_WINDOW, F.col(KEY)))
+    measures = [f"m{i}" for i in range(len(spec.aggregate.measures))]
+    return (
+        keyed.groupBy(KEY, WINDOW_START)
+        .agg(*_aggregations(spec))
+        .select(KEY, RECORDS, TIME_MS, *measures, WINDOW_START)
+    )
+
+
+def late_letter_rows(parsed, windowing: WindowSpec, stream_time_ms: int | None):
+    """The batch's late records as dead-letter rows (json_input.dead_letter_rows' columns),
+    judged by their event time (TIME_MS), with the word count's detail and the event time."""
+    columns = ("topic", "partition", "offset", "ts_ms", REASON, "detail", "raw")
+    if stream_time_ms is None:
+        return parsed.filter(F.lit(False)).select(*columns)
+    late = _with_windows(parsed, windowing, stream_time_ms).filter(_late())
+    detail = F.concat(
+        late_detail(F.col(_STARTS), F.col(_OPEN), windowing, stream_time_ms, "the record was"),
+        F.format_string(" (its event time %d ms)", F.col(TIME_MS)),
+    )
+    return late.select(*columns[:4], F.lit(deadletters.LATE).alias(REASON), detail.alias("detail"), "raw")
 
 
 def delta_of(row: tuple, aggregate: AggregateSpec) -> AggregateDelta:
@@ -59,11 +126,22 @@ def delta_of(row: tuple, aggregate: AggregateSpec) -> AggregateDelta:
     return AggregateDelta(row[0].encode("utf-8"), accumulators, row[2], int(row[1]))
 
 
-def slices_of(rows: Iterable[tuple], aggregate: AggregateSpec) -> Iterator[list[AggregateDelta]]:
-    """A task's partials rows as slices of at most SLICE deltas (at least one, maybe empty)."""
+def window_delta_of(row: tuple, aggregate: AggregateSpec) -> AggregateDelta:
+    """Pure: one window partials row (key, records, time_ms, m0, ..., window_start) as an
+    AggregateDelta keyed by window_cache_key."""
+    delta = delta_of(row[:-1], aggregate)
+    return delta._replace(key=window_cache_key(delta.key, int(row[-1])))
+
+
+def slices_of(
+    rows: Iterable[tuple], aggregate: AggregateSpec, windowed: bool = False
+) -> Iterator[list[AggregateDelta]]:
+    """A task's partials rows (`windowed`: window_partials' rows) as slices of at most SLICE
+    deltas (at least one, maybe empty)."""
     deltas: list[AggregateDelta] = []
+    of = window_delta_of if windowed else delta_of
     for row in rows:
-        deltas.append(delta_of(row, aggregate))
+        deltas.append(of(row, aggregate))
         if len(deltas) >= SLICE:
             yield deltas
             deltas = []
@@ -151,27 +229,25 @@ def aggregate_applier(
 ):
     """A function over one task's partials rows (without the null key's): applies them slice by
     slice and yields the task's ApplyStats. Transient Cassandra errors are retried within the
-    retry budget: repeating a slice is safe (the module doc)."""
+    retry budget: repeating a slice is safe (the module doc). A window store's rows are
+    window_partials' rows, applied by apply_window_aggregates (no closed window is written, so
+    `cutoff_ms`, the key-value retention, does not apply)."""
+    windowed = spec.windowing is not None
+
+    def apply(session, deltas: list[AggregateDelta]) -> ApplyStats:
+        concurrency = config.write_concurrency
+        if windowed:
+            return apply_window_aggregates(session, spec, aggregate, batch_id, deltas, concurrency, write_ts, timer)
+        return apply_aggregates(session, spec, aggregate, batch_id, deltas, concurrency, write_ts, timer, cutoff_ms)
 
     def apply_slice(deltas: list[AggregateDelta]) -> ApplyStats:
         return with_retries(
-            config,
-            f"applying batch {batch_id} to store {spec.name}",
-            lambda: apply_aggregates(
-                session_for(config),
-                spec,
-                aggregate,
-                batch_id,
-                deltas,
-                config.write_concurrency,
-                write_ts,
-                timer,
-                cutoff_ms,
-            ),
+            config, f"applying batch {batch_id} to store {spec.name}", lambda: apply(session_for(config), deltas)
         )
 
     def apply_partition(rows: Iterator[tuple]) -> Iterator[ApplyStats]:
-        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in slices_of(rows, aggregate)), ApplyStats()))
+        slices = slices_of(rows, aggregate, windowed)
+        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in slices), ApplyStats()))
 
     return apply_partition
 

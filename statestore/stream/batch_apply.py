@@ -119,6 +119,8 @@ def _count(
             parsed = _parsed_records(batch_df, writer.json_input)
             stats, applied_on = _aggregate(writer, parsed, position)
             rows = json_input.dead_letter_rows(parsed)
+            if spec.windowing is not None:  # late by their event time, not their Kafka time
+                rows = rows.unionByName(aggregates.late_letter_rows(parsed, spec.windowing, position.stream_time_ms))
         else:
             applier = _applier(writer, batch_df, position, cache)
             stats, applied_on = _run(writer, batch_df, position, cache, applier)
@@ -126,7 +128,7 @@ def _count(
         if stats.uncountable:
             # At the batch's timestamp, as its entries (a reset's floor shadows a paused writer's).
             options = {"write_ts": position.write_ts}
-            if rows is not None:  # as the input stage judged them, with their reasons
+            if rows is not None:  # as the input stage judged them, with their reasons (and late ones)
                 options["rows"] = rows
             if spec.windowing is not None:  # late records, by the stream time the batch began with
                 options["stream_time_ms"] = position.stream_time_ms
@@ -151,7 +153,8 @@ def _parsed_records(batch_df, records):
 
 def _aggregate(writer: StoreWriter, parsed, position: BatchPosition) -> tuple[ApplyStats, str]:
     """Apply the batch's JSON records (`parsed`, json_input.parsed_records) to an aggregate
-    store: each key's partials merged into its entry, by the driver when the batch is small
+    store: each key's partials merged into its entry (a window store's: each key's and open
+    window's, by the stream time the batch began with), by the driver when the batch is small
     (on_driver_for, and its partials fit the driver's bound), else by the executors."""
     spec, aggregate = writer.spec, writer.json_input.aggregate
     cutoff = cutoff_ms(position.retention_ms, position.stream_time_ms)
@@ -164,7 +167,10 @@ def _aggregate(writer: StoreWriter, parsed, position: BatchPosition) -> tuple[Ap
         timer=writer.seams.task_timer,
         cutoff_ms=cutoff,
     )
-    partials = aggregates.partials(parsed, writer.json_input)
+    if spec.windowing is not None:
+        partials = aggregates.window_partials(parsed, writer.json_input, spec.windowing, position.stream_time_ms)
+    else:
+        partials = aggregates.partials(parsed, writer.json_input)
     if on_driver_for(position.start, position.end, writer.driver_records):
         small = collect_at_most(partials, DRIVER_ROWS)
         if small is not None:

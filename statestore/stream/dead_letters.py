@@ -37,16 +37,19 @@ def write_dead_letters(
     write=deadletters.write,
     rows=None,
 ) -> Counter[str]:
-    """Write the batch's dead letters; returns how many of each reason. Window stores: late
-    records too, by the stream time the batch started with (`stream_time_ms`). `write_ts`: the
-    batch's write timestamp, which they are written with (deadletters.write). The driver holds
-    one group of at most `fetch_bytes` (fetch_groups) at a time; `write` writes one chunk.
-    `rows`: the batch's dead-letter rows as its input stage made them (JSON records:
-    json_input.dead_letter_rows); None: the word count's text lines' (dead_letter_rows)."""
+    """Write the batch's dead letters; returns how many of each reason. `stream_time_ms`: the
+    stream time the batch started with (window and session stores), recorded with each letter.
+    `write_ts`: the batch's write timestamp, which they are written with (deadletters.write).
+    The driver holds one group of at most `fetch_bytes` (fetch_groups) at a time; `write`
+    writes one chunk. `rows`: the batch's dead-letter rows as its input stage made them, its
+    late records included (JSON records: json_input.dead_letter_rows, and on a window store
+    aggregates.late_letter_rows, judged by their event time); None: the word count's text
+    lines' (dead_letter_rows, and on a window or session store the records late by their
+    Kafka time, windowed.late_letter_rows)."""
     if rows is None:
         rows = dead_letter_rows(batch_df)
-    if spec.windowing is not None:
-        rows = rows.unionByName(late_letter_rows(batch_df, spec.windowing, stream_time_ms))
+        if spec.windowing is not None:
+            rows = rows.unionByName(late_letter_rows(batch_df, spec.windowing, stream_time_ms))
     written: Counter[str] = Counter()
     for group in fetch_groups(rows, fetch_bytes):
         letters = (

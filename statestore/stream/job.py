@@ -25,7 +25,7 @@ from statestore.conn.retry import with_retries
 from statestore.conn.spark import build_session
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
-from statestore.core.config.stream import AGGREGATE_STORE_TYPES, WINDOWED_AGGREGATES
+from statestore.core.config.stream import AGGREGATE_STORE_KINDS, AGGREGATE_STORE_TYPES, SESSION_AGGREGATES
 from statestore.core.errors import (
     CassandraUnavailableError,
     CheckpointMismatchError,
@@ -36,6 +36,7 @@ from statestore.core.errors import (
     StoreMismatchError,
 )
 from statestore.core.model import StoreSpec, StoreType
+from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.store.book import registry, schema, stream_log
 from statestore.store.book.lease import LeaseHeldError, LeaseLostError, StoreLease
 from statestore.store.book.registry import KafkaOffsets
@@ -78,6 +79,7 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
     recorded = None
     if existing is not None:
         _refuse_other_values(existing, value_format)
+        _refuse_other_windows(existing, windowing)
         recorded = registry.input_settings(session, job.cassandra.keyspace, job.stream.store)
         _refuse_other_input(existing.name, recorded, wanted)
     store_type = StoreType(job.stream.store_type) if job.stream.store_type else None
@@ -116,9 +118,9 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
         )
     if job.stream.aggregate is not None and spec.store_type not in AGGREGATE_STORE_TYPES:
         raise ConfigError(
-            WINDOWED_AGGREGATES
-            if spec.store_type.timed
-            else f"--aggregate keeps its measures in a key-value store, not a {spec.store_type} store"
+            SESSION_AGGREGATES
+            if spec.store_type.sessioned
+            else f"{AGGREGATE_STORE_KINDS}, not a {spec.store_type} store"
         )
     # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing); a
     # registered store whose table is missing is created as a new one would be.
@@ -155,6 +157,27 @@ def _refuse_other_values(existing: StoreSpec, value_format: str) -> None:
         f"store '{existing.name}' keeps {held}; this job would write {wanted}. Nothing was written. Run it with "
         "the store's own settings (--input-format, --aggregate), or write to another store."
     )
+
+
+def _refuse_other_windows(existing: StoreSpec, windowing: WindowSpec | SessionSpec | None) -> None:
+    """StoreMismatchError, before anything is written, when the registered store counts in other
+    windows or sessions (size, hop, gap, grace or retention) than the job asks for; None asks
+    for none (the store's own are used)."""
+    held = existing.windowing
+    if windowing is None or held is None or type(held) is not type(windowing):
+        return
+    if _settings(held) == _settings(windowing):
+        return
+    raise StoreMismatchError(
+        f"store '{existing.name}' counts in {held.summary()}; this job asks for {windowing.summary()}. Nothing was "
+        "written. Run it with the store's own settings (--window, --hop, --session-gap, --grace, --retention), or "
+        "write to another store."
+    )
+
+
+def _settings(windowing: WindowSpec | SessionSpec) -> dict[str, int]:
+    """What a windowing asks for: everything but the storage segment, which the registry fixes."""
+    return {name: value for name, value in windowing.as_dict().items() if name != "segment_ms"}
 
 
 def input_settings_of(stream: StreamConfig) -> registry.InputSettings | None:

@@ -133,6 +133,18 @@ def session_deltas(batch_df, sessions: SessionSpec, stream_time: int | Column | 
     return rows.select("word", "delta", "last_ms", F.array_sort("times").alias("times"))
 
 
+def late_detail(starts, opened, windowing: WindowSpec, stream_time_ms: int, counted: str):
+    """A late record's dead-letter detail: how many of its windows (`starts`) had closed (not in
+    `opened`) at the stream time; `counted` says what of it was not counted there."""
+    grace = format_duration(windowing.grace_ms) if windowing.grace_ms else "no grace"
+    return F.format_string(
+        f"%d of its %d window(s) had closed at stream time {stream_time_ms} ms ({grace}): {counted} not counted "
+        "in them",
+        F.size(starts) - F.size(opened),
+        F.size(starts),
+    )
+
+
 def late_letter_rows(batch_df, windowing: WindowSpec | SessionSpec, stream_time_ms: int | None):
     """The batch's late records as dead-letter rows (topic, partition, offset, ts_ms, reason,
     detail, raw), like statestore.stream.transforms.dead_letter_rows."""
@@ -141,18 +153,13 @@ def late_letter_rows(batch_df, windowing: WindowSpec | SessionSpec, stream_time_
             [], "topic string, partition int, offset long, ts_ms long, reason string, detail string, raw binary"
         )
     records = _windowed_records(batch_df, windowing, stream_time_ms).filter(_late())
-    grace = format_duration(windowing.grace_ms) if windowing.grace_ms else "no grace"
     if isinstance(windowing, SessionSpec):
+        grace = format_duration(windowing.grace_ms) if windowing.grace_ms else "no grace"
         detail = F.lit(
             f"more than the grace ({grace}) older than the stream time {stream_time_ms} ms: not counted in any session"
         )
     else:
-        detail = F.format_string(
-            f"%d of its %d window(s) had closed at stream time {stream_time_ms} ms ({grace}): its words were "
-            "not counted in them",
-            F.size("starts") - F.size("open"),
-            F.size("starts"),
-        )
+        detail = late_detail(F.col("starts"), F.col("open"), windowing, stream_time_ms, "its words were")
     return records.select(
         "topic",
         "partition",

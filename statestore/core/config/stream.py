@@ -26,8 +26,8 @@ from statestore.core.settings import (
 )
 from statestore.core.windows import SessionSpec, WindowSpec
 
-# The store types an aggregate store may be, this round (windows and sessions come later).
-AGGREGATE_STORE_TYPES = (StoreType.PARTITIONED_KV, StoreType.GLOBAL_KV)
+# The store types an aggregate store may be, this round (sessions come later).
+AGGREGATE_STORE_TYPES = (StoreType.PARTITIONED_KV, StoreType.GLOBAL_KV, StoreType.PARTITIONED_WINDOW)
 
 # How far a record's event time may be ahead of its batch's clock (StreamConfig.max_future_ms).
 DEFAULT_MAX_FUTURE_MS = 300_000
@@ -50,7 +50,13 @@ def _starting_offsets(raw: str) -> str:
 INPUT_FORMATS = ("text", "json")
 # A JSON field's path, as measures name theirs (statestore.core.aggregation.spec): a.b.c
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-WINDOWED_AGGREGATES = "aggregations on window and session stores are not supported yet"
+SESSION_AGGREGATES = "aggregations on session stores are not supported yet"
+
+
+AGGREGATE_STORE_KINDS = (
+    "--aggregate keeps its measures in a key-value store (partitioned-kv or global-kv) or, with --window, "
+    "per window in a partitioned-window store"
+)
 
 
 def _input_format(raw: str) -> str:
@@ -331,8 +337,8 @@ class StreamConfig:
 
     def _check_input(self) -> None:
         """JSON records need measures and a key; measures and keys are for JSON records only; and
-        aggregate stores are key-value stores this round. Values set in code (the DAG) are
-        checked and made canonical as flags are."""
+        aggregate stores are key-value or window stores this round (not session stores). Values
+        set in code (the DAG) are checked and made canonical as flags are."""
         try:
             for name, parse in (
                 ("input_format", _input_format),
@@ -354,15 +360,12 @@ class StreamConfig:
             raise ConfigError("--input-format json needs --aggregate, the measures to keep, e.g. 'n=count()'")
         if (self.key is None) == (self.key_expr is None):
             raise ConfigError("--input-format json needs a key: either --key FIELD[,FIELD...] or --key-expr SQL")
-        if self.window is not None or self.session_gap is not None:
-            raise ConfigError(WINDOWED_AGGREGATES)
-        if self.store_type is not None and StoreType(self.store_type).timed:
-            raise ConfigError(WINDOWED_AGGREGATES)
+        if self.session_gap is not None:
+            raise ConfigError(SESSION_AGGREGATES)
+        if self.store_type is not None and StoreType(self.store_type).sessioned:
+            raise ConfigError(SESSION_AGGREGATES)
         if self.store_type is not None and StoreType(self.store_type) not in AGGREGATE_STORE_TYPES:
-            raise ConfigError(
-                f"--aggregate keeps its measures in a key-value store (partitioned-kv or global-kv), not a "
-                f"{self.store_type} store"
-            )
+            raise ConfigError(f"{AGGREGATE_STORE_KINDS}, not a {self.store_type} store")
 
     @property
     def aggregate_spec(self) -> AggregateSpec | None:
