@@ -148,7 +148,8 @@ with DAG(
         "window": _duration_param(
             "Window (windowed counts)",
             "empty: count per word forever; a duration such as 1m: count per word and event-time window of that "
-            "size (Kafka record timestamps, windows aligned to the epoch, into a partitioned-window store)",
+            "size (Kafka record timestamps, json: the time field's; windows aligned to the epoch, into a "
+            "partitioned-window store)",
         ),
         "hop": _duration_param(
             "Hop (with a window)", "empty: tumbling windows; a shorter duration: windows start every hop and overlap"
@@ -179,7 +180,8 @@ with DAG(
             None,
             type=["null", "string"],
             title="Aggregate (json)",
-            description="the measures kept per key, e.g. n=count(), total=sum_int(amount), hi=max(amount)",
+            description="the measures kept per key (with a window: per key and window), e.g. n=count(), "
+            "total=sum_int(amount), hi=max(amount)",
         ),
         "key": Param(
             None,

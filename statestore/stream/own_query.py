@@ -390,6 +390,10 @@ def start_aggregation(
     max_future_ms: int | None = None,
     lease_ttl_s: float = 30.0,
     dead_letter_retention_ms: int | None = None,
+    window_ms: int | None = None,
+    hop_ms: int | None = None,
+    grace_ms: int | None = None,
+    retention_ms: int | None = None,
     seams: BatchSeams = SHIPPED,
 ) -> AggregationQuery:
     """Start keeping `measures` per `key` of the streaming DataFrame `df` in the aggregate store
@@ -405,7 +409,10 @@ def start_aggregation(
     cassandra, kafka: where the store and the topic are (None: the STATESTORE_* environment, as
       the job reads it; kafka's bootstrap servers default to the source's).
     trigger: 'available-now' or an interval such as '10s'. store_type: partitioned-kv (default
-      for a new store) or global-kv. The rest as the job's flags of the same names.
+      for a new store), global-kv, or partitioned-window (the default with window_ms).
+    window_ms, hop_ms, grace_ms, retention_ms: keep the measures per key and event-time window
+      (`time`'s), as the job's --window, --hop, --grace and --retention (sessions: not yet).
+      The rest as the job's flags of the same names.
 
     ConfigError before anything is written: a frame that is not one Kafka source, lacks the
     Kafka columns, or has a column of a type its measure cannot take; the store errors the job
@@ -431,6 +438,10 @@ def start_aggregation(
         "dead_letter_retention_ms": dead_letter_retention_ms,
         "store_type": store_type,
         "partitions": partitions,
+        "window": window_ms,
+        "hop": hop_ms,
+        "grace": grace_ms,
+        "retention": retention_ms,
     }
     stream = StreamConfig(
         topic=topic,

@@ -125,7 +125,8 @@ class StreamConfig:
         None,
         "STATESTORE_WINDOW",
         "--window",
-        "count per time window of this size by Kafka record time, e.g. 1m (tumbling; a window store)",
+        "count per time window of this size by Kafka record time (JSON records: their event time, "
+        "--time-field), e.g. 1m (tumbling; a window store)",
         _duration("window"),
     )
     hop: int | None = setting(
@@ -259,8 +260,8 @@ class StreamConfig:
         None,
         "STATESTORE_AGGREGATE",
         "--aggregate",
-        "with --input-format json: the measures kept per key, e.g. 'n=count(), total=sum_int(amount), "
-        "hi=max(amount)' (count, sum, sum_int, min, max, latest, distinct)",
+        "with --input-format json: the measures kept per key (with --window: per key and window), e.g. "
+        "'n=count(), total=sum_int(amount), hi=max(amount)' (count, sum, sum_int, min, max, latest, distinct)",
         _aggregate,
     )
     key: str | None = setting(

@@ -202,3 +202,45 @@ def test_a_crash_half_way_through_a_window_batchs_writes_then_a_restart_stays_ex
     run_stream(spark, cassandra_config, kafka_config, topic, store_name, checkpoint, window=60_000, hop=20_000, **JSON)
     assert _dump(session, keyspace, store_name) == truth
     assert len(list(deadletters.read_all(session, keyspace, store_name))) == late
+
+
+def test_your_own_query_keeps_its_measures_per_window_too(
+    spark, session, keyspace, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path
+):
+    from pyspark.sql import functions as F
+
+    from statestore.stream.own_query import start_aggregation
+
+    windowing = WindowSpec(60_000, 20_000)
+    base = int(time.time() * 1000) - 900_000
+    events = _events(600, seed=49, base=base, step_ms=500, old_every=50, old_ms=45_000)
+    produce_lines(kafka_config, ordered_topic, [json.dumps(e) for e in events])
+    source = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
+        .option("subscribe", ordered_topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "200")
+        .load()
+    )
+    schema = "shop string, user string, amount bigint, ts bigint"
+    frame = source.select(
+        "topic", "partition", "offset", "value", F.from_json(F.col("value").cast("string"), schema).alias("e")
+    )
+    running = start_aggregation(
+        frame.select("topic", "partition", "offset", "value", "e.*"),
+        store=store_name,
+        measures=MEASURES,
+        key="shop",
+        time="ts",
+        checkpoint=str(tmp_path / "cp"),
+        cassandra=cassandra_config,
+        kafka=kafka_config,
+        window_ms=60_000,
+        hop_ms=20_000,
+    )
+    running.await_termination()
+    truth, late = _truth(_in_batches(events, 200), windowing)
+    assert late > 0
+    assert _dump(session, keyspace, store_name) == truth
+    assert len(list(deadletters.read_all(session, keyspace, store_name))) == late

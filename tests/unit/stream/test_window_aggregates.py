@@ -207,3 +207,47 @@ def test_an_existing_window_store_with_other_windows_is_refused_naming_both():
         _refuse_other_windows(held, WindowSpec(60_000, 20_000))
     _refuse_other_windows(held, WindowSpec(60_000))  # the same windows (the segment is the registry's): accepted
     _refuse_other_windows(held, None)  # none asked for: the store's own
+
+
+def test_your_own_query_counts_per_window_with_the_jobs_window_settings(spark, monkeypatch):
+    from pyspark.sql import functions as F
+
+    from statestore.stream import own_query
+
+    started = {}
+
+    def start_query(spark_session, job, read, records, seams, *, name):
+        started.update(job=job, records=records)
+        return object()
+
+    monkeypatch.setattr(own_query, "start_query", start_query)
+    monkeypatch.setattr(own_query, "AggregationQuery", lambda running: running)
+    source = spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:1")
+    source = source.option("subscribe", "orders").option("startingOffsets", "earliest").load()
+    orders = source.select("*", F.get_json_object(F.col("value").cast("string"), "$.shop").alias("shop"))
+    own_query.start_aggregation(
+        orders,
+        store="s",
+        measures="n=count()",
+        key="shop",
+        checkpoint="/tmp/x",
+        cassandra=CassandraConfig(),
+        window_ms=60_000,
+        hop_ms=20_000,
+        grace_ms=5_000,
+    )
+    assert started["job"].stream.windowing == WindowSpec(60_000, 20_000, 5_000)
+    # The own query's rows are the JSON path's: the same window partials.
+    batch = _batch(spark, [json.dumps({"shop": "a", "ts": 70_000})])
+    staged, records = own_query.stage(
+        batch.select("*", F.get_json_object(F.col("value").cast("string"), "$.shop").alias("shop")),
+        AggregateSpec.parse("n=count()"),
+        key="shop",
+        time=F.get_json_object(F.col("value").cast("string"), "$.ts").cast("long"),
+    )
+    rows = aggregates.window_partials(records.parsed_records(staged), records, WindowSpec(60_000, 20_000), None)
+    assert sorted((r.key, r.window_start, r.records) for r in rows.collect()) == [
+        ("a", 20_000, 1),
+        ("a", 40_000, 1),
+        ("a", 60_000, 1),
+    ]
