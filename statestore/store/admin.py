@@ -20,6 +20,7 @@ from cassandra.concurrent import execute_concurrent
 
 from statestore.conn.cassandra import DDL_PROFILE, prepare, require_keyspace
 from statestore.core import codecs
+from statestore.core.aggregation.spec import AGGREGATE_FORMAT_PREFIX
 from statestore.core.errors import (
     ConfirmationRequiredError,
     OptionError,
@@ -572,20 +573,25 @@ class WindowTop:
 
 def latest_windows(session, keyspace: str, name: str, windows: int = 3, limit: int = 10) -> list[WindowTop]:
     """The `windows` newest windows of window store `name` (newest first, none after its stream
-    time), each with its `limit` highest counts, ties by key. Reads those windows only, when
-    the store has a stream time."""
+    time: WindowStore.latest), each with its `limit` highest counts, ties by key. A store of
+    measures (an aggregate store) has no one count to rank by: OptionError, naming `top --by`."""
     if windows < 1 or limit < 1:
         raise OptionError(f"windows and limit must be at least 1, got {windows} and {limit}")
     store = open_window_store(session, keyspace, name)
-    now = store.stream_time()
-    size, hop = store.windowing.size_ms, store.windowing.hop_ms
-    # No stream time (a store filled by puts, not a stream): every window is read.
-    read = store.all() if now is None else store.fetch_all(max(0, now - size - windows * hop), now)
-    by_start: dict[int, list[tuple[Any, int]]] = {}
-    for window in read:
-        by_start.setdefault(window.start_ms, []).append((window.key, window.value))
-    newest = sorted(by_start, reverse=True)[:windows]
-    return [WindowTop(s, s + size, heapq.nsmallest(limit, by_start[s], key=lambda kv: (-kv[1], kv[0]))) for s in newest]
+    if store.value_codec.name.startswith(AGGREGATE_FORMAT_PREFIX):
+        raise OptionError(
+            f"store '{name}' keeps measures ({store.value_codec.name}), not counts: rank its windows by one "
+            f"of them (`statestore top {name} --by MEASURE`)"
+        )
+    size = store.windowing.size_ms
+    return [
+        WindowTop(start, start + size, heapq.nsmallest(limit, [(w.key, w.value) for w in found], key=_by_count))
+        for start, found in store.latest(windows)
+    ]
+
+
+def _by_count(pair: tuple[Any, int]) -> tuple[int, Any]:
+    return -pair[1], pair[0]
 
 
 def latest_sessions(session, keyspace: str, name: str, limit: int = 10) -> list:

@@ -11,6 +11,8 @@ import json
 import pytest
 
 from statestore.cli.main import main
+from statestore.core.errors import OptionError
+from statestore.store import admin
 from tests.integration import aggregate_stores
 from tests.integration.aggregate_stores import BIG, MINUTE, START
 
@@ -95,3 +97,10 @@ def test_top_ranks_the_latest_windows_keys_by_a_measure_and_count_counts_windows
     code, _, err = _run(capsys, "top", "cli_window_orders", "--by", "city", *ks)
     assert code == 2 and "not a number to rank by" in err
     assert _run(capsys, "count", "cli_window_orders", *ks)[:2] == (0, "5\n")
+
+
+def test_the_count_ranking_of_the_latest_windows_refuses_a_store_of_measures(session, keyspace, windows):
+    """admin.latest_windows ranks by one count; a store of measures has none: a clear refusal
+    naming `top --by`, not the TypeError of negating a dict (the store page's old failure)."""
+    with pytest.raises(OptionError, match=r"keeps measures .*`statestore top cli_window_orders --by MEASURE`"):
+        admin.latest_windows(session, keyspace, "cli_window_orders")
