@@ -76,8 +76,9 @@ def _with_windows(parsed, windowing: WindowSpec, stream_time_ms: int | None):
 
 
 def _late():
-    """A countable record with a closed window."""
-    return F.col(REASON).isNull() & (F.size(_OPEN) < F.size(_STARTS))
+    """A countable record with a closed window, or with no window at all (an event time before
+    1970, which no window holds: a dead letter, never counted nowhere without a word)."""
+    return F.col(REASON).isNull() & ((F.size(_OPEN) < F.size(_STARTS)) | (F.size(_STARTS) == 0))
 
 
 def window_partials(parsed, spec: JsonInput, windowing: WindowSpec, stream_time_ms: int | None):
@@ -106,13 +107,15 @@ def late_letter_rows(parsed, windowing: WindowSpec, stream_time_ms: int | None):
     """The batch's late records as dead-letter rows (json_input.dead_letter_rows' columns),
     judged by their event time (TIME_MS), with the word count's detail and the event time."""
     columns = ("topic", "partition", "offset", "ts_ms", REASON, "detail", "raw")
-    if stream_time_ms is None:
-        return parsed.filter(F.lit(False)).select(*columns)
     late = _with_windows(parsed, windowing, stream_time_ms).filter(_late())
-    detail = F.concat(
-        late_detail(F.col(_STARTS), F.col(_OPEN), windowing, stream_time_ms, "the record was"),
-        F.format_string(" (its event time %d ms)", F.col(TIME_MS)),
+    closed = (
+        F.lit(None)
+        if stream_time_ms is None
+        else late_detail(F.col(_STARTS), F.col(_OPEN), windowing, stream_time_ms, "the record was")
     )
+    detail = F.when(
+        F.size(_STARTS) == 0, F.format_string("its event time %d ms is before 1970: no window holds it", F.col(TIME_MS))
+    ).otherwise(F.concat(closed, F.format_string(" (its event time %d ms)", F.col(TIME_MS))))
     return late.select(*columns[:4], F.lit(deadletters.LATE).alias(REASON), detail.alias("detail"), "raw")
 
 

@@ -126,6 +126,21 @@ def test_a_record_is_late_by_its_json_event_time_not_its_kafka_time(spark):
     assert aggregates.late_letter_rows(parsed, windowing, None).count() == 0  # no stream time: none late
 
 
+def test_a_record_before_1970_is_a_late_dead_letter_at_any_stream_time_never_counted_nowhere(spark):
+    """No window holds a negative event time: it was counted nowhere and written nowhere (its
+    batch's uncountable count said 1, no letter). It is a dead letter `late` saying why, on
+    the first batch too (no stream time yet)."""
+    windowing = WindowSpec(60_000)
+    values = [json.dumps({"shop": "a", "user": "u", "amount": 1, "ts": t}) for t in (-5, 30_000)]
+    parsed = parsed_records(_batch(spark, values), JSON)
+    for stream_time in (None, 10_000):
+        deltas, _ = _deltas(spark, values, windowing, stream_time)
+        assert [window_of(d.key) for d in deltas] == [(b"a", 0)]
+        (late,) = aggregates.late_letter_rows(parsed, windowing, stream_time).collect()
+        assert (late.offset, late.reason) == (0, deadletters.LATE)
+        assert late.detail == "its event time -5 ms is before 1970: no window holds it"
+
+
 def test_write_dead_letters_takes_the_json_paths_rows_with_their_late_ones_and_adds_no_kafka_time_judgement(
     spark,
 ):
