@@ -21,7 +21,7 @@ applied by apply_window_aggregates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 from pyspark.sql import functions as F
 
@@ -37,26 +37,41 @@ from statestore.stream.apply import (
     SLICE,
     ApplyStats,
     Timer,
+    cached_task,
     collector_paused,
     run_applier,
     timed,
     write_all,
 )
+from statestore.stream.apply_cache import (
+    BucketCache,
+    CachePlan,
+    bucket_expression,
+    expiring_keys,
+    remember_unless_expiring,
+)
 from statestore.stream.apply_windows import WindowRows, window_cache_key, window_of
 from statestore.stream.json_input import KEY, REASON, TIME_MS, JsonInput, measure_columns
+from statestore.stream.plan import entry_of, record_of
 from statestore.stream.windowed import NO_WINDOW, late_detail, open_starts, window_starts
 
 RECORDS = "records"
+BUCKET = "bucket"  # a partial's apply-cache bucket (apply.with_buckets' column)
 WINDOW_START = "window_start"
 _STARTS, _OPEN = "_starts", "_open"
 
 
-def partials(parsed, spec: JsonInput):
-    """(key, records, time_ms, m0, m1, ...) per key of the batch's countable records: how many,
-    their latest event time and each measure's partial accumulator (a DataFrame plan). The
-    records with a reason are grouped under a null key, counted in `records`."""
+def partials(parsed, spec: JsonInput, buckets: int | None = None):
+    """(key, records, time_ms, m0, m1, ...[, bucket]) per key of the batch's countable records:
+    how many, their latest event time and each measure's partial accumulator (a DataFrame plan).
+    The records with a reason are grouped under a null key, counted in `records`. `buckets`:
+    the apply cache's (None: off), each row's bucket last (Spark's hash partitioning of the key,
+    as the grouping shuffles it: apply_cache.bucket_expression)."""
     keyed = parsed.withColumn(KEY, F.when(F.col(REASON).isNull(), F.col(KEY)))
-    return keyed.groupBy(KEY).agg(*_aggregations(spec))
+    grouped = keyed.groupBy(KEY).agg(*_aggregations(spec))
+    if buckets is None:
+        return grouped
+    return grouped.withColumn(BUCKET, F.expr(bucket_expression(buckets, (KEY,))))
 
 
 def _aggregations(spec: JsonInput) -> list:
@@ -136,13 +151,18 @@ def window_delta_of(row: tuple, aggregate: AggregateSpec) -> AggregateDelta:
     return delta._replace(key=window_cache_key(delta.key, int(row[-1])))
 
 
+def bucketed_delta_of(row: tuple, aggregate: AggregateSpec) -> AggregateDelta:
+    """Pure: one partials row with its apply-cache bucket last (partials with `buckets`)."""
+    return delta_of(row[:-1], aggregate)._replace(bucket=int(row[-1]))
+
+
 def slices_of(
-    rows: Iterable[tuple], aggregate: AggregateSpec, windowed: bool = False
+    rows: Iterable[tuple], aggregate: AggregateSpec, windowed: bool = False, bucketed: bool = False
 ) -> Iterator[list[AggregateDelta]]:
-    """A task's partials rows (`windowed`: window_partials' rows) as slices of at most SLICE
-    deltas (at least one, maybe empty)."""
+    """A task's partials rows (`windowed`: window_partials' rows; `bucketed`: with their
+    bucket last) as slices of at most SLICE deltas (at least one, maybe empty)."""
     deltas: list[AggregateDelta] = []
-    of = window_delta_of if windowed else delta_of
+    of = window_delta_of if windowed else bucketed_delta_of if bucketed else delta_of
     for row in rows:
         deltas.append(of(row, aggregate))
         if len(deltas) >= SLICE:
@@ -161,23 +181,47 @@ def apply_aggregates(
     write_ts: int,
     timer: Timer | None = None,
     cutoff_ms: int | None = None,
+    *,
+    cache: BucketCache | None = None,
+    table=None,
 ) -> ApplyStats:
     """Read the entries of the deltas' keys, merge the partials in (plan_aggregates), write the
-    merged entries at `write_ts`. `words`: the records counted."""
+    merged entries at `write_ts`. `words`: the records counted. With `cache` (the keys' bucket
+    file: statestore.stream.apply_cache, the same trust rules as the word count's) only the
+    keys it cannot vouch for are read, and every key's entry as the store now holds it is kept
+    in it (its accumulators whole: plan.record_of), but for a key read carrying a TTL
+    (remember_unless_expiring). `table`: the entries' I/O (None: the store's table, noting TTLs
+    with `cache`)."""
     if not deltas:
         return ApplyStats()
-    table = table_for(spec)
+    if table is None:
+        table = table_for(spec) if cache is None else table_for(spec).noting_ttl()
     keys = [d.key for d in deltas]
-    current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency))
+    expiring: Collection[bytes] = ()
+    if cache is None:
+        current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency))
+        read = len(keys)
+    else:
+        records, to_read = timed(timer, "cache", lambda: cache.lookup(keys))
+        current = {keys[i]: entry_of(keys[i], record) for i, record in enumerate(records) if record is not None}
+        read = len(to_read)
+        if to_read:
+            found = timed(timer, "read", lambda: table.read_entries(session, [keys[i] for i in to_read], concurrency))
+            expiring = expiring_keys(found)
+            current.update(found)
     writes, skipped = timed(timer, "plan", lambda: plan_aggregates(aggregate, current, deltas, batch_id, cutoff_ms))
     write_all(batch_id, lambda rows: table.write_entries(session, rows, concurrency, write_ts), writes, timer)
+    if cache is not None:
+        held = {key: record_of(entry) for key, entry in current.items()}
+        held.update((entry.key, record_of(entry)) for entry in writes)
+        timed(timer, "cache", lambda: remember_unless_expiring(cache, list(held.items()), expiring))
     times = [d.time_ms for d in deltas if d.time_ms is not None]
     return ApplyStats(
         len(deltas),
         len(writes),
         skipped,
         max(times) if times else None,
-        read=len(keys),
+        read=read,
         words=sum(d.records for d in deltas),
     )
 
@@ -229,28 +273,36 @@ def aggregate_applier(
     write_ts: int,
     timer: Timer | None = None,
     cutoff_ms: int | None = None,
+    cache: CachePlan | None = None,
 ):
     """A function over one task's partials rows (without the null key's): applies them slice by
     slice and yields the task's ApplyStats. Transient Cassandra errors are retried within the
     retry budget: repeating a slice is safe (the module doc). A window store's rows are
     window_partials' rows, applied by apply_window_aggregates (no closed window is written, so
-    `cutoff_ms`, the key-value retention, does not apply)."""
+    `cutoff_ms`, the key-value retention, does not apply). `cache`: the batch's apply-cache plan
+    (key-value stores; rows then carry their bucket): each slice goes with its bucket's file
+    (apply.cached_task), whose token the task's stats report."""
     windowed = spec.windowing is not None
 
-    def apply(session, deltas: list[AggregateDelta]) -> ApplyStats:
+    def apply(session, deltas: list[AggregateDelta], file: BucketCache | None) -> ApplyStats:
         concurrency = config.write_concurrency
         if windowed:
             return apply_window_aggregates(session, spec, aggregate, batch_id, deltas, concurrency, write_ts, timer)
-        return apply_aggregates(session, spec, aggregate, batch_id, deltas, concurrency, write_ts, timer, cutoff_ms)
+        return apply_aggregates(
+            session, spec, aggregate, batch_id, deltas, concurrency, write_ts, timer, cutoff_ms, cache=file
+        )
 
-    def apply_slice(deltas: list[AggregateDelta]) -> ApplyStats:
+    def apply_slice(deltas: list[AggregateDelta], file: BucketCache | None = None) -> ApplyStats:
         return with_retries(
-            config, f"applying batch {batch_id} to store {spec.name}", lambda: apply(session_for(config), deltas)
+            config, f"applying batch {batch_id} to store {spec.name}", lambda: apply(session_for(config), deltas, file)
         )
 
     def apply_partition(rows: Iterator[tuple]) -> Iterator[ApplyStats]:
-        slices = slices_of(rows, aggregate, windowed)
-        yield timed(timer, "task", lambda: sum((apply_slice(d) for d in slices), ApplyStats()))
+        slices = slices_of(rows, aggregate, windowed, bucketed=cache is not None)
+        if cache is None:
+            yield timed(timer, "task", lambda: sum((apply_slice(d) for d in slices), ApplyStats()))
+        else:
+            yield timed(timer, "task", lambda: cached_task(slices, cache, apply_slice))
 
     return apply_partition
 

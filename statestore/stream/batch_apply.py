@@ -56,10 +56,10 @@ def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: C
 
 def cacheable(spec: StoreSpec) -> bool:
     """The apply cache holds current entries, of keys or of (key, window) pairs, and a key's
-    sessions a batch can still touch (statestore.stream.session_cache): not versions. Nor, this
-    round, an aggregate store's entries (its value format names measures): the cache's records
-    hold a count, not accumulators, so every batch of an aggregate store reads its keys."""
-    return not spec.store_type.versioned and not is_aggregate(spec)
+    sessions a batch can still touch (statestore.stream.session_cache): not versions. An
+    aggregate key-value store's entries too, their accumulators whole (aggregates.apply_aggregates);
+    not yet an aggregate window store's, whose every batch reads its windows."""
+    return not spec.store_type.versioned and not (is_aggregate(spec) and spec.windowing is not None)
 
 
 def is_aggregate(spec: StoreSpec) -> bool:
@@ -117,7 +117,7 @@ def _count(
         rows = None
         if writer.json_input is not None:
             parsed = _parsed_records(batch_df, writer.json_input)
-            stats, applied_on = _aggregate(writer, parsed, position)
+            stats, applied_on = _aggregate(writer, parsed, position, cache)
             rows = json_input.dead_letter_rows(parsed)
             if spec.windowing is not None:  # late by their event time, not their Kafka time
                 rows = rows.unionByName(aggregates.late_letter_rows(parsed, spec.windowing, position.stream_time_ms))
@@ -151,11 +151,12 @@ def _parsed_records(batch_df, records):
     return records.parsed_records(batch_df)
 
 
-def _aggregate(writer: StoreWriter, parsed, position: BatchPosition) -> tuple[ApplyStats, str]:
+def _aggregate(writer: StoreWriter, parsed, position: BatchPosition, cache: CachePlan | None) -> tuple[ApplyStats, str]:
     """Apply the batch's JSON records (`parsed`, json_input.parsed_records) to an aggregate
     store: each key's partials merged into its entry (a window store's: each key's and open
     window's, by the stream time the batch began with), by the driver when the batch is small
-    (on_driver_for, and its partials fit the driver's bound), else by the executors."""
+    (on_driver_for, and its partials fit the driver's bound), else by the executors. `cache`:
+    the batch's apply-cache plan (key-value stores: each partial then carries its bucket)."""
     spec, aggregate = writer.spec, writer.json_input.aggregate
     cutoff = cutoff_ms(position.retention_ms, position.stream_time_ms)
     applier = aggregates.aggregate_applier(
@@ -166,11 +167,12 @@ def _aggregate(writer: StoreWriter, parsed, position: BatchPosition) -> tuple[Ap
         position.write_ts,
         timer=writer.seams.task_timer,
         cutoff_ms=cutoff,
+        cache=cache,
     )
     if spec.windowing is not None:
         partials = aggregates.window_partials(parsed, writer.json_input, spec.windowing, position.stream_time_ms)
     else:
-        partials = aggregates.partials(parsed, writer.json_input)
+        partials = aggregates.partials(parsed, writer.json_input, None if cache is None else cache.buckets)
     if on_driver_for(position.start, position.end, writer.driver_records):
         small = collect_at_most(partials, DRIVER_ROWS)
         if small is not None:

@@ -13,7 +13,10 @@ from statestore.core.aggregation import AggregateSpec
 from statestore.core.config import StreamConfig
 from statestore.core.errors import ConfigError, StoreMismatchError
 from statestore.core.model import Entry, StoreSpec
+from statestore.core.windows import WindowSpec
+from statestore.store.tables.base import Found
 from statestore.stream import aggregates, faults
+from statestore.stream.apply_cache import BucketCache
 from statestore.stream.batch_apply import cacheable
 from statestore.stream.job import _refuse_other_values, json_input_of
 
@@ -98,9 +101,71 @@ def test_the_null_keys_records_come_back_as_uncountable_and_reach_no_applier():
     assert seen == [("a", 2, 1)] and (stats.keys, stats.uncountable) == (1, 5)
 
 
-def test_the_apply_cache_is_off_for_aggregate_stores_and_as_it_was_for_the_word_count():
-    assert not cacheable(STORE)
+def test_the_apply_cache_serves_aggregate_key_value_stores_not_yet_window_ones():
+    """Key-value aggregate stores keep their accumulators in the cache; window ones read."""
+    assert cacheable(STORE)
     assert cacheable(StoreSpec("ks", "words", "partitioned-kv", 2))
+    windowed = StoreSpec(
+        "ks", "w", "partitioned-window", 2, value_codec=SPEC.value_format, windowing=WindowSpec(60_000)
+    )
+    assert not cacheable(windowed)
+
+
+class CountingTable(FakeTable):
+    """FakeTable counting the keys read; `expiring` keys are read as carrying a TTL (a Found)."""
+
+    def __init__(self, expiring=()):
+        super().__init__()
+        self.read_keys: list[bytes] = []
+        self.expiring = set(expiring)
+
+    def read_entries(self, session, keys, concurrency):
+        self.read_keys += keys
+        found = Found()
+        found.update(super().read_entries(session, keys, concurrency))
+        found.expiring = {k for k in found if k in self.expiring}
+        return found
+
+
+def _cached(table, path, batch_id, deltas, expected, fresh=False):
+    """One task's apply of `deltas` with its bucket's file at `path`; the file's new token."""
+    file = BucketCache(str(path), expected, fresh)
+    try:
+        stats = aggregates.apply_aggregates(
+            None, STORE, SPEC, batch_id, deltas, 4, batch_id * 1000, cache=file, table=table
+        )
+        return stats, file.finish()
+    finally:
+        file.close()
+
+
+def test_a_trusted_file_vouches_for_the_accumulators_and_the_batch_reads_nothing(tmp_path):
+    """Batch 1 on a fresh (complete) file reads nothing and keeps what it wrote; batch 2, its
+    token expected, merges into the file's records without a read: the same values as an
+    uncached apply. An untrusted file (another token) reads every key again."""
+    table, plain = CountingTable(), FakeTable()
+    first = _deltas(_row("a", 2, 10, 2, Decimal(5), None), _row("b", 1, 20, 1, Decimal(-1), None))
+    second = _deltas(_row("a", 1, 15, 1, Decimal(2**62), None), _row("c", 1, 16, 1, Decimal(1), None))
+    stats, token = _cached(table, tmp_path / "bucket", 1, first, None, fresh=True)
+    assert stats.read == 0 and table.read_keys == []
+    stats, token = _cached(table, tmp_path / "bucket", 2, second, token)
+    assert stats.read == 0 and table.read_keys == []
+    for batch_id, deltas in ((1, first), (2, second)):
+        aggregates.apply_aggregates(None, STORE, SPEC, batch_id, deltas, 4, batch_id * 1000, table=plain)
+    assert table.rows == plain.rows and SPEC.codec.decode(table.rows[b"a"].value)["total"] == 5 + 2**62
+    stats, _ = _cached(table, tmp_path / "bucket", 3, second, "another token")
+    assert stats.read == 2 and (stats.written, stats.skipped) == (2, 0)
+
+
+def test_a_key_read_carrying_a_ttl_is_not_kept_so_the_next_batch_reads_it_again(tmp_path):
+    """remember_unless_expiring: the file would vouch for a row that may expire unseen."""
+    table = CountingTable(expiring={b"a"})
+    table.rows[b"a"] = Entry(b"a", SPEC.pack(SPEC.identity()), 0, 5)
+    deltas = _deltas(_row("a", 1, 10, 1, Decimal(1), None), _row("b", 1, 10, 1, Decimal(1), None))
+    _, token = _cached(table, tmp_path / "bucket", 1, deltas, None)
+    table.read_keys.clear()
+    _cached(table, tmp_path / "bucket", 2, _deltas(_row("a", 1, 11, 1, Decimal(1), None)), token)
+    assert table.read_keys == [b"a"]
 
 
 def test_an_existing_store_with_other_values_is_refused_naming_both():
