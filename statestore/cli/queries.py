@@ -73,13 +73,21 @@ def _windowed_from_args(args):
     return open_window_store(session, config.keyspace, args.store)
 
 
-def cmd_get(args) -> int:
+def _store_or_windows(args):
+    """(the store `args` name, None), or for a window store (None, its WindowStore): the
+    commands that show a window store's rows their own way take it from here."""
     try:
-        store = open_from_args(args)
+        return open_from_args(args), None
     except UnsupportedOperationError:
         windows = _windowed_from_args(args)
         if windows is None:
             raise
+        return None, windows
+
+
+def cmd_get(args) -> int:
+    store, windows = _store_or_windows(args)
+    if windows is not None:
         return _get_windows(windows, args)
     key = parse_key(args.key, store.key_codec)
     if args.as_of is not None:
@@ -253,12 +261,8 @@ def cmd_dump(args) -> int:
 
 
 def cmd_top(args) -> int:
-    try:
-        store = open_from_args(args)
-    except UnsupportedOperationError:
-        windows = _windowed_from_args(args)
-        if windows is None:
-            raise
+    store, windows = _store_or_windows(args)
+    if windows is not None:
         return _top_windows(windows, args)
     spec = aggregates.spec_of(store.value_codec)
     if spec is None:

@@ -215,14 +215,14 @@ def apply_aggregates(
         held = {key: record_of(entry) for key, entry in current.items()}
         held.update((entry.key, record_of(entry)) for entry in writes)
         timed(timer, "cache", lambda: remember_unless_expiring(cache, list(held.items()), expiring))
+    return _stats(deltas, len(writes), skipped, read)
+
+
+def _stats(deltas: list[AggregateDelta], written: int, skipped: int, read: int) -> ApplyStats:
+    """A slice's figures: `words` are the records counted, the time the latest counted."""
     times = [d.time_ms for d in deltas if d.time_ms is not None]
     return ApplyStats(
-        len(deltas),
-        len(writes),
-        skipped,
-        max(times) if times else None,
-        read=read,
-        words=sum(d.records for d in deltas),
+        len(deltas), written, skipped, max(times) if times else None, read=read, words=sum(d.records for d in deltas)
     )
 
 
@@ -254,15 +254,7 @@ def apply_window_aggregates(
     writes, skipped = timed(timer, "plan", lambda: plan_aggregates(aggregate, current, deltas, batch_id))
     rows = [WindowedEntry(*window_of(e.key), e.value, e.batch_id, e.time_ms) for e in writes]
     write_all(batch_id, lambda batch: table.write(session, batch, concurrency, write_ts), rows, timer)
-    times = [d.time_ms for d in deltas if d.time_ms is not None]
-    return ApplyStats(
-        len(deltas),
-        len(writes),
-        skipped,
-        max(times) if times else None,
-        read=len(windows),
-        words=sum(d.records for d in deltas),
-    )
+    return _stats(deltas, len(writes), skipped, len(windows))
 
 
 def aggregate_applier(
