@@ -6,9 +6,10 @@ the session store; --store windows: tests.simulation.windows, the window store; 
 tests.simulation.cache, the key-value store with the apply cache; --store aggregates:
 tests.simulation.aggregates, an aggregate store of JSON records; --store versioned:
 tests.simulation.versioned, a partitioned-versioned store; --store window-aggregates:
-tests.simulation.window_aggregates, a window store of JSON records' measures; by default each seed for each
-kind in turn) seed after seed (S, S+1, ...; S random
-unless given), each seed a Hypothesis run of --examples examples (tests.simulation.runner),
+tests.simulation.window_aggregates, a window store of JSON records' measures; --store
+aggregate-cache: tests.simulation.aggregate_cache, an aggregate store with the apply cache; by
+default each seed for each kind in turn) seed after seed (S, S+1, ...; S random unless given),
+each seed a Hypothesis run of --examples examples (tests.simulation.runner),
 until N seconds have passed or one fails. A failure prints its seed and the shortest sequence
 of events Hypothesis found (with the driver's steps and how the store differs from the truth),
 and exits 1; `--seed S --seconds 0` runs that one seed again. By default every event is taken,

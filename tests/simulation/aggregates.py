@@ -313,13 +313,20 @@ class AggregateStreamJob(StreamJob):
                 break
 
         if letters:
-            for letter in letters:
-                self.cassandra.write_dead_letter(letter, batch_id, write_ts)
-            yield Step("dead letters", f"batch {batch_id}: {len(letters)} dead letter(s) written", position, max_future)
+            yield from self.dead_letters_written(letters, position, max_future)
         latest = max((d.time_ms for d in deltas), default=None)
         record = lambda: self.cassandra.record_batch(position, latest, self.epoch)  # noqa: E731
         yield from self._retried("registry record_batch", record)
         yield Step("record", f"batch {batch_id} recorded, ending at {position.end.as_json()}", position, max_future)
+
+    def dead_letters_written(
+        self, letters: list[DeadLetterKey], position: BatchPosition, max_future: int | None
+    ) -> Iterator[Step]:
+        """The batch's dead letters (aggregate_batch's), each at the batch's write timestamp."""
+        for letter in letters:
+            self.cassandra.write_dead_letter(letter, position.batch_id, position.write_ts)
+        what = f"batch {position.batch_id}: {len(letters)} dead letter(s) written"
+        yield Step("dead letters", what, position, max_future)
 
     def _speculate(self, group, planned, speculative, write_ts: int, write_order: int, batch_id: int, task: int) -> str:
         """A speculative attempt of the task: it reads and plans now (or, `starts late`, when it
@@ -603,11 +610,15 @@ class AggregateProtocolMachine(BatchProtocolMachine):
     def steady_batch(self, keys: list[Any], qty: int, amount: float, user: Any, tasks: int) -> None:
         """A second later a good record of each of `keys` (positions in order), and the batch
         that reads them, nothing failing: keys merged with what they hold, batch after batch."""
+        self.steady_records(keys, qty, amount, user)
+        self.job.faults = TaskFaults(tasks)
+        self._run(self.job.trigger(0), None)
+
+    def steady_records(self, keys: list[Any], qty: int, amount: float, user: Any) -> None:
+        """steady_batch's records: a second later a good record of each of `keys`, positions in order."""
         for number, key in enumerate(keys):
             pos = POSITIONS[number % len(POSITIONS)]
             self.produce(0, key, qty, amount, pos, user, None, False, 0, 1_000 if number == 0 else 0)
-        self.job.faults = TaskFaults(tasks)
-        self._run(self.job.trigger(0), None)
 
     @precondition(lambda self: self.world.aggregate_attempts)
     @rule(which=st.integers(0, 3))

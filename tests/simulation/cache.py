@@ -49,10 +49,10 @@ from statestore.conn.cassandra import TableTtl
 from statestore.core.model import Entry
 from statestore.core.retention import cutoff_ms
 from statestore.store.book.registry import BatchPosition, ttl_expiry_to_record
-from statestore.stream.apply import _apply_cached
+from statestore.stream.apply import ApplyStats, _apply_cached
 from statestore.stream.apply_cache import CacheLedger, CachePlan, batch_cache_plan, keys_to_read, trust_on_open
 from statestore.stream.batch_apply import on_driver_for
-from statestore.stream.plan import Delta, entry_of, plan_slice, stored_record
+from statestore.stream.plan import entry_of, plan_slice, stored_record
 from statestore.stream.transforms import future_limit_ms
 from tests.simulation.driver import RunSettings, Step, StreamJob, batch_deltas
 from tests.simulation.fake_cassandra import FakeCassandra
@@ -296,8 +296,8 @@ class CachedStreamJob(StreamJob):
         yield from self._retried("registry begin_batch", lambda: cassandra.begin_batch(position, self.epoch))
         yield Step("begin", f"batch {batch_id} begun with the apply cache (limit {limit})", position, max_future)
 
-        deltas, uncountable = batch_deltas(records, limit)
-        by_bucket: dict[int, list[Delta]] = {}
+        deltas, letters = self.batch_of(records, limit)
+        by_bucket: dict[int, list] = {}
         for delta in deltas:
             bucket = bucket_of(delta.key, plan.buckets)
             by_bucket.setdefault(bucket, []).append(delta._replace(bucket=bucket))
@@ -332,9 +332,7 @@ class CachedStreamJob(StreamJob):
                 check = self._checker(where, group, batch_id, cutoff)
                 opened = OpenedFile(file, plan.expected.get(bucket), plan.fresh, check)
                 table = _CapturingTable(cassandra)
-                stats = _apply_cached(
-                    None, table, batch_id, group, [d.key for d in group], 1, write_ts, None, opened, cutoff
-                )
+                stats = self.apply_to(table, group, batch_id, write_ts, opened, cutoff)
                 writes = table.captured
                 if write_order:
                     random.Random(write_order).shuffle(writes)
@@ -352,8 +350,8 @@ class CachedStreamJob(StreamJob):
                     max_time = stats.max_time_ms if max_time is None else max(max_time, stats.max_time_ms)
                 break
 
-        if uncountable:
-            yield from self.write_dead_letters(records, limit, position, max_future)
+        if letters:
+            yield from self.letters_written(records, letters, limit, position, max_future)
         yield from self._retried(
             "registry record_batch", lambda: cassandra.record_batch(position, max_time, self.epoch)
         )
@@ -363,11 +361,40 @@ class CachedStreamJob(StreamJob):
             yield Step("ttl", f"the operator put the table's TTL back ({ttl_before}) after batch {batch_id}")
         return reported
 
-    def _checker(self, where: str, deltas: list[Delta], batch_id: int, cutoff: int | None):
-        """The check of what a file vouches for: a key's plan from the file's record (or its
-        absence) is its plan from what the store holds now. (Not the records themselves: at a
-        store's first batch, an attempt after one that died finds the file complete and the
-        key its predecessor wrote absent, and writes the same entry again.)"""
+    def batch_of(self, records: list[Record], limit_ms: int | None) -> tuple[list, object]:
+        """The batch's deltas as the apply takes them (each with a `key`, `_replace`d with its
+        bucket), and its dead letters (any true value: there are some): driver.batch_deltas'
+        words and their uncountable count."""
+        return batch_deltas(records, limit_ms)
+
+    def apply_to(self, table, group: list, batch_id: int, write_ts: int, opened, cutoff: int | None) -> ApplyStats:
+        """One task attempt's cached apply of its bucket's deltas through `table` and its file
+        `opened` (apply._apply_cached)."""
+        return _apply_cached(None, table, batch_id, group, [d.key for d in group], 1, write_ts, None, opened, cutoff)
+
+    def letters_written(
+        self, records: list[Record], letters, limit: int, position: BatchPosition, max_future: int | None
+    ) -> Iterator[Step]:
+        """The batch's dead letters written (`letters`: batch_of's)."""
+        yield from self.write_dead_letters(records, limit, position, max_future)
+
+    def vouched_wrong(self, key: bytes, found: bytes | None, delta, batch_id: int, cutoff: int | None) -> str | None:
+        """How `found`, what a file vouches for of `key` (None: absent), plans otherwise than
+        what the store holds now (None: it plans the same). Not the records themselves: at a
+        store's first batch, an attempt after one that died finds the file complete and the key
+        its predecessor wrote absent, and writes the same entry again."""
+        held = self.cassandra.record(key)
+        if found == held:
+            return None
+        vouched_plan = plan_slice([found], [delta], batch_id, cutoff).records
+        held_plan = plan_slice([held], [delta], batch_id, cutoff).records
+        if vouched_plan == held_plan:
+            return None
+        return f"the file vouched for {key.decode()!r} as {_shown(found)}, the store holds {_shown(held)}"
+
+    def _checker(self, where: str, deltas: list, batch_id: int, cutoff: int | None):
+        """The check of what a file vouches for (vouched_wrong), for each key it does not send
+        to be read."""
         cassandra: CachedCassandra = self.cassandra
         delta_of = {delta.key: delta for delta in deltas}
 
@@ -380,16 +407,9 @@ class CachedStreamJob(StreamJob):
             for i, key in enumerate(keys):
                 if i in read:
                     continue
-                held = cassandra.record(key)
-                if found[i] == held:
-                    continue
-                vouched_plan = plan_slice([found[i]], [delta_of[key]], batch_id, cutoff).records
-                held_plan = plan_slice([held], [delta_of[key]], batch_id, cutoff).records
-                if vouched_plan != held_plan:
-                    raise CacheVouchedWrong(
-                        f"{where}: the file vouched for {key.decode()!r} as {_shown(found[i])}, "
-                        f"the store holds {_shown(held)}"
-                    )
+                wrong = self.vouched_wrong(key, found[i], delta_of[key], batch_id, cutoff)
+                if wrong is not None:
+                    raise CacheVouchedWrong(f"{where}: {wrong}")
 
         return check
 
@@ -416,24 +436,32 @@ class _CapturingTable:
         self.captured.extend(rows)
 
 
-class CacheTruth(Truth):
+class OutsideForgiven:
+    """A truth's mixin: its violations but for the counts of keys changed from outside the
+    stream (`outside`, the CachedCassandra: see the module doc), named `key 'k':` or `key 'k' (`."""
+
+    outside: CachedCassandra
+
+    def violations(self, cassandra: FakeCassandra) -> Violations:
+        found = super().violations(cassandra)
+        outside = tuple(f"key {key.decode()!r}{end}" for key in self.outside.changed_outside for end in (":", " ("))
+        counts = [line for line in found.counts if not line.startswith(outside)]
+        return replace(found, counts=counts)
+
+
+class CacheTruth(OutsideForgiven, Truth):
     """The truth, but for the counts of keys changed from outside the stream (see the module doc)."""
 
     def __init__(self, topic, cassandra: CachedCassandra) -> None:
         super().__init__(topic)
-        self.cassandra = cassandra
-
-    def violations(self, cassandra: FakeCassandra) -> Violations:
-        found = super().violations(cassandra)
-        outside = {f"key {key.decode()!r}:" for key in self.cassandra.changed_outside}
-        counts = [line for line in found.counts if not any(line.startswith(prefix) for prefix in outside)]
-        return replace(found, counts=counts)
+        self.outside = cassandra
 
 
 class CacheProtocolMachine(BatchProtocolMachine):
     """BatchProtocolMachine over a key-value store with the apply cache (see the module doc)."""
 
     job_class: ClassVar[type[StreamJob]] = CachedStreamJob
+    faults_class: ClassVar[type[TaskFaults]] = TaskFaults  # what befalls a batch's tasks, as the job takes it
 
     def __init__(self) -> None:
         super().__init__()
@@ -479,7 +507,7 @@ class CacheProtocolMachine(BatchProtocolMachine):
         tasks placed by `seed`, one task's first attempts dying after `deaths` landings each,
         and (`ttl_during`) a table TTL set during the batch (by admin.alter_store or by CQL alone),
         removed after it."""
-        self.job.faults = TaskFaults(seed, tuple(deaths), ttl_during)
+        self.job.faults = self.faults_class(seed, tuple(deaths), ttl_during)
         self._run(self.job.trigger(order), crash_at, backup_at)
 
     @precondition(lambda self: self.job is not None)
@@ -488,7 +516,7 @@ class CacheProtocolMachine(BatchProtocolMachine):
         """A second later a record of `words`, and the batch that reads it, nothing failing:
         the runs of consecutive batches in which a file is trusted."""
         self.produce(0, words, False, 0, 1_000)
-        self.job.faults = TaskFaults(seed)
+        self.job.faults = self.faults_class(seed)
         self._run(self.job.trigger(0), None)
 
     @precondition(lambda self: self.outside_events < OUTSIDE_EVENTS)
@@ -499,6 +527,10 @@ class CacheProtocolMachine(BatchProtocolMachine):
         marked ongoing before and done after (`finishes`; else it died in between and the mark
         stays ongoing until its next run); or an operator sets the table's default TTL to `ttl`
         seconds (None: removes it)."""
+        self._outside(word.encode(), finishes, ttl)
+
+    def _outside(self, key: bytes, finishes: bool, ttl: bool | int | None) -> None:
+        """outside_the_stream's event, `key` the one the expire job deletes."""
         cassandra: CachedCassandra = self.world.cassandra
         self.outside_events += 1
         if ttl is not False:
@@ -507,8 +539,8 @@ class CacheProtocolMachine(BatchProtocolMachine):
             return
         self.marked_at = max(self.marked_at + 1, self.world.now_us())
         cassandra.mark_outside_writes(True, self.marked_at)
-        cassandra.delete_outside(word.encode())
-        self.steps = [f"the expire job marked the store and deleted {word!r}"]
+        cassandra.delete_outside(key)
+        self.steps = [f"the expire job marked the store and deleted {key.decode()!r}"]
         if finishes:
             self.marked_at += 1
             cassandra.mark_outside_writes(False, self.marked_at)
@@ -532,14 +564,16 @@ class CacheProtocolMachine(BatchProtocolMachine):
         super()._check()
 
 
-def cache_machine_excluding(excluded: frozenset[str]) -> type[CacheProtocolMachine]:
+def cache_machine_excluding(
+    excluded: frozenset[str], base: type[CacheProtocolMachine] = CacheProtocolMachine
+) -> type[CacheProtocolMachine]:
     """machine.machine_excluding for the apply cache's run (its own known bugs: CACHE_KNOWN_BUGS;
-    the fixed ones, CACHE_FIXED_BUGS, leave nothing out)."""
+    the fixed ones, CACHE_FIXED_BUGS, leave nothing out), over `base`."""
     unknown = excluded - set(CACHE_KNOWN_BUGS) - set(CACHE_FIXED_BUGS)
     if unknown:
         raise ValueError(f"unknown known bugs {sorted(unknown)}: choose among {sorted(CACHE_KNOWN_BUGS)}")
     known = frozenset(excluded & set(CACHE_KNOWN_BUGS))
     if not known:
-        return CacheProtocolMachine
-    name = "CacheProtocolMachineWithout_" + "_".join(sorted(e.replace("-", "_") for e in known))
-    return type(name, (CacheProtocolMachine,), {"excluded": known})
+        return base
+    name = f"{base.__name__}Without_" + "_".join(sorted(e.replace("-", "_") for e in known))
+    return type(name, (base,), {"excluded": known})

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from statestore.stream import faults
+from tests.simulation.aggregate_cache import AggregateCacheProtocolMachine
 from tests.simulation.aggregates import AggregateProtocolMachine
 from tests.simulation.cache import CACHE_FIXED_BUGS, CACHE_KNOWN_BUGS, cache_machine_excluding
 from tests.simulation.machine import KNOWN_BUGS, machine_excluding
@@ -35,7 +36,9 @@ from tests.simulation.windows import WindowProtocolMachine
 # (windows.py), a key-value store with the apply cache on or off per run (cache.py), an
 # aggregate store (aggregates.py: JSON records, a measure of every aggregation), a
 # partitioned-versioned store (versioned.py: plan_versions' versions of every word), a window
-# aggregate store (window_aggregates.py: the aggregate kind's records per key and window).
+# aggregate store (window_aggregates.py: the aggregate kind's records per key and window), an
+# aggregate store with the apply cache (aggregate_cache.py: the cache kind's run, the aggregate
+# kind's records).
 MACHINES = {
     "kv": machine_excluding,
     "sessions": partial(machine_excluding, base=SessionProtocolMachine),
@@ -44,6 +47,7 @@ MACHINES = {
     "aggregates": partial(machine_excluding, base=AggregateProtocolMachine),
     "versioned": partial(machine_excluding, base=VersionedProtocolMachine),
     "window-aggregates": partial(machine_excluding, base=WindowAggregateProtocolMachine),
+    "aggregate-cache": partial(cache_machine_excluding, base=AggregateCacheProtocolMachine),
 }
 # The known bugs each run can leave out (--exclude names any of them: each run takes its own).
 KNOWN_TO = {
@@ -54,6 +58,7 @@ KNOWN_TO = {
     "aggregates": KNOWN_BUGS,
     "versioned": KNOWN_BUGS,
     "window-aggregates": KNOWN_BUGS,
+    "aggregate-cache": CACHE_KNOWN_BUGS,
 }
 ALL_KNOWN_BUGS = {**KNOWN_BUGS, **CACHE_KNOWN_BUGS}
 # Known bugs since fixed: --exclude still takes their names, and leaves nothing out.
