@@ -8,7 +8,8 @@ It writes a Markdown report, the raw figures (JSON) and PNG plots to --out.
 
     make bench          # .venv/bin/python bench/streaming_compare/streaming_compare.py (5M words, 1M vocabulary)
     make bench-quick    # .venv/bin/python bench/streaming_compare/streaming_compare.py --quick
-    make bench-aggregate  # ... --aggregate: JSON events, count, sum and max per user, ours and Spark's
+    make bench-aggregate  # ... --aggregate: JSON events, count, sum and max per user and per user
+                          #     and minute, ours and Spark's
     .venv/bin/python bench/streaming_compare/streaming_compare.py --systems partitioned,rocksdb --rounds 3
 
 Its parts are the package compare/ beside it; what every benchmark shares is bench/bench_common.py.
@@ -37,7 +38,16 @@ import bench_common as common
 from compare.experiments import EXPERIMENTS
 from compare.feed import produce_all, spread_timestamps
 from compare.report import aggregate, render
-from compare.systems import AGGREGATED, COUNTERPARTS, OPTIONAL, REAL_JOB, STATEFUL, SYSTEMS
+from compare.systems import (
+    AGGREGATED,
+    COUNTERPARTS,
+    OPTIONAL,
+    REAL_JOB,
+    STATEFUL,
+    SYSTEMS,
+    WINDOW_AGGREGATED,
+    WINDOW_MS,
+)
 
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
@@ -86,9 +96,10 @@ TIMED_RUN = {
 
 # `--aggregate` (make bench-aggregate): JSON events (compare/events.py; --words events of --vocab
 # Zipf users) aggregated per user, count, sum and max, ours into a key-value aggregate store beside
-# Spark's groupBy(user).agg() on RocksDB; throughput three rounds in alternating order (the
-# machine's load moves single runs a lot), and one profiled run of ours (where its time goes).
-# Sized to finish in about ten minutes on two cores.
+# Spark's groupBy(user).agg() on RocksDB, and the same per user and 1-minute window, ours into a
+# window aggregate store beside Spark's groupBy(window(ts), user).agg(); throughput three rounds
+# in alternating order (the machine's load moves single runs a lot), and one profiled run of each
+# of ours (where its time goes). Each pair about ten minutes on two cores.
 AGGREGATE_RUN = {
     "words": 2_400_000,
     "vocab": 300_000,
@@ -119,8 +130,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--aggregate",
         action="store_true",
-        help="JSON events aggregated per user (count, sum, max), ours beside Spark's groupBy().agg() on RocksDB, "
-        "throughput three rounds and a profile (make bench-aggregate; flags given override it)",
+        help="JSON events aggregated per user (count, sum, max) and per user and 1-minute window, ours beside "
+        "Spark's groupBy().agg() on RocksDB, throughput three rounds and a profile (make bench-aggregate; flags "
+        "given override it)",
     )
     p.add_argument(
         "--words", type=int, help="words of input (default 5,000,000; quick 100,000); --aggregate: events (2,400,000)"
@@ -327,6 +339,13 @@ def main(argv=None) -> int:
     (workdir / "corpus.lines").write_bytes(b"\n".join(lines))
     (workdir / "corpus.words.json").write_text(json.dumps(words))
     (workdir / "truth.json").write_text(json.dumps(truth))
+    if any(system in WINDOW_AGGREGATED for system in args.systems):
+        from compare.events import window_truth_of, window_truth_to_json
+
+        windows = window_truth_of(lines, WINDOW_MS)
+        (workdir / "window_truth.json").write_text(json.dumps(window_truth_to_json(windows)))
+        corpus.update(window_s=WINDOW_MS // 1000, user_windows=len(windows))
+        del windows
     # Spark shares the cap among the partitions and rounds down: a little slack keeps the
     # last batch from being a sliver.
     max_offsets = math.ceil(len(lines) / args.batches) + args.partitions
@@ -350,9 +369,11 @@ def main(argv=None) -> int:
             # Kafka 4 refuses timestamps an hour ahead of its clock, not behind it.
             stamps = spread_timestamps(len(lines), int(args.event_span * 1000), int(time.time() * 1000) - 60_000)
             corpus["event_span_s"] = args.event_span
-        index = produce_all(
-            kafka.bootstrap_servers, topic, lines, words, stamps, args.partitions if stamps is not None else None
-        )
+        # Round-robin over the partitions when the records are stamped with an event time or
+        # carry one (the aggregate run's JSON): batches then read the partitions in step, and no
+        # record falls behind a window's grace.
+        spread = args.partitions if stamps is not None or args.aggregate else None
+        index = produce_all(kafka.bootstrap_servers, topic, lines, words, stamps, spread)
         (workdir / "corpus.index.json").write_text(json.dumps(index.to_json()))
         corpus["produce_s"] = time.perf_counter() - t
         del lines, index
@@ -364,6 +385,7 @@ def main(argv=None) -> int:
             "corpus_lines": str(workdir / "corpus.lines"),
             "corpus_words": str(workdir / "corpus.words.json"),
             "truth": str(workdir / "truth.json"),
+            "window_truth": str(workdir / "window_truth.json"),
             "max_offsets": max_offsets,
             "batches": args.batches,
             "partitions": args.partitions,

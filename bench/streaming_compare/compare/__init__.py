@@ -6,7 +6,8 @@ next to Spark's own state stores on one corpus.
   experiments  changes to our job tried out here first, as statestore BatchSeams
   profile      the instrumented run of our job (driver steps, executor phases, cProfile)
   feed         producing the input to Kafka while recording where every message landed
-  events       the aggregate run's JSON events, their ground truth and its check (--aggregate)
+  events       the aggregate run's JSON events, their ground truths (per user, per user and
+               window) and their checks (--aggregate)
   metrics      pure arithmetic of progress events and the record index
   report       figures, ratios, targets and the Markdown report
   plots        PNG plots

@@ -1,13 +1,18 @@
 """The aggregate benchmark's input (`streaming_compare.py --aggregate`, make bench-aggregate):
-JSON events of Zipf-distributed users, each with an amount and an event time, the ground truth
-of count, sum and max per user, and the check of what a system kept against it. Pure: no Spark,
-no I/O, so it is unit-tested on its own.
+JSON events of Zipf-distributed users, each with an amount and an event time, the ground truths
+of count, sum and max per user and per user and tumbling window, and the check of what a system
+kept against them. Pure: no Spark, no I/O, so it is unit-tested on its own.
 
 An event is one Kafka record, `{"user":"u0000042","amount":1234.25,"ts":1793750400000}`. The
 amounts are multiples of 0.25 below 10,000, so every sum of them is exact in a double (far
 below 2^53 quarters) whatever order a system adds them in: a kept sum must equal the truth's
 exactly, not within a tolerance. The event times step evenly over `span_ms` from a fixed start
 (November 2026), in produce order: the same corpus from the same seed on any day.
+
+Per window (`window_truth_of`): each event counts in the one tumbling window of its event time,
+windows aligned to the epoch as ours (`--window`) and Spark's `window()` align them. Every event
+of the corpus is on time for both systems when the partitions are read in step (the run produces
+them round-robin): the truth counts every event, and a system that dropped one as late differs.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ QUARTERS = 40_000  # amounts 0.25 .. 9,999.75
 
 # Per user: (count, sum, max), the order of MEASURES.
 Truth = dict[str, tuple[int, float, float]]
+# Per (user, window start in epoch ms): (count, sum, max).
+WindowTruth = dict[tuple[str, int], tuple[int, float, float]]
 
 
 def user_name(rank: int) -> str:
@@ -73,24 +80,51 @@ def truth_of(lines: list[bytes]) -> Truth:
     return {user: tuple(values) for user, values in out.items()}
 
 
+def window_truth_of(lines: list[bytes], window_ms: int) -> WindowTruth:
+    """The ground truth per user and tumbling window of `window_ms` (aligned to the epoch), by
+    brute force over the events: each event in the window starting at ts - ts % window_ms.
+    Sums are added in quarters (integers), exact whatever the order."""
+    counts: dict[tuple[str, int], list[int]] = {}
+    for line in lines:
+        event = json.loads(line)
+        ts, quarters = event[TIME_FIELD], round(event[AMOUNT_FIELD] * 4)
+        slot = counts.setdefault((event[KEY_FIELD], ts - ts % window_ms), [0, 0, 0])
+        slot[0] += 1
+        slot[1] += quarters
+        slot[2] = max(slot[2], quarters)
+    return {key: (n, total / 4, high / 4) for key, (n, total, high) in counts.items()}
+
+
 def check_aggregates(system: str, kept: Mapping[str, tuple], truth: Mapping[str, tuple], limit: int = 5) -> str:
     """What `system` kept per user, (count, sum, max), against the truth: exact equality of
     every value (count as an integer, sum and max as doubles) and the same users. Raises
     AssertionError naming the first `limit` differences; returns a line saying what matched."""
-    missing = [u for u in truth if u not in kept]
-    extra = [u for u in kept if u not in truth]
-    wrong = [u for u, values in truth.items() if u in kept and tuple(kept[u]) != tuple(values)]
+    return _check(system, kept, truth, "users", str, limit)
+
+
+def check_window_aggregates(
+    system: str, kept: Mapping[tuple[str, int], tuple], truth: Mapping[tuple[str, int], tuple], limit: int = 5
+) -> str:
+    """What `system` kept per (user, window start), (count, sum, max), against the window truth,
+    exactly, as check_aggregates does per user: the same pairs, the same values."""
+    return _check(system, kept, truth, "(user, window) pairs", lambda key: f"{key[0]} at {key[1]}", limit)
+
+
+def _check(system: str, kept: Mapping, truth: Mapping, what: str, name, limit: int) -> str:
+    missing = [k for k in truth if k not in kept]
+    extra = [k for k in kept if k not in truth]
+    wrong = [k for k, values in truth.items() if k in kept and tuple(kept[k]) != tuple(values)]
     if missing or extra or wrong:
         parts = []
         if wrong:
-            sample = "; ".join(f"{u}: {tuple(kept[u])} for {tuple(truth[u])}" for u in wrong[:limit])
-            parts.append(f"{len(wrong)} users' (count, sum, max) differ ({sample})")
+            sample = "; ".join(f"{name(k)}: {tuple(kept[k])} for {tuple(truth[k])}" for k in wrong[:limit])
+            parts.append(f"{len(wrong)} {what}' (count, sum, max) differ ({sample})")
         if missing:
-            parts.append(f"{len(missing)} users missing ({', '.join(missing[:limit])})")
+            parts.append(f"{len(missing)} {what} missing ({', '.join(map(name, missing[:limit]))})")
         if extra:
-            parts.append(f"{len(extra)} users not in the input ({', '.join(extra[:limit])})")
-        raise AssertionError(f"{system}: of {len(truth)} users, " + "; ".join(parts))
-    return f"all {len(truth)} users' count, sum and max equal the ground truth"
+            parts.append(f"{len(extra)} {what} not in the input ({', '.join(map(name, extra[:limit]))})")
+        raise AssertionError(f"{system}: of {len(truth)} {what}, " + "; ".join(parts))
+    return f"all {len(truth)} {what}' count, sum and max equal the ground truth"
 
 
 def truth_to_json(truth: Truth) -> dict[str, list]:
@@ -99,3 +133,12 @@ def truth_to_json(truth: Truth) -> dict[str, list]:
 
 def truth_from_json(data: Mapping[str, list]) -> Truth:
     return {user: (int(n), float(total), float(high)) for user, (n, total, high) in data.items()}
+
+
+def window_truth_to_json(truth: WindowTruth) -> list[list]:
+    """As rows [user, window start, count, sum, max] (JSON objects have no tuple keys)."""
+    return [[user, start, *values] for (user, start), values in truth.items()]
+
+
+def window_truth_from_json(rows: list[list]) -> WindowTruth:
+    return {(user, int(start)): (int(n), float(total), float(high)) for user, start, n, total, high in rows}

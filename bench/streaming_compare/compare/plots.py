@@ -22,6 +22,8 @@ _COLOURS = {
     "rocksdb-session": "#053061",
     "partitioned-aggregate": "#b35806",
     "rocksdb-aggregate": "#542788",
+    "partitioned-window-aggregate": "#e08214",
+    "rocksdb-window-aggregate": "#8073ac",
 }
 
 

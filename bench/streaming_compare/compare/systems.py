@@ -44,6 +44,12 @@
                Spark's own: the same JSON parsed as a VARIANT (try_parse_json, as our input
                stage), groupBy(user).agg(count, sum(amount), max(amount)) in update mode to a
                no-op sink, RocksDB
+  partitioned-window-aggregate
+               the same job per user and 1-minute tumbling window of the events' time (--window
+               1m --grace 1m, as the windowed word count) into a partitioned-window aggregate store
+  rocksdb-window-aggregate
+               Spark's own: the same parse, withWatermark(ts, 1 minute).groupBy(window(ts,
+               1 minute), user).agg(count, sum, max) in update mode to a no-op sink, RocksDB
 
 All read the topic from the earliest offset with the same maxOffsetsPerTrigger and use the
 session's shuffle partitions (the job's default, 4; for Spark's stores that is also the
@@ -68,6 +74,7 @@ OURS = {
     "partitioned-hopping": "partitioned-window",
     "partitioned-session": "partitioned-session",
     "partitioned-aggregate": "partitioned-kv",
+    "partitioned-window-aggregate": "partitioned-window",
 }
 WINDOW_MS = 60_000  # the windowed systems' window, and every timed system's grace (watermark delay)
 HOP_MS = 20_000  # the hopping systems' hop: each record counts in three windows
@@ -87,6 +94,7 @@ PROVIDERS = {
     "rocksdb-hopping": ROCKSDB_PROVIDER,
     "rocksdb-session": ROCKSDB_PROVIDER,
     "rocksdb-aggregate": ROCKSDB_PROVIDER,
+    "rocksdb-window-aggregate": ROCKSDB_PROVIDER,
 }
 SYSTEMS = (
     "partitioned",
@@ -106,6 +114,8 @@ SYSTEMS = (
     "rocksdb-session",
     "partitioned-aggregate",
     "rocksdb-aggregate",
+    "partitioned-window-aggregate",
+    "rocksdb-window-aggregate",
 )
 STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
 # Not in the default run (`--systems` names them, `make bench-timed` runs them): the windowed
@@ -114,8 +124,10 @@ WINDOWED = ("partitioned-window", "rocksdb-window", "partitioned-hopping", "rock
 HOPPING = ("partitioned-hopping", "rocksdb-hopping")
 SESSIONED = ("partitioned-session", "rocksdb-session")
 TIMED = (*WINDOWED, *SESSIONED)
-# JSON events aggregated per user (`streaming_compare.py --aggregate`, make bench-aggregate).
-AGGREGATED = ("partitioned-aggregate", "rocksdb-aggregate")
+# JSON events aggregated per user, then per user and 1-minute window (`streaming_compare.py
+# --aggregate`, make bench-aggregate runs all four).
+WINDOW_AGGREGATED = ("partitioned-window-aggregate", "rocksdb-window-aggregate")
+AGGREGATED = ("partitioned-aggregate", "rocksdb-aggregate", *WINDOW_AGGREGATED)
 # Each of our systems beside the Spark operator that computes the same on RocksDB.
 COUNTERPARTS = {
     "partitioned": "rocksdb",
@@ -123,6 +135,7 @@ COUNTERPARTS = {
     "partitioned-hopping": "rocksdb-hopping",
     "partitioned-session": "rocksdb-session",
     "partitioned-aggregate": "rocksdb-aggregate",
+    "partitioned-window-aggregate": "rocksdb-window-aggregate",
 }
 OPTIONAL = (*TIMED, *UNLOGGED, *LEVELED, *AGGREGATED)
 LABELS = {
@@ -143,6 +156,10 @@ LABELS = {
     "rocksdb-session": "Spark, RocksDB provider, session_window(30 s) groupBy",
     "partitioned-aggregate": "statestore, partitioned-kv aggregate store (count, sum, max per user)",
     "rocksdb-aggregate": "Spark, RocksDB provider, groupBy(user).agg(count, sum, max)",
+    "partitioned-window-aggregate": "statestore, partitioned-window aggregate store (count, sum, max per user "
+    "and 1 min window)",
+    "rocksdb-window-aggregate": "Spark, RocksDB provider, withWatermark(ts, 1 min).groupBy(window(ts, 1 min), user)"
+    ".agg(count, sum, max)",
 }
 
 
@@ -209,10 +226,10 @@ def _start_ours(spark, system, target: Target, cassandra, kafka, max_offsets, se
         trigger=target.trigger,
         max_offsets_per_trigger=max_offsets,
         apply_cache=system not in UNCACHED,
-        window=WINDOW_MS if system in WINDOWED else None,
+        window=WINDOW_MS if system in WINDOWED or system in WINDOW_AGGREGATED else None,
         hop=HOP_MS if system in HOPPING else None,
         session_gap=SESSION_GAP_MS if system in SESSIONED else None,
-        grace=WINDOW_MS if system in TIMED else None,
+        grace=WINDOW_MS if system in TIMED or system in WINDOW_AGGREGATED else None,
         compaction="LeveledCompactionStrategy" if system in LEVELED else None,
         **(_json_settings() if system in AGGREGATED else {}),
         **({} if driver_records is None else {"driver_apply_records": driver_records}),
@@ -230,20 +247,29 @@ def _json_settings() -> dict:
     return {"input_format": "json", "aggregate": MEASURES, "key": KEY_FIELD, "time_field": TIME_FIELD}
 
 
-def native_aggregate(spark, topic: str, kafka, max_offsets: int | None):
+def native_aggregate(spark, topic: str, kafka, max_offsets: int | None, windowed: bool = False):
     """Spark's own count, sum and max of the events' amounts per user, as a streaming DataFrame:
-    each record parsed once as a VARIANT (our input stage's parse), its fields read by path."""
+    each record parsed once as a VARIANT (our input stage's parse), its fields read by path.
+    `windowed`: per user and 1-minute tumbling window of the event time (ts, epoch ms, as a
+    timestamp), after a watermark of one window (our grace)."""
     from pyspark.sql import functions as F
 
-    from compare.events import AMOUNT_FIELD, KEY_FIELD
+    from compare.events import AMOUNT_FIELD, KEY_FIELD, TIME_FIELD
 
     record = F.expr("try_parse_json(CAST(value AS STRING))").alias("record")
     events = _kafka_stream(spark, topic, kafka, max_offsets).select(record)
+    times = [F.expr(f"timestamp_millis(variant_get(record, '$.{TIME_FIELD}', 'long'))").alias(TIME_FIELD)]
     fields = events.select(
         F.expr(f"variant_get(record, '$.{KEY_FIELD}', 'string')").alias(KEY_FIELD),
         F.expr(f"variant_get(record, '$.{AMOUNT_FIELD}', 'double')").alias(AMOUNT_FIELD),
+        *(times if windowed else []),
     )
-    return fields.groupBy(KEY_FIELD).agg(
+    if windowed:
+        minute = f"{WINDOW_MS // 1000} seconds"
+        grouped = fields.withWatermark(TIME_FIELD, minute).groupBy(F.window(TIME_FIELD, minute), KEY_FIELD)
+    else:
+        grouped = fields.groupBy(KEY_FIELD)
+    return grouped.agg(
         F.count(F.lit(1)).alias("n"), F.sum(AMOUNT_FIELD).alias("total"), F.max(AMOUNT_FIELD).alias("hi")
     )
 
@@ -302,7 +328,7 @@ def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
 def _native_query(spark, system, target: Target, kafka, max_offsets):
     """The system's streaming DataFrame and its output mode."""
     if system in AGGREGATED:
-        return native_aggregate(spark, target.topic, kafka, max_offsets), "update"
+        return native_aggregate(spark, target.topic, kafka, max_offsets, system in WINDOW_AGGREGATED), "update"
     words = native_words(spark, target.topic, kafka, max_offsets, system in TIMED)
     if system == "stateless":
         output, mode = words, "append"

@@ -40,6 +40,7 @@ from compare.systems import (
     HOPPING,
     OURS,
     TIMED,
+    WINDOW_AGGREGATED,
     WINDOW_MS,
     Running,
     Target,
@@ -98,7 +99,7 @@ class Worker:
         self.new_session = new_session
         self.seams = seams  # our job's BatchSeams (the plan's experiments); None for Spark's systems
         self.system = plan["system"]
-        self.slug = self.system.replace("-", "_")  # as a store's name (letters, digits, '_')
+        self.slug = store_slug(self.system)
         self.spark = spark
         self.cassandra = cassandra
         self.kafka = kafka
@@ -205,9 +206,17 @@ class Worker:
         """Every user's (count, sum, max) that the system kept against the ground truth (raises
         on any difference): ours as the store's codec decodes them, Spark's as its RocksDB state
         holds them after the run (Spark's state data source over the query's checkpoint, which
-        `throughput` keeps at workdir/name)."""
-        from compare.events import check_aggregates, truth_from_json
+        `throughput` keeps at workdir/name). The windowed pair: every (user, window start)'s,
+        against the window truth."""
+        from compare.events import check_aggregates, check_window_aggregates, truth_from_json, window_truth_from_json
 
+        if self.system in WINDOW_AGGREGATED:
+            truth = window_truth_from_json(json.loads(Path(self.plan["window_truth"]).read_text()))
+            if self.system in OURS:
+                kept = read_window_aggregates(self.cassandra, name)
+            else:
+                kept = spark_window_state_aggregates(self.spark, self.workdir / name)
+            return check_window_aggregates(self.system, kept, truth)
         truth = truth_from_json(json.loads(Path(self.plan["truth"]).read_text()))
         if self.system in OURS:
             kept = read_aggregates(self.cassandra, name)
@@ -345,6 +354,12 @@ class Worker:
         return result
 
 
+def store_slug(system: str) -> str:
+    """The system's name in its stores' names (letters, digits, '_'; a store's name has at most
+    32 characters, so "window-aggregate" is shortened to "window_agg")."""
+    return system.replace("window-aggregate", "window-agg").replace("-", "_")
+
+
 def fill_line(keys) -> bytes:
     """Ten (or fewer) state keys as one line: key i is 'k' and i in base 26, five letters."""
     words = []
@@ -396,6 +411,37 @@ def read_aggregates(cassandra, store: str) -> dict[str, tuple]:
     for entry in table_for(spec).scan_unordered(session):
         values = codec.decode(entry.value)
         out[entry.key.decode("utf-8")] = tuple(values.values())
+    return out
+
+
+def read_window_aggregates(cassandra, store: str) -> dict[tuple[str, int], tuple]:
+    """Each (key, window start)'s measures of a window aggregate store, in their order, as the
+    library reads them (WindowStore.all: every retained window, values by the store's codec)."""
+    from statestore.conn.cassandra import session_for
+    from statestore.store.builder import open_window_store
+
+    opened = open_window_store(session_for(cassandra), cassandra.keyspace, store)
+    out = {}
+    for window in opened.all():
+        key = window.key.decode("utf-8") if isinstance(window.key, bytes) else window.key
+        out[(key, window.start_ms)] = tuple(window.value.values())
+    return out
+
+
+def spark_window_state_aggregates(spark, checkpoint: Path) -> dict[tuple[str, int], tuple]:
+    """Each (user, window start)'s (count, sum, max) as Spark's windowed aggregation last kept
+    it. Its state holds only the windows the watermark has not yet passed (each batch evicts
+    the rest), so the state of every committed batch is read (the state data source's batchId)
+    and a window's values are those of the last batch whose state holds it: a window leaves
+    the state once, after its last update (a row for a window behind the watermark is dropped,
+    never counted). The key is a struct of the window (start, end) and the user; the value the
+    aggregation's buffers in the query's order."""
+    commits = [int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()]
+    out: dict[tuple[str, int], tuple] = {}
+    for batch in range(max(commits, default=-1) + 1):
+        state = spark.read.format("statestore").option("batchId", batch).load(str(checkpoint))
+        rows = state.selectExpr("key.user", "unix_millis(key.window.start)", "value.*").collect()
+        out.update({(row[0], row[1]): tuple(row[2:]) for row in rows})
     return out
 
 
