@@ -522,17 +522,18 @@ def tables_to_drop(name: str, table: str, existing: list[str]) -> list[str]:
 
 def drop_refusal(name: str, pending: int | None, writer_stopped: bool, *, fenced: int | None = None) -> str | None:
     """Pure: why dropping store `name` is refused while its batch `pending` (None: none) was
-    begun and never recorded, or while a reset cleared its batch `fenced` so begun (registry
-    `fenced_batch`; None: none), unless the caller says its writer is stopped for good; None:
-    it may be dropped (drop_store's docstring)."""
+    begun and never recorded, or while its batch `fenced` was so begun by a writer a reset or a
+    later run took the store from (registry `fenced_batch`; None: none), unless the caller says
+    its writer is stopped for good; None: it may be dropped (drop_store's docstring)."""
     if writer_stopped or (pending is None and fenced is None):
         return None
     if pending is None:
         return (
-            f"dropping store '{name}' refused: a reset cleared its batch {fenced}, begun and never recorded, so "
-            "that batch's writer may still be paused mid-batch (a lapsed lease does not prove it stopped): the "
-            "reset fenced its progress, but its late entries and dead letters would land in a store created "
-            "again under this name. Nothing was dropped. Make sure that writer is stopped for good (its process "
+            f"dropping store '{name}' refused: its batch {fenced} was begun by a writer that never recorded it (a "
+            "reset cleared it, or a later run took the store over and finished it), so that writer may still be "
+            "paused mid-batch (a lapsed lease does not prove it stopped): it is fenced off the store's progress, "
+            "but its late entries and dead letters would land in a store created again under this name. Nothing "
+            "was dropped. Make sure that writer is stopped for good (its process "
             "gone), then drop with writer_stopped=True (the hook's drop_store; admin DAG: param writer_stopped)"
         )
     return (

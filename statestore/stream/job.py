@@ -263,6 +263,22 @@ class RunningStream:
             self.monitor.state(stream_log.FAILED if failure else stream_log.STOPPED, failure)
 
 
+def _fence_taken_over_batch(session, job, spec: StoreSpec, epoch: int) -> None:
+    """A batch an earlier writer began and never recorded is this run's to finish (a replay), but
+    that writer may still be paused mid-batch: recorded as the store's fenced batch, so a drop is
+    refused until the operator says it is stopped (registry.record_fenced_batch; its late dead
+    letters would land in a store created again under the name)."""
+    pending = with_retries(
+        job.cassandra, "reading the store's progress", lambda: registry.progress(session, spec.keyspace, spec.name)
+    ).unfinished_batch
+    if pending is not None:
+        with_retries(
+            job.cassandra,
+            "recording the batch taken over",
+            lambda: registry.record_fenced_batch(session, spec, pending, epoch),
+        )
+
+
 def _check_checkpoint(
     session, job: JobConfig, applier: BatchApplier, monitor: StreamMonitor, source: SourceTopic
 ) -> str:
@@ -365,6 +381,7 @@ def start_query(
         )
         if settled.table_name != spec.table_name:
             spec = with_retries(job.cassandra, "preparing the store", lambda: resolve_store(session, job))
+        _fence_taken_over_batch(session, job, spec, epoch)
         source = SourceTopic(job.stream.topic, TopicIds(job.kafka))
         writer = StoreWriter(
             job.cassandra,

@@ -185,6 +185,13 @@ class StreamJob:
         self.epoch = yield from self._retried("taking the store's epoch", self.cassandra.take_epoch)
         if self.protocol_faults():  # job.start_query resolves the store again once the epoch is its
             self.generation = self.cassandra.table_generation
+        # job._fence_taken_over_batch: a batch an earlier writer began, recorded as fenced.
+        pending = self.cassandra.progress().unfinished_batch
+        if pending is not None:
+            epoch = self.epoch
+            yield from self._retried(
+                "recording the batch taken over", lambda: self.cassandra.record_fenced_batch(pending, epoch)
+            )
         yield Step("epoch", f"epoch {self.epoch} taken")
         starting = yield from self._retried_steps(
             "checking the checkpoint", lambda: self._check_checkpoint(write_order)

@@ -189,6 +189,10 @@ class FakeCassandra:
         self._lwt(True, None, "taking the store's epoch", epoch=epoch)
         return epoch
 
+    def record_fenced_batch(self, batch_id: int, epoch: int) -> None:
+        """registry.record_fenced_batch: the batch an earlier writer began, recorded as fenced."""
+        self._fenced(epoch, f"recording batch {batch_id} as fenced", fenced_batch=batch_id)
+
     def _fenced(self, epoch: int | None, what: str, recorded: BatchPosition | None = None, **columns) -> None:
         """registry._fenced: the update, conditional on the store's epoch still being `epoch`."""
         self._commit_in_flight()

@@ -8,8 +8,8 @@ import pytest
 
 from statestore.store import admin, relayout
 from statestore.store.book import dropped
-from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE
-from tests.simulation.machine import BatchProtocolMachine, CountsWrong
+from tests.simulation.fake_cassandra import LWT_APPLIED, LWT_LATE, FakeCassandra
+from tests.simulation.machine import BatchProtocolMachine, CountsWrong, InvariantBroken
 from tests.simulation.operator_events import StoreTableDropped
 
 
@@ -161,3 +161,35 @@ def test_a_drop_after_a_reset_that_fenced_a_paused_writer_is_refused_until_it_is
     machine.operator_drops_and_creates_store(writer_stopped=True, first_epoch=1)
     assert machine.zombie is None and "store dropped and created again" in machine.steps[-1]
     machine.store_equals_truth()
+
+
+def _taken_over_then_dropped() -> BatchProtocolMachine:
+    """Seed 1352888362's failure (of `--store aggregate-cache`), on the key-value kind: a driver
+    paused just after beginning batch 0 (a record without a value: a dead letter to write), the
+    next run on its checkpoint replays and records batch 0, the operator drops the store and
+    creates it again, then the paused driver goes on."""
+    machine = BatchProtocolMachine()
+    machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    machine.produce(partition=0, words=[], null=True, ahead_ms=0, after_ms=0)
+    machine.trigger_and_pause(pause_at=1, order=0)  # batch 0 begun, its dead letter not yet written
+    machine.start_job(crash_at=None, max_future_ms=300_000, max_offsets=None, order=0)
+    machine.trigger(crash_at=20, backup_at=None, order=0)  # batch 0 replayed and recorded, then a crash
+    machine.produce(partition=0, words=["a"], null=False, ahead_ms=0, after_ms=100_000)  # the lease lapses
+    machine.operator_drops_and_creates_store(writer_stopped=False, first_epoch=1)
+    machine.store_equals_truth()
+    machine.zombie_resumes(crash_at=None)
+    machine.store_equals_truth()
+    return machine
+
+
+def test_a_drop_after_a_run_took_over_a_paused_writers_batch_is_refused(monkeypatch):
+    """The run that replays batch 0 records it as the store's fenced batch (the paused writer
+    that began it may wake), so the drop is refused (writer_stopped not said) and the paused
+    driver's late dead letter lands in the store that counted its batch, where it belongs.
+    Without that record the drop went ahead and the letter landed in the store created again."""
+    machine = _taken_over_then_dropped()
+    assert machine.world.cassandra.progress().fenced_batch == 0
+    assert "words_store" not in machine.world.cassandra.dropped_tables  # refused: nothing dropped
+    monkeypatch.setattr(FakeCassandra, "record_fenced_batch", lambda self, batch_id, epoch: None)
+    with pytest.raises(InvariantBroken):
+        _taken_over_then_dropped()

@@ -24,8 +24,10 @@ InputSettings: the format, the key and the event time), recorded by the stream j
 creates the store; null for the word count's text lines. The measures are the value format.
 
 Fenced batch: a reset that cleared a batch begun and never recorded records its id
-(`fenced_batch`): that batch's writer may be paused, and once it wakes its entries and dead
-letters (plain writes) go on to the store's tables by name. A drop is refused while it is
+(`fenced_batch`), and so does a stream that starts with a batch an earlier writer began and
+never recorded (which it then finishes or replays: record_fenced_batch): that batch's writer
+may be paused, and once it wakes its entries and dead letters (plain writes) go on to the
+store's tables by name. A drop is refused while it is
 recorded (statestore.store.admin.drop_refusal); only a reset or drop whose caller says the
 writer is stopped for good clears it, never a later batch (the paused writer may wake after
 any number of them).
@@ -631,6 +633,16 @@ def clear_progress(
         " batch_base = null, max_event_time = null, last_batch_at = null WHERE name = ?" + _IF_EPOCH[epoch is None],
     )
     _fenced(session, update, (floor_ts, fenced_batch, spec.name), spec, epoch, "clearing its progress")
+
+
+def record_fenced_batch(session, spec: StoreSpec, batch_id: int, epoch: int) -> None:
+    """Record `batch_id`, begun by an earlier writer and never recorded, as the store's fenced
+    batch, as the writer of `epoch` (which took the store over from it; StoreFencedError once a
+    newer one did): that writer may still be paused mid-batch (module doc, Fenced batch)."""
+    update = prepare(
+        session, f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET fenced_batch = ? WHERE name = ? IF epoch = ?"
+    )
+    _fenced(session, update, (batch_id, spec.name), spec, epoch, f"recording batch {batch_id} as fenced")
 
 
 def swap_table(session, spec: StoreSpec, table: str, subpartitions: int, epoch: int) -> None:

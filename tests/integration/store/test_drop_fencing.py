@@ -7,6 +7,8 @@ refused while a batch is begun and not recorded, unless the operator says its wr
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from cassandra import InvalidRequest
 
@@ -19,6 +21,7 @@ from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.store.builder import open_store
 from statestore.store.provision import provision_store
 from statestore.store.relayout import relayout_store
+from statestore.stream import job as stream_job
 
 
 def _position(batch_id: int, write_ts: int) -> BatchPosition:
@@ -93,7 +96,8 @@ def test_a_drop_after_a_reset_that_fenced_a_batch_in_flight_is_refused_unless_th
     admin.truncate_store(session, keyspace, store_name)
     progress = registry.progress(session, keyspace, store_name)
     assert progress.unfinished_batch is None and progress.fenced_batch == 0
-    with pytest.raises(WriterMayBeLiveError, match=r"a reset cleared its batch 0.*Nothing was dropped"):
+    refused = r"its batch 0 was begun by a writer that never recorded it.*Nothing was dropped"
+    with pytest.raises(WriterMayBeLiveError, match=refused):
         admin.drop_store(session, keyspace, store_name, confirm=store_name)
     admin.truncate_store(session, keyspace, store_name)  # a later reset keeps it
     assert registry.progress(session, keyspace, store_name).fenced_batch == 0
@@ -128,3 +132,29 @@ def test_a_store_created_again_never_reuses_a_table_a_dropped_store_used(session
     assert registry.lookup(session, keyspace, store_name).table == f"{store_name}_store_r3"
     admin.drop_store(session, keyspace, store_name, confirm=store_name)
     assert provision_store(session, spec).table == f"{store_name}_store_r4"
+
+
+def test_a_run_that_takes_over_a_begun_batch_fences_it_so_the_drop_is_refused(
+    session, keyspace, store_name, cassandra_config
+):
+    """A stream that starts with a batch an earlier writer began and never recorded replays and
+    records it; that writer may still be paused mid-batch, its dead letters not yet written, and
+    would write them into a store created again under the name (found by the simulator, seed
+    1352888362 of aggregate-cache). The start records the batch as fenced: the drop is refused
+    until writer_stopped, and a paused writer cannot record it (its epoch is gone)."""
+    spec = StoreSpec(keyspace, store_name, StoreType.PARTITIONED_KV, 2)
+    old = provision_store(session, spec)
+    paused = registry.take_epoch(session, old)
+    registry.begin_batch(session, old, _position(0, 100), paused)  # then paused, its letters unwritten
+    taker = registry.take_epoch(session, old)
+    stream_job._fence_taken_over_batch(session, SimpleNamespace(cassandra=cassandra_config), old, taker)
+    with pytest.raises(StoreFencedError):
+        registry.record_fenced_batch(session, old, 5, paused)
+    registry.begin_batch(session, old, _position(0, 100), taker)  # the replay, recorded
+    registry.record_batch(session, old, _position(0, 100), None, taker)
+    progress = registry.progress(session, keyspace, store_name)
+    assert (progress.unfinished_batch, progress.fenced_batch) == (None, 0)
+    with pytest.raises(WriterMayBeLiveError, match="its batch 0 was begun by a writer that never recorded it"):
+        admin.drop_store(session, keyspace, store_name, confirm=store_name)
+    admin.drop_store(session, keyspace, store_name, confirm=store_name, writer_stopped=True)
+    assert registry.find(session, keyspace, store_name) is None
