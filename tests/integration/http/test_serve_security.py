@@ -65,8 +65,11 @@ def _prometheus(home: Path, target: str, ca: Path, token_file: Path) -> tuple[su
 
 
 def _up(url: str) -> dict[str, float]:
-    answer = httpx.get(f"{url}/api/v1/query", params={"query": "up"}, timeout=5).json()
-    return {r["metric"]["job"]: float(r["value"][1]) for r in answer["data"]["result"]}
+    """Prometheus' `up` per job; none while it still starts (it answers 503, not JSON, then)."""
+    answer = httpx.get(f"{url}/api/v1/query", params={"query": "up"}, timeout=5)
+    if answer.status_code != 200:
+        return {}
+    return {r["metric"]["job"]: float(r["value"][1]) for r in answer.json()["data"]["result"]}
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="Debian's prometheus is needed: `make browser`")

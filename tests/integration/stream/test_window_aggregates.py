@@ -37,6 +37,15 @@ JSON = {"input_format": "json", "aggregate": MEASURES, "key": "shop", "time_fiel
 SPEC = AggregateSpec.parse(MEASURES)
 
 
+def _base() -> int:
+    """15 minutes ago, on a minute plus 5 s: where the windows' starts fall among the events is
+    then the same on every run (from the wall clock alone, whether a record 30 s old had a
+    window closed changed from one run to the next, and the hopping test found none late in
+    about half of them)."""
+    now = int(time.time() * 1000) - 900_000
+    return now - now % 60_000 + 5_000
+
+
 def _events(count: int, seed: int, base: int, step_ms: int, old_every: int, old_ms: int) -> list[dict]:
     """Events of 5 shops and 100 users, their times growing by `step_ms`; every `old_every`th is
     `old_ms` older than its place (late once the stream time has passed its windows)."""
@@ -101,7 +110,7 @@ def test_tumbling_windows_per_key_equal_the_truth_and_late_records_are_dead_lett
     spark, session, keyspace, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path
 ):
     topic, windowing = ordered_topic, WindowSpec(60_000)
-    base = int(time.time() * 1000) - 900_000
+    base = _base()
     # 100 ms apart (a batch of 1,500 spans 150 s); every 250th 5 minutes older: late after batch 0.
     events = _events(3400, seed=47, base=base, step_ms=100, old_every=250, old_ms=300_000)
     produce_lines(kafka_config, topic, [json.dumps(e) for e in events])
@@ -148,7 +157,7 @@ def test_hopping_windows_count_a_partly_late_record_in_its_open_windows_only(
     spark, session, keyspace, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path
 ):
     topic, windowing = ordered_topic, WindowSpec(60_000, 20_000)
-    base = int(time.time() * 1000) - 900_000
+    base = _base()
     # 1 s apart (a batch of 300 spans 5 minutes); every 40th 30 s older: 1 or 2 of its 3 windows
     # have closed by then, the others are open.
     events = _events(900, seed=48, base=base, step_ms=1000, old_every=40, old_ms=30_000)
@@ -178,7 +187,7 @@ def test_a_crash_half_way_through_a_window_batchs_writes_then_a_restart_stays_ex
     spark, session, keyspace, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path
 ):
     topic, windowing = ordered_topic, WindowSpec(60_000, 20_000)
-    base = int(time.time() * 1000) - 900_000
+    base = _base()
     events = _events(3000, seed=147, base=base, step_ms=200, old_every=100, old_ms=90_000)
     produce_lines(kafka_config, topic, [json.dumps(e) for e in events])
     checkpoint = tmp_path / "cp"
@@ -212,7 +221,7 @@ def test_your_own_query_keeps_its_measures_per_window_too(
     from statestore.stream.own_query import start_aggregation
 
     windowing = WindowSpec(60_000, 20_000)
-    base = int(time.time() * 1000) - 900_000
+    base = _base()
     events = _events(600, seed=49, base=base, step_ms=500, old_every=50, old_ms=45_000)
     produce_lines(kafka_config, ordered_topic, [json.dumps(e) for e in events])
     source = (
