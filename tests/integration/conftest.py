@@ -214,6 +214,24 @@ def spark_submit_job(*job_args: str, **popen_kwargs):
     return subprocess.Popen(argv, env=env, **popen_kwargs)
 
 
+def spark_submit_killed_mid_batch(session, keyspace: str, store: str, *job_args: str) -> None:
+    """The job spark-submitted with `job_args` and killed half-way through batch 1's writes (the
+    crash switch, kill-mid-write:1): asserts it failed leaving batch 0 recorded and batch 1 begun."""
+    from statestore.store.book import registry
+    from statestore.stream.faults import ENV as FAULT_ENV
+
+    crashed = spark_submit_job(
+        *job_args,
+        env={FAULT_ENV: "kill-mid-write:1"},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert crashed.wait(timeout=600) != 0
+    half = registry.progress(session, keyspace, store)
+    assert (half.last_batch_id, half.pending_batch_id) == (0, 1), "the crash left no half-written batch 1"
+
+
 # What a poll's read through a loaded or recovering node may raise without saying anything of
 # the condition polled: the poll asks again rather than failing the test on it.
 _TRANSIENT_READ_ERRORS = (NoHostAvailable, OperationTimedOut, ReadTimeout, Unavailable)

@@ -151,6 +151,18 @@ def produced(key: Any, qty: int, amount: float, pos: Any, user: Any, fault: str 
     return (text if big is None else text.replace('"@big@"', big)), modelled
 
 
+def produce_json(machine, partition: int, fields: tuple, null: bool, ahead_ms: int, after_ms: int) -> None:
+    """A machine's produce rule: `after_ms` later by its clock, the JSON record `produced(*fields)`
+    makes (no value when `null`) on its topic, at `ahead_ms` from the clock (not before 0), its
+    model kept in `machine.model`."""
+    machine.world.clock_ms += after_ms
+    topic = machine.world.topic
+    text, modelled = produced(*fields)
+    time_ms = max(0, machine.world.clock_ms + ahead_ms)
+    record = topic.produce(partition % topic.partition_count, None if null else text, time_ms)
+    machine.model[record.coordinates] = modelled
+
+
 # --- the input stage and the partials (the driver's side: it parses) ---
 
 
@@ -576,13 +588,7 @@ class AggregateProtocolMachine(BatchProtocolMachine):
     ) -> None:
         """`after_ms` later by the clock, a JSON record on the topic (bad as `fault` says;
         `null`: a message without a value), at `ahead_ms` ahead of the clock."""
-        self.world.clock_ms += after_ms
-        topic = self.world.topic
-        text, modelled = produced(key, qty, amount, pos, user, fault)
-        record = topic.produce(
-            partition % topic.partition_count, None if null else text, self.world.clock_ms + ahead_ms
-        )
-        self.model[record.coordinates] = modelled
+        produce_json(self, partition, (key, qty, amount, pos, user, fault), null, ahead_ms, after_ms)
 
     @precondition(lambda self: self.job is not None)
     @rule(crash_at=STEP_INDEX, backup_at=STEP_INDEX, order=st.integers(0, 3), tasks=TASKS, seed=st.integers(0, 7),

@@ -47,7 +47,7 @@ from tests.simulation.aggregates import (
     brute_force,
     input_reason,
     partial_of,
-    produced,
+    produce_json,
     result_problems,
 )
 from tests.simulation.driver import StreamJob, dead_letter_reason
@@ -178,9 +178,4 @@ class WindowAggregateProtocolMachine(WindowProtocolMachine):
     ) -> None:
         """`after_ms` later by the clock, a JSON record (bad as `fault` says; `null`: no value) at
         `ahead_ms` from the clock (some behind it: windows closing)."""
-        self.world.clock_ms += after_ms
-        topic = self.world.topic
-        text, modelled = produced(key, qty, amount, pos, user, fault)
-        time_ms = max(0, self.world.clock_ms + ahead_ms)
-        record = topic.produce(partition % topic.partition_count, None if null else text, time_ms)
-        self.model[record.coordinates] = modelled
+        produce_json(self, partition, (key, qty, amount, pos, user, fault), null, ahead_ms, after_ms)
