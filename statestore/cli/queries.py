@@ -42,6 +42,7 @@ from statestore.present.text import parse_key, require_versioned, to_json, to_te
 from statestore.store import admin
 from statestore.store.book import registry
 from statestore.store.builder import open_session_store, open_store, open_window_store
+from statestore.store.session import SessionStore
 from statestore.store.table_stats import cluster_figures
 
 
@@ -63,32 +64,42 @@ def _print_entries(store, pairs: Iterable[tuple], fmt: str) -> int:
     return emit(aggregates.rows(pairs, spec), aggregates.header(spec), fmt)
 
 
-def _windowed_from_args(args):
-    """The store as a WindowStore when it is a window store, else None (the caller opens it
-    as a key-value or versioned store, which refuses session stores, naming how to read them)."""
+def _timed_from_args(args):
+    """The store as a WindowStore or SessionStore when it is a window or session store, else
+    None (the caller opens it as a key-value or versioned store)."""
     config = cfg.from_args(CassandraConfig, args)
     session = session_for(config)
-    if not registry.lookup(session, config.keyspace, args.store).store_type.windowed:
-        return None
-    return open_window_store(session, config.keyspace, args.store)
+    kind = registry.lookup(session, config.keyspace, args.store).store_type
+    if kind.windowed:
+        return open_window_store(session, config.keyspace, args.store)
+    if kind.sessioned:
+        return open_session_store(session, config.keyspace, args.store)
+    return None
 
 
-def _store_or_windows(args):
-    """(the store `args` name, None), or for a window store (None, its WindowStore): the
-    commands that show a window store's rows their own way take it from here."""
+def _store_or_timed(args):
+    """(the store `args` name, None), or for a window or session store (None, its WindowStore or
+    SessionStore): the commands that show such a store's rows their own way take it from here."""
     try:
         return open_from_args(args), None
     except UnsupportedOperationError:
-        windows = _windowed_from_args(args)
-        if windows is None:
+        timed = _timed_from_args(args)
+        if timed is None:
             raise
-        return None, windows
+        return None, timed
+
+
+def _counted(store) -> str:
+    """The column of a (window or session) store's plain value: count for the word count's longs."""
+    return "count" if store.value_codec.name == "long" else "value"
 
 
 def cmd_get(args) -> int:
-    store, windows = _store_or_windows(args)
-    if windows is not None:
-        return _get_windows(windows, args)
+    store, timed = _store_or_timed(args)
+    if isinstance(timed, SessionStore):
+        return _get_sessions(timed, args)
+    if timed is not None:
+        return _get_windows(timed, args)
     key = parse_key(args.key, store.key_codec)
     if args.as_of is not None:
         require_versioned(store, "as-of reads")
@@ -131,7 +142,7 @@ def _get_windows(store, args) -> int:
         return exits.NOT_FOUND
     spec = aggregates.spec_of(store.value_codec)
     if args.format == VALUE:  # a JSON object per window, on one line each
-        counted = "count" if store.value_codec.name == "long" else "value"
+        counted = _counted(store)
         for start, value in found:
             results = value if spec is not None else {counted: to_json(value)}
             print(aggregates.window_text(start, start + size, results))
@@ -145,10 +156,42 @@ def _print_windows(store, windows: Iterable[tuple], fmt: str) -> int:
     window_end and the count (or value); an aggregate store's: a column per measure."""
     spec = aggregates.spec_of(store.value_codec)
     if spec is None:
-        counted = "count" if store.value_codec.name == "long" else "value"
-        return emit(windows, ("key", "window_start", "window_end", counted), fmt)
+        return emit(windows, ("key", "window_start", "window_end", _counted(store)), fmt)
     rows = (aggregates.window_row(key, start, end, value, spec) for key, start, end, value in windows)
     return emit(rows, aggregates.window_header(spec), fmt)
+
+
+def _get_sessions(store, args) -> int:
+    """`get` on a session store: the key's sessions, oldest first (retention applied), each with
+    its value (an aggregate store's: its measures); exit 3 when it has none."""
+    if args.as_of is not None:
+        raise UnsupportedOperationError(
+            f"--as-of reads versions; store '{store.name}' is a session store: its sessions are the key's history"
+        )
+    key = parse_key(args.key, store.key_codec)
+    found = store.fetch(key)  # by end, which is by start too: a key's sessions never overlap
+    if not found:
+        print(f"{args.key!r} has no session in store {args.store}", file=sys.stderr)
+        return exits.NOT_FOUND
+    if args.format == VALUE:  # a JSON object per session, on one line each
+        plain = aggregates.spec_of(store.value_codec) is None
+        for s in found:
+            print(
+                aggregates.session_text(s.start_ms, s.end_ms, {_counted(store): to_json(s.value)} if plain else s.value)
+            )
+        return 0
+    _print_sessions(store, ((s.key, s.start_ms, s.end_ms, s.value) for s in found), args.format)
+    return 0
+
+
+def _print_sessions(store, sessions: Iterable[tuple], fmt: str) -> int:
+    """(key, session start, session end, value) rows as `sessions` prints them: key,
+    session_start, session_end and the count (or value); an aggregate store's: a column per measure."""
+    spec = aggregates.spec_of(store.value_codec)
+    if spec is None:
+        return emit(sessions, ("key", "session_start", "session_end", _counted(store)), fmt)
+    rows = (aggregates.window_row(key, start, end, value, spec) for key, start, end, value in sessions)
+    return emit(rows, aggregates.session_header(spec), fmt)
 
 
 def cmd_range(args) -> int:
@@ -180,12 +223,8 @@ def cmd_all(args) -> int:
 
 def cmd_count(args) -> int:
     exact = not args.estimate
-    try:
-        store = open_from_args(args)
-    except UnsupportedOperationError:  # a window store: its windows (retention applied)
-        store = _windowed_from_args(args)
-        if store is None:
-            raise
+    store, timed = _store_or_timed(args)  # a window or session store: its windows or sessions (retention applied)
+    store = timed if store is None else store
     entries = store.count_entries() if exact else store.approximate_num_entries()  # exact: reads every entry
     note = ""
     if not exact:
@@ -241,9 +280,7 @@ def cmd_sessions(args) -> int:
     store = open_session_store(session_for(config), config.keyspace, args.store)
     # A key's sessions never overlap: by end is by start too.
     found = store.all() if args.key is None else store.fetch(parse_key(args.key, store.key_codec))
-    counted = "count" if store.value_codec.name == "long" else "value"
-    rows = ((s.key, s.start_ms, s.end_ms, s.value) for s in found)
-    emit(rows, ("key", "session_start", "session_end", counted), args.format)
+    _print_sessions(store, ((s.key, s.start_ms, s.end_ms, s.value) for s in found), args.format)
     return 0
 
 
@@ -261,9 +298,11 @@ def cmd_dump(args) -> int:
 
 
 def cmd_top(args) -> int:
-    store, windows = _store_or_windows(args)
-    if windows is not None:
-        return _top_windows(windows, args)
+    store, timed = _store_or_timed(args)
+    if isinstance(timed, SessionStore):
+        return _top_sessions(timed, args)
+    if timed is not None:
+        return _top_windows(timed, args)
     spec = aggregates.spec_of(store.value_codec)
     if spec is None:
         if args.by is not None:
@@ -296,6 +335,27 @@ def _top_windows(store, args) -> int:
         ranked = aggregates.top_windows(latest, aggregates.rank_measure(spec, args.by, store.name).name, args.limit)
     size = store.windowing.size_ms
     _print_windows(store, ((k, start, start + size, v) for start, top in ranked for k, v in top), args.format)
+    return 0
+
+
+def _top_sessions(store, args) -> int:
+    """`top` on a session store: its --limit sessions (retention applied) of the highest value (an
+    aggregate store's: of a measure), ties by key then start, each with its bounds. Reads the whole
+    store once, keeping a bounded heap."""
+    spec = aggregates.spec_of(store.value_codec)
+    if spec is None:
+        if args.by is not None:
+            raise aggregates.refuse_by(store.name, store.value_codec.name)
+        if store.value_codec.name not in ("long", "int"):
+            raise UnsupportedOperationError(
+                f"top entries rank numeric values; store '{store.name}' holds {store.value_codec.name} values: "
+                f"list them with `statestore sessions {store.name}` instead"
+            )
+        measure = None
+    else:
+        measure = aggregates.rank_measure(spec, args.by, store.name).name
+    found = ((s.key, s.start_ms, s.end_ms, s.value) for s in store.all())
+    _print_sessions(store, aggregates.top_sessions(found, measure, args.limit), args.format)
     return 0
 
 
@@ -339,8 +399,8 @@ def _add_get(command) -> None:
         "get",
         cmd_get,
         "print the value of one key (the count, for the word count; an aggregate store's measures as one JSON "
-        "object; a window store's windows of the key, oldest first, one JSON object of its bounds and value or "
-        "measures each); exit 3 if absent",
+        "object; a window or session store's windows or sessions of the key, oldest first, one JSON object of its "
+        "bounds and value or measures each); exit 3 if absent",
     )
     add_store(p)
     p.add_argument("key", help="the key as text: string as is, long/int decimal, json as JSON, bytes as hex")
@@ -393,7 +453,8 @@ def _add_count(command) -> None:
     p = command(
         "count",
         cmd_count,
-        "the number of entries (window stores: of windows, retention applied), exact (it reads every entry); "
+        "the number of entries (window and session stores: of windows or sessions, retention applied), exact (it "
+        "reads every entry); "
         "--estimate: Cassandra's quick size estimate, labelled as one",
     )
     add_store(p)
@@ -478,7 +539,8 @@ def _add_top(command) -> None:
         "top",
         cmd_top,
         "the entries with the highest values (aggregate stores: the highest of one measure, every measure shown; "
-        "window stores: the keys of each of the newest windows)",
+        "window stores: the keys of each of the newest windows; session stores: the sessions, ties by key then "
+        "start)",
         fmt="table",
     )
     add_store(p)

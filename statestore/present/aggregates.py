@@ -123,3 +123,36 @@ def top_windows(
     """Each of the `latest` windows (start, its (key, results)) with its `limit` keys of the
     highest `measure` (top_by's order), the windows in the order given."""
     return [(start, top_by(pairs, measure, limit)) for start, pairs in latest]
+
+
+# -- session aggregate stores: a row per (key, session), the session's bounds before the measures --
+
+SESSION_COLUMNS = ("session_start", "session_end")
+
+
+def session_header(spec: AggregateSpec) -> tuple[str, ...]:
+    """The CLI's row header of a session aggregate store: key, session_start, session_end, then a
+    column per measure (as `statestore sessions` prints a session store's key, bounds and count);
+    its rows are window_row's (key, bounds, the measures)."""
+    return ("key", *SESSION_COLUMNS, *columns(spec))
+
+
+def session_text(start_ms: int, end_ms: int, results: Mapping[str, Any]) -> str:
+    """One session of one key on one line (`statestore get`'s default format on a session store):
+    a JSON object of its bounds (both inclusive) and its measures (or count), e.g.
+    {"session_start": 0, "session_end": 45000, "n": 3}."""
+    return json.dumps({"session_start": start_ms, "session_end": end_ms, **results}, ensure_ascii=False)
+
+
+def top_sessions(sessions: Iterable[tuple[Any, int, int, Any]], measure: str | None, limit: int) -> list[tuple]:
+    """The `limit` sessions (key, start, end, value) with the highest `measure` of their results
+    ({measure: result}; `measure` None: the value itself, a count), ties by key then start, a
+    missing result (a min or max of no input) last. Keeps only a bounded heap."""
+    if limit < 1:
+        raise OptionError(f"limit must be at least 1, got {limit}")
+
+    def rank(found: tuple[Any, int, int, Any]) -> tuple:
+        value = found[3] if measure is None else found[3][measure]
+        return (value is None, 0 if value is None else -value, found[0], found[1])
+
+    return heapq.nsmallest(limit, sessions, key=rank)

@@ -97,6 +97,10 @@ class SessionStore(TimedHandle):
         rows = self.table.scan(self.session, self.live_segments(low), key_range)
         return (row for row in rows if row.end_ms >= low)
 
+    def count_entries(self) -> int:
+        """Sessions, retention applied, exactly: reads every row of the store."""
+        return sum(1 for _ in self.raw_sessions(EVERYTHING))
+
     def live_segments(self, earliest_end: int) -> list[int]:
         """The segments that may hold a session ending at or after `earliest_end`: those the
         table has (a scan of its partition keys), from that end's on."""

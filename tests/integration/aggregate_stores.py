@@ -88,3 +88,29 @@ def fill_windows(session, keyspace: str, name: str):
     for (key, start), value in WINDOW_ACCUMULATORS.items():
         assert store.put(key, value, start, stream_time_ms=None)
     return store, {window: codec.decode(codec.encode(value)) for window, value in WINDOW_ACCUMULATORS.items()}
+
+
+GAP = MINUTE  # the session stores' inactivity gap
+# (key, session start, session end) -> the accumulators written: alice's two sessions far more than
+# the gap apart, the one that ended last first
+SESSION_ACCUMULATORS = {
+    ("carol", START + 3 * MINUTE, START + 4 * MINUTE): ACCUMULATORS["dave"],
+    ("alice", START + 2 * MINUTE, START + 2 * MINUTE + 30_000): ACCUMULATORS["carol"],
+    ("bob", START + MINUTE, START + MINUTE + 45_000): ACCUMULATORS["bob"],
+    ("alice", START, START + 20_000): ACCUMULATORS["alice"],
+}
+
+
+def fill_sessions(session, keyspace: str, name: str):
+    """A partitioned-session aggregate store (gap GAP) named `name`, holding SESSION_ACCUMULATORS
+    written through the session table (no stream time: every session retained); returns (the
+    store, {(key, session start, session end): {measure: result}} as every reader should show it)."""
+    from statestore.core.windows import SessionSpec
+    from statestore.store.session import SessionKey
+
+    builder = StoreBuilder(session, name).with_keyspace(keyspace).with_value_codec("aggregate:" + MEASURES)
+    store = builder.partitioned_session_store(SessionSpec(GAP), 3).create()
+    codec = store.value_codec
+    for (key, start, end), value in SESSION_ACCUMULATORS.items():
+        assert store.put(SessionKey(key, start, end), value, stream_time_ms=None)
+    return store, {s: codec.decode(codec.encode(value)) for s, value in SESSION_ACCUMULATORS.items()}

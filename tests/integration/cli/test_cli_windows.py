@@ -113,6 +113,20 @@ def test_sessions_prints_key_start_end_count_by_key_then_start(capsys, session, 
         assert rows[1:] == [[w, str(s), str(e), str(c)] for w, s, e, c in expected]
         code, out, _ = _run(capsys, "sessions", store_name, "heron", "--format", "csv", *ks)
         assert code == 0 and len(list(csv.reader(io.StringIO(out)))) == 3
+        # get, top and count (refused before session aggregate stores): the count as each session's value
+        code, out, _ = _run(capsys, "get", store_name, "heron", *ks)
+        assert code == 0 and out.splitlines() == [
+            f'{{"session_start": {s}, "session_end": {e}, "count": {c}}}'
+            for (w, s, e), c in sorted(written.items())
+            if w == "heron"
+        ]
+        code, out, _ = _run(capsys, "top", store_name, "-n", "2", "--format", "csv", *ks)
+        assert code == 0 and list(csv.reader(io.StringIO(out))) == [
+            ["key", "session_start", "session_end", "count"],
+            ["heron", str(now - 30 * MINUTE), str(now - 20 * MINUTE), "9"],
+            ["heron", str(now - 5 * MINUTE), str(now), "4"],
+        ]
+        assert _run(capsys, "count", store_name, *ks)[:2] == (0, "3\n")
         code, _, err = _run(capsys, "windows", store_name, *ks)
         assert code == 2 and "it has no windows" in err
     finally:

@@ -109,3 +109,42 @@ def test_top_of_windows_ranks_each_window_on_its_own():
     latest = [(120_000, [("a", {"hi": 1.0}), ("b", {"hi": 3.0})]), (60_000, [("a", {"hi": 9.0}), ("c", {"hi": None})])]
     ranked = aggregates.top_windows(latest, "hi", 1)
     assert [(start, [k for k, _ in top]) for start, top in ranked] == [(120_000, ["b"]), (60_000, ["a"])]
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "jsonl"])
+def test_a_session_row_shows_its_bounds_then_a_column_per_measure(fmt):
+    value = _value(3, 12.5, 4, 9.25, LatestValue(5, 0, 1, '"Zürich"'))
+    out = io.StringIO()
+    emit([aggregates.window_row("a", 1_000, 61_000, value, SPEC)], aggregates.session_header(SPEC), fmt, out)
+    header = ["key", "session_start", "session_end", "n", "total", "units", "hi", "last"]
+    cells = ["a", "1000", "61000", "3", "12.5", "4", "9.25", "Zürich"]
+    text = out.getvalue()
+    if fmt == "jsonl":
+        assert json.loads(text) == dict(zip(header, ["a", 1_000, 61_000, 3, 12.5, 4, 9.25, "Zürich"], strict=True))
+    elif fmt == "csv":
+        assert list(csv.reader(io.StringIO(text))) == [header, cells]
+    else:
+        assert [line.split() for line in text.splitlines()] == [header, cells]
+
+
+def test_get_of_a_session_prints_its_bounds_and_measures_as_one_object():
+    value = _value(3, 12.5, 4, None, LatestValue(5, 0, 1, '{"id": 7}'))
+    assert aggregates.session_text(0, 45_000, value) == (
+        '{"session_start": 0, "session_end": 45000, "n": 3, "total": 12.5, "units": 4, "hi": null, "last": {"id": 7}}'
+    )
+    assert aggregates.session_text(5, 9, {"count": 2}) == '{"session_start": 5, "session_end": 9, "count": 2}'
+
+
+def test_top_of_sessions_ranks_by_the_measure_ties_by_key_then_start_missing_last():
+    found = [
+        ("b", 50, 60, {"hi": 2.0}),
+        ("a", 70, 80, {"hi": 2.0}),
+        ("a", 10, 20, {"hi": 2.0}),
+        ("c", 0, 5, {"hi": None}),
+        ("d", 0, 5, {"hi": 9.5}),
+    ]
+    ranked = aggregates.top_sessions(iter(found), "hi", 10)
+    assert [(k, s) for k, s, _, _ in ranked] == [("d", 0), ("a", 10), ("a", 70), ("b", 50), ("c", 0)]
+    assert [(k, s) for k, s, _, _ in aggregates.top_sessions(iter(found), "hi", 2)] == [("d", 0), ("a", 10)]
+    counts = [("x", 0, 1, 3), ("y", 5, 6, 7), ("x", 9, 9, 7)]
+    assert [(k, s) for k, s, _, _ in aggregates.top_sessions(iter(counts), None, 2)] == [("x", 9), ("y", 5)]
