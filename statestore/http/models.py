@@ -151,7 +151,10 @@ class SessionWindow(BaseModel):
     key: JsonValue
     session_start: int = Field(description="epoch ms of the session's first event, inclusive")
     session_end: int = Field(description="epoch ms of the session's last event, inclusive")
-    value: JsonValue = Field(description="the session's value: its event count, for the sessioned word count")
+    value: JsonValue = Field(
+        description="the session's value: its event count, for the sessioned word count; a session aggregate "
+        "store's: an object of its measures, in their order"
+    )
 
 
 class SessionsPage(BaseModel):

@@ -85,3 +85,33 @@ def test_a_window_aggregate_store_has_a_column_per_measure_beside_its_window(liv
     assert [tuple(r) for r in pushed.select(*columns).collect()] == [
         e for e in expected if e[:2] == ("alice", START + 2 * MINUTE)
     ]
+
+
+def test_a_session_aggregate_store_has_a_column_per_measure_beside_its_session(livestate, session, keyspace):
+    sessions = aggregate_stores.fill_sessions(session, keyspace, "df_session_orders")[1]
+    df = _frame(livestate, keyspace, "df_session_orders")
+    assert df.schema.simpleString() == (
+        "struct<key:string,session_start:timestamp,session_end:timestamp,n:bigint,total:double,"
+        "units:decimal(38,0),lo:double,hi:double,city:string,users:double,batch_id:bigint,time:timestamp>"
+    )
+    bounds = [F.unix_millis("session_start").alias("s"), F.unix_millis("session_end").alias("e")]
+    columns = ["key", *bounds, "n", "total", "units", "lo", "hi", "city"]
+    read = sorted(tuple(r) for r in df.select(*columns).collect())
+    latest = {"alice": '"Zürich"', "carol": "42", "bob": '{"id": 7}', "dave": None}  # the accumulators' own
+    expected = [
+        (k, s, e, r["n"], r["total"], Decimal(r["units"]), r["lo"], r["hi"], latest[_source(r)])
+        for (k, s, e), r in sorted(sessions.items())
+    ]
+    assert read == expected
+    pushed = _frame(livestate, keyspace, "df_session_orders", pushdown="true").filter(
+        (F.col("key") == "alice") & (F.col("session_end") >= F.timestamp_millis(F.lit(START + MINUTE)))
+    )
+    assert pushed.rdd.getNumPartitions() == 1  # the key's partitions only, as for the word count's sessions
+    assert [tuple(r) for r in pushed.select(*columns).collect()] == [
+        e for e in expected if e[0] == "alice" and e[2] >= START + MINUTE
+    ]
+
+
+def _source(results: dict) -> str:
+    """Which of aggregate_stores.ACCUMULATORS a session's results are (they are copied whole)."""
+    return {5: "alice", 9: "bob" if results["units"] == 4 else "dave", 2: "carol"}[results["n"]]

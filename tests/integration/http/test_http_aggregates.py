@@ -72,3 +72,26 @@ def test_window_pages_carry_each_windows_measures_as_an_object(session, keyspace
             "aggregation": "distinct",
             "field": "user",
         }
+
+
+def test_session_pages_carry_each_sessions_measures_as_an_object(session, keyspace, cassandra_config):
+    sessions = aggregate_stores.fill_sessions(session, keyspace, "http_session_orders")[1]
+    with TestClient(create_app(cassandra_config)) as client:
+        page = client.get("/stores/http_session_orders/sessions", params={"limit": 3}).json()
+        ordered = sorted(sessions, key=lambda s: (s[0], s[2]))  # by key, then session end
+        assert page["sessions"] == [
+            {"key": k, "session_start": s, "session_end": e, "value": sessions[(k, s, e)]} for k, s, e in ordered[:3]
+        ]
+        rest = client.get("/stores/http_session_orders/sessions", params={"page_token": page["next_page_token"]})
+        assert [(w["key"], w["session_start"], w["session_end"]) for w in rest.json()["sessions"]] == ordered[3:]
+        answer = client.get("/stores/http_session_orders/sessions", params={"key": "alice"})
+        assert f'"units":{BIG}' in answer.text  # exact, past a long
+        assert [w["value"] for w in answer.json()["sessions"]] == [sessions[s] for s in ordered if s[0] == "alice"]
+        assert list(answer.json()["sessions"][0]["value"]) == ["n", "total", "units", "lo", "hi", "city", "users"]
+
+        described = client.get("/stores/http_session_orders").json()
+        assert described["supports"]["sessions"] and described["measures"][-1] == {
+            "name": "users",
+            "aggregation": "distinct",
+            "field": "user",
+        }
