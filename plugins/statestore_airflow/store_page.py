@@ -45,7 +45,7 @@ from statestore.http import create_app
 from statestore.maintenance.shared.units import human_bytes
 from statestore.present import aggregates
 from statestore.store import admin
-from statestore.store.builder import open_store, open_window_store
+from statestore.store.builder import open_session_store, open_store, open_window_store
 from statestore_airflow import store_monitor, words
 from statestore_airflow.access import require_connection_access
 from statestore_airflow.dag_support import CASSANDRA_CONN_ID
@@ -173,7 +173,7 @@ def detail_data(
         except (UnsupportedOperationError, OptionError) as exc:
             top_note = str(exc)
     elif kind.sessioned:
-        sessions = [_session_row(s) for s in admin.latest_sessions(session, keyspace, store, top)]
+        sessions, ranking = _latest_sessions(session, keyspace, store, top)
     else:
         try:
             top_entries, ranking = _top_keys(session, keyspace, store, top, by)
@@ -251,8 +251,21 @@ def _window_rows(start_ms: int, end_ms: int, top: list) -> dict[str, Any]:
     return {"start_ms": start_ms, "end_ms": end_ms, "top": top}
 
 
-def _session_row(session: Any) -> dict[str, Any]:
-    return {"key": session.key, "start_ms": session.start_ms, "end_ms": session.end_ms, "value": session.value}
+def _latest_sessions(session, keyspace: str, store: str, top: int) -> tuple[list, dict[str, Any]]:
+    """The sessions that ended last (the counts, as admin.latest_sessions picks them), and for a
+    session aggregate store each session's measures (ties by key then start), with their columns."""
+    opened = open_session_store(session, keyspace, store)
+    spec = aggregates.spec_of(opened.value_codec)
+    if spec is None:
+        latest = admin.latest_sessions(session, keyspace, store, top)
+        return [_session_row(s, s.value) for s in latest], {"top_measures": None, "top_by": None, "rankable": []}
+    latest = aggregates.latest_sessions(opened.all(), top)
+    rows = [_session_row(s, [words.measure(v) for v in s.value.values()]) for s in latest]
+    return rows, {"top_measures": aggregates.columns(spec), "top_by": None, "rankable": []}
+
+
+def _session_row(session: Any, value: Any) -> dict[str, Any]:
+    return {"key": session.key, "start_ms": session.start_ms, "end_ms": session.end_ms, "value": value}
 
 
 def create_store_app(

@@ -156,3 +156,12 @@ def top_sessions(sessions: Iterable[tuple[Any, int, int, Any]], measure: str | N
         return (value is None, 0 if value is None else -value, found[0], found[1])
 
     return heapq.nsmallest(limit, sessions, key=rank)
+
+
+def latest_sessions(sessions: Iterable[Any], limit: int) -> list:
+    """The `limit` sessions (each with key, start_ms and end_ms) that ended last, ties by key then
+    start: the store page's latest sessions of a session aggregate store, whose values (measures)
+    do not rank. Keeps only a bounded heap."""
+    if limit < 1:
+        raise OptionError(f"limit must be at least 1, got {limit}")
+    return heapq.nsmallest(limit, sessions, key=lambda s: (-s.end_ms, s.key, s.start_ms))

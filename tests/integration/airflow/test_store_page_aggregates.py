@@ -87,3 +87,19 @@ def test_a_window_aggregate_stores_latest_windows_show_each_measure(client, sess
     assert WINDOWS.search(html) is None and "not a number to rank by" in re.search(r'id="top-note">(.*?)<', html).group(
         1
     )
+
+
+SESSIONS = re.compile(r'<table id="latest-sessions">(.*?)</table>', re.S)
+
+
+def test_a_session_aggregate_stores_latest_sessions_show_each_measure(client, session, keyspace):
+    aggregate_stores.fill_sessions(session, keyspace, "page_session_orders")
+    html = client.get("/stores/page_session_orders").text
+    rows = _cells(SESSIONS.search(html).group(1))
+    header = ["#", "key", "session start (UTC)", "session end (UTC)", "n", "total", "units", "lo", "hi", "city"]
+    assert rows[0] == [*header, "users"]
+    assert [(r[0], r[1]) for r in rows[1:]] == [("1", "carol"), ("2", "alice"), ("3", "bob"), ("4", "alice")]  # by end
+    assert rows[1][4:9] == ["9", "0.0", "0", "-", "-"]  # carol: no min, max yet
+    assert rows[4][4:10] == ["5", "12.5", f"{aggregate_stores.BIG:,}", "0.5", "7.0", "Zürich"]  # alice's first
+    rows = _cells(SESSIONS.search(client.get("/stores/page_session_orders?top=2").text).group(1))
+    assert [r[1] for r in rows[1:]] == ["carol", "alice"]

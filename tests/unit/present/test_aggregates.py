@@ -148,3 +148,11 @@ def test_top_of_sessions_ranks_by_the_measure_ties_by_key_then_start_missing_las
     assert [(k, s) for k, s, _, _ in aggregates.top_sessions(iter(found), "hi", 2)] == [("d", 0), ("a", 10)]
     counts = [("x", 0, 1, 3), ("y", 5, 6, 7), ("x", 9, 9, 7)]
     assert [(k, s) for k, s, _, _ in aggregates.top_sessions(iter(counts), None, 2)] == [("x", 9), ("y", 5)]
+
+
+def test_the_latest_sessions_are_those_that_ended_last_ties_by_key_then_start():
+    from statestore.store.session import SessionValue
+
+    found = [SessionValue("b", 5, 50, {}), SessionValue("a", 40, 50, {}), SessionValue("a", 0, 90, {})]
+    found.append(SessionValue("a", 0, 10, {}))
+    assert [(s.key, s.start_ms) for s in aggregates.latest_sessions(iter(found), 3)] == [("a", 0), ("a", 40), ("b", 5)]
