@@ -45,7 +45,7 @@ safe too).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
 from statestore.conn.cassandra import session_for
@@ -65,14 +65,43 @@ _LATEST = 2**63 - 1  # no bound on a session's start: a cached key's record hold
 
 
 class KeyTimes(NamedTuple):
-    """A key's delta (count, latest time, apply-cache bucket) and its event times, ascending."""
+    """A key's delta (count, latest time, apply-cache bucket) and its event times, ascending
+    (the word count: one per occurrence). An aggregate session store's key has each distinct
+    time once, with the partial accumulators of its records at that time in `partials`."""
 
     delta: Delta
     times: tuple[int, ...]
+    partials: Mapping[int, tuple] | None = None
 
     @property
     def bucket(self) -> int | None:
         return self.delta.bucket
+
+
+# A session's value from the batch's times within it and the stored sessions it merges.
+Fold = Callable[[Sequence[int], Sequence[SessionEntry]], bytes]
+
+
+def count_of(inside: Sequence[int], parts: Sequence[SessionEntry]) -> bytes:
+    """The word count's session value: its events, one per time, plus the sessions it merges."""
+    return encode_long(len(inside) + sum(decode_long(e.value) for e in parts))
+
+
+class SessionValues(Protocol):
+    """What a session store's value is: the fold of each key's sessions (Fold)."""
+
+    def fold_for(self, key_times: KeyTimes) -> Fold:
+        """The fold of `key_times`' sessions."""
+
+
+class Counts:
+    """The word count's session values (count_of)."""
+
+    def fold_for(self, key_times: KeyTimes) -> Fold:
+        return count_of
+
+
+COUNTS = Counts()
 
 
 class SessionRows(Protocol):
@@ -102,7 +131,12 @@ class TableRows:
 
 
 def plan_session_change(
-    key: bytes, current: list[SessionEntry], times: Iterable[int], gap_ms: int, batch_id: int
+    key: bytes,
+    current: list[SessionEntry],
+    times: Iterable[int],
+    gap_ms: int,
+    batch_id: int,
+    fold: Fold = count_of,
 ) -> SessionChange | None:
     """Pure: the change batch `batch_id` makes to `key`'s sessions `current` (those its times
     could touch) with events at `times`, or None when earlier attempts of the batch made all
@@ -110,12 +144,12 @@ def plan_session_change(
     written by an earlier attempt, which deletes what it replaced only after writing it
     (partitioned_session.write_plan): the sessions within it are deleted now, the times within
     it are counted in it, and the rest of the times plan as if it were not there (see the
-    module doc, Replays)."""
+    module doc, Replays). `fold`: a session's value (the word count's: its events)."""
     if any(e.batch_id is not None and e.batch_id > batch_id for e in current):
         return None
     done = [e for e in current if e.batch_id == batch_id]
     if done:
-        return _completed(key, current, done, times, gap_ms, batch_id)
+        return _completed(key, current, done, times, gap_ms, batch_id, fold)
     times = sorted(times)
     stored = {Session(e.start_ms, e.end_ms): e for e in current}
     now, replaced = merge_into_sessions(list(stored), times, gap_ms)
@@ -125,14 +159,19 @@ def plan_session_change(
         parts = [e for s, e in stored.items() if merged.start_ms <= s.start_ms and s.end_ms <= merged.end_ms]
         if not inside and len(parts) == 1:
             continue  # an existing session the batch did not touch
-        count = len(inside) + sum(decode_long(e.value) for e in parts)
         latest = max([*inside, *(e.time_ms for e in parts if e.time_ms is not None)])
-        writes.append(SessionEntry(key, merged.start_ms, merged.end_ms, encode_long(count), batch_id, latest))
+        writes.append(SessionEntry(key, merged.start_ms, merged.end_ms, fold(inside, parts), batch_id, latest))
     return SessionChange(tuple(stored[s] for s in replaced), tuple(writes))
 
 
 def _completed(
-    key: bytes, current: list[SessionEntry], done: list[SessionEntry], times: Iterable[int], gap_ms: int, batch_id: int
+    key: bytes,
+    current: list[SessionEntry],
+    done: list[SessionEntry],
+    times: Iterable[int],
+    gap_ms: int,
+    batch_id: int,
+    fold: Fold,
 ) -> SessionChange | None:
     """plan_session_change over a key an earlier attempt of the batch changed in part: its
     sessions `done` stay, the others within one of them are deleted, the rest plans anew."""
@@ -143,26 +182,26 @@ def _completed(
     left = [e for e in current if e.batch_id != batch_id and within(e.start_ms, e.end_ms)]
     rest = [e for e in current if e.batch_id != batch_id and not within(e.start_ms, e.end_ms)]
     rest_times = [t for t in times if not within(t, t)]
-    more = plan_session_change(key, rest, rest_times, gap_ms, batch_id) if rest_times else None
+    more = plan_session_change(key, rest, rest_times, gap_ms, batch_id, fold) if rest_times else None
     deletes = tuple(left) + (more.deletes if more else ())
     writes = more.writes if more else ()
     return SessionChange(deletes, writes) if deletes or writes else None
 
 
-def new_sessions(key: bytes, times: tuple[int, ...], gap_ms: int, batch_id: int) -> SessionChange:
+def new_sessions(
+    key: bytes, times: tuple[int, ...], gap_ms: int, batch_id: int, fold: Fold = count_of
+) -> SessionChange:
     """Pure: plan_session_change for a key with no stored session its times touch (most keys of
     a batch past the stream time): its times, ascending, cut where two neighbours are more than
-    `gap_ms` apart, each run one session counting its events."""
+    `gap_ms` apart, each run one session folding its times."""
     writes = []
-    start = previous = times[0]
-    count = 0
-    for t in times:
-        if t - previous > gap_ms:
-            writes.append(SessionEntry(key, start, previous, encode_long(count), batch_id, previous))
-            start, count = t, 0
-        previous = t
-        count += 1
-    writes.append(SessionEntry(key, start, previous, encode_long(count), batch_id, previous))
+    run = [times[0]]
+    for t in times[1:]:
+        if t - run[-1] > gap_ms:
+            writes.append(SessionEntry(key, run[0], run[-1], fold(run, ()), batch_id, run[-1]))
+            run = []
+        run.append(t)
+    writes.append(SessionEntry(key, run[0], run[-1], fold(run, ()), batch_id, run[-1]))
     return SessionChange((), tuple(writes))
 
 
@@ -181,7 +220,7 @@ def session_reads(deltas: Iterable[KeyTimes], gap_ms: int, stream_time_ms: int |
     touch a stored session: see the module doc; None: every key)."""
     return [
         (delta.key, times[0] - gap_ms, times[-1] + gap_ms)
-        for delta, times in deltas
+        for delta, times, *_ in deltas
         if stream_time_ms is None or times[0] - gap_ms <= stream_time_ms
     ]
 
@@ -193,6 +232,7 @@ def plan_session_deltas(
     deltas: list[KeyTimes],
     timer=None,
     stream_time_ms: int | None = None,
+    values: SessionValues = COUNTS,
 ) -> tuple[list[SessionChange], int, int]:
     """Read the sessions the batch's times could touch and plan each key's change: (changes,
     keys an earlier attempt of the batch already changed, keys read)."""
@@ -200,8 +240,9 @@ def plan_session_deltas(
     asks = session_reads(deltas, gap, stream_time_ms)
     current = timed(timer, "read", lambda: rows.find_many(asks)) if asks else {}
     changes, skipped = [], 0
-    for delta, times in deltas:
-        change = key_change(delta.key, current.get(delta.key), times, gap, batch_id)
+    for key_times in deltas:
+        key, times = key_times.delta.key, key_times.times
+        change = key_change(key, current.get(key), times, gap, batch_id, values.fold_for(key_times))
         if change is None:
             skipped += 1
         else:
@@ -210,13 +251,18 @@ def plan_session_deltas(
 
 
 def key_change(
-    key: bytes, current: list[SessionEntry] | None, times: tuple[int, ...], gap_ms: int, batch_id: int
+    key: bytes,
+    current: list[SessionEntry] | None,
+    times: tuple[int, ...],
+    gap_ms: int,
+    batch_id: int,
+    fold: Fold = count_of,
 ) -> SessionChange | None:
     """Pure: the change batch `batch_id` makes to `key` over its sessions `current` (those its
     times could touch; none: new_sessions), or None when an earlier attempt of the batch made it."""
     if not current:
-        return new_sessions(key, times, gap_ms, batch_id)
-    return plan_session_change(key, current, times, gap_ms, batch_id)
+        return new_sessions(key, times, gap_ms, batch_id, fold)
+    return plan_session_change(key, current, times, gap_ms, batch_id, fold)
 
 
 def covered_sessions(
@@ -236,7 +282,8 @@ def covered_sessions(
     unknown = set(unknown)
     covered: list[tuple[int, list[SessionEntry]] | None] = []
     asks = []
-    for i, (delta, times) in enumerate(deltas):
+    for i, key_times in enumerate(deltas):
+        delta, times = key_times.delta, key_times.times
         earliest_end = times[0] - spec.gap_ms
         if records[i] is not None:
             from_ms, sessions = decode_record(delta.key, records[i])
@@ -260,6 +307,7 @@ def plan_covered(
     deltas: list[KeyTimes],
     covered: list[tuple[int, list[SessionEntry]]],
     stream_time_ms: int | None,
+    values: SessionValues = COUNTS,
 ) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], int]:
     """Pure: each key's change over its (coverage, sessions), as plan_session_change decides on
     the sessions its times could touch; (changes, the keys' records once the changes are
@@ -268,10 +316,11 @@ def plan_covered(
     have been that change half landed, with another attempt still writing."""
     changes, records, skipped = [], [], 0
     gap = spec.gap_ms
-    for (delta, times), (from_ms, sessions) in zip(deltas, covered, strict=True):
+    for key_times, (from_ms, sessions) in zip(deltas, covered, strict=True):
+        delta, times = key_times.delta, key_times.times
         low, high = times[0] - gap, times[-1] + gap
         current = [s for s in sessions if s.end_ms >= low and s.start_ms <= high]
-        change = key_change(delta.key, current, times, gap, batch_id)
+        change = key_change(delta.key, current, times, gap, batch_id, values.fold_for(key_times))
         if change is None:
             skipped += 1
             records.append((delta.key, vouching_for_nothing()))
@@ -293,11 +342,12 @@ def plan_cached_session_deltas(
     cache: BucketCache,
     timer=None,
     stream_time_ms: int | None = None,
+    values: SessionValues = COUNTS,
 ) -> tuple[list[SessionChange], list[tuple[bytes, bytes]], Collection[bytes], int, int]:
     """plan_session_deltas with the keys' bucket file: read only the keys it cannot vouch for
     (covered_sessions); (changes, the keys' records after them, the keys read carrying a TTL
     (expiring_keys: their records are not to be kept), keys skipped, keys read)."""
-    records, unknown = timed(timer, "cache", lambda: cache.lookup([delta.key for delta, _ in deltas]))
+    records, unknown = timed(timer, "cache", lambda: cache.lookup([d.delta.key for d in deltas]))
     covered, asks = covered_sessions(spec.windowing, deltas, records, unknown, stream_time_ms)
     expiring = ()
     if asks:
@@ -309,7 +359,7 @@ def plan_cached_session_deltas(
                 key, earliest_end, _ = next(pending)
                 covered[i] = (earliest_end, found.get(key, []))
     changes, new_records, skipped = timed(
-        timer, "plan", lambda: plan_covered(spec.windowing, batch_id, deltas, covered, stream_time_ms)
+        timer, "plan", lambda: plan_covered(spec.windowing, batch_id, deltas, covered, stream_time_ms, values)
     )
     return changes, new_records, expiring, skipped, len(asks)
 
@@ -324,12 +374,15 @@ def apply_session_deltas(
     retry: Callable[[Callable], object] = lambda action: action(),
     stream_time_ms: int | None = None,
     cache: BucketCache | None = None,
+    values: SessionValues = COUNTS,
 ) -> ApplyStats:
     """Read the sessions the batch's times could touch (of the keys session_reads names, or
     with `cache`, the keys' bucket file, of those it cannot vouch for), then write each key's
     change, then keep each key's record in `cache` (none of a key read carrying a TTL:
     remember_unless_expiring); `retry` runs the plan and the write
-    (planned_then_written: a retried write re-sends the same changes; default: no retry)."""
+    (planned_then_written: a retried write re-sends the same changes; default: no retry).
+    `values`: what a session's value is (the word count's event counts, or an aggregate
+    store's measures: statestore.stream.session_aggregates)."""
     if not deltas:
         return ApplyStats()
 
@@ -338,18 +391,18 @@ def apply_session_deltas(
 
     if cache is None:
         changes, skipped, read = planned_then_written(
-            lambda: plan_session_deltas(rows, spec, batch_id, deltas, timer, stream_time_ms),
+            lambda: plan_session_deltas(rows, spec, batch_id, deltas, timer, stream_time_ms, values),
             write,
             retry,
         )
     else:
         changes, records, expiring, skipped, read = planned_then_written(
-            lambda: plan_cached_session_deltas(rows, spec, batch_id, deltas, cache, timer, stream_time_ms),
+            lambda: plan_cached_session_deltas(rows, spec, batch_id, deltas, cache, timer, stream_time_ms, values),
             write,
             retry,
         )
         timed(timer, "cache", lambda: remember_unless_expiring(cache, records, expiring))
-    return ApplyStats.of_slice([d for d, _ in deltas], len(changes), skipped, read=read)
+    return ApplyStats.of_slice([d.delta for d in deltas], len(changes), skipped, read=read)
 
 
 def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
@@ -373,6 +426,8 @@ def session_applier(
     timer: Timer | None = None,
     stream_time_ms: int | None = None,
     cache: CachePlan | None = None,
+    values: SessionValues = COUNTS,
+    slices: Callable[[Iterable], Iterator[list[KeyTimes]]] = session_deltas_of,
 ):
     """A function over one task's rows of (word, delta, last_ms, times[, bucket]), run by
     statestore.stream.apply.run_applier: bounded slices, each planned then written, each step
@@ -380,7 +435,8 @@ def session_applier(
     apply.slices_applier, whose retry of a whole slice reads again). `stream_time_ms`: the
     store's stream time at the batch's start, when keys that cannot reach back to it need no
     read (None: every key is read). `cache`: the batch's apply-cache plan (rows then carry their
-    bucket; apply.cached_task opens each bucket's file and finishes it)."""
+    bucket; apply.cached_task opens each bucket's file and finishes it). `values` and `slices`:
+    another store's session values and rows (statestore.stream.session_aggregates)."""
 
     def apply_one(part: list[KeyTimes], file: BucketCache | None = None) -> ApplyStats:
         def retry(action):
@@ -388,12 +444,12 @@ def session_applier(
 
         table = session_table_for(spec) if file is None else session_table_for(spec).noting_ttl()
         rows = TableRows(session_for(config), table, config.write_concurrency)
-        return apply_session_deltas(rows, spec, batch_id, part, write_ts, timer, retry, stream_time_ms, file)
+        return apply_session_deltas(rows, spec, batch_id, part, write_ts, timer, retry, stream_time_ms, file, values)
 
     def apply_partition(rows: Iterator) -> Iterator[ApplyStats]:
         if cache is None:
-            yield timed(timer, "task", lambda: sum((apply_one(part) for part in session_deltas_of(rows)), ApplyStats()))
+            yield timed(timer, "task", lambda: sum((apply_one(part) for part in slices(rows)), ApplyStats()))
         else:
-            yield timed(timer, "task", lambda: cached_task(session_deltas_of(rows), cache, apply_one))
+            yield timed(timer, "task", lambda: cached_task(slices(rows), cache, apply_one))
 
     return apply_partition

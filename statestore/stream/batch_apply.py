@@ -22,7 +22,7 @@ from statestore.core.aggregation import AGGREGATE_FORMAT_PREFIX
 from statestore.core.model import StoreSpec
 from statestore.core.retention import cutoff_ms
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
-from statestore.stream import aggregates, checkpoint, json_input, recording
+from statestore.stream import aggregates, checkpoint, json_input, recording, session_aggregates
 from statestore.stream.apply import (
     DRIVER_ROWS,
     ApplyStats,
@@ -57,9 +57,11 @@ def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: C
 def cacheable(spec: StoreSpec) -> bool:
     """The apply cache holds current entries, of keys or of (key, window) pairs, and a key's
     sessions a batch can still touch (statestore.stream.session_cache): not versions. An
-    aggregate key-value store's entries too, their accumulators whole (aggregates.apply_aggregates);
-    not yet an aggregate window store's, whose every batch reads its windows."""
-    return not spec.store_type.versioned and not (is_aggregate(spec) and spec.windowing is not None)
+    aggregate key-value or session store's entries too, their accumulators whole
+    (aggregates.apply_aggregates, session_aggregates); not yet an aggregate window store's,
+    whose every batch reads its windows."""
+    window_aggregates = is_aggregate(spec) and spec.windowing is not None and not spec.store_type.sessioned
+    return not spec.store_type.versioned and not window_aggregates
 
 
 def is_aggregate(spec: StoreSpec) -> bool:
@@ -120,7 +122,7 @@ def _count(
             stats, applied_on = _aggregate(writer, parsed, position, cache)
             rows = json_input.dead_letter_rows(parsed)
             if spec.windowing is not None:  # late by their event time, not their Kafka time
-                rows = rows.unionByName(aggregates.late_letter_rows(parsed, spec.windowing, position.stream_time_ms))
+                rows = rows.unionByName(_late_letter_rows(spec, parsed, position.stream_time_ms))
         else:
             applier = _applier(writer, batch_df, position, cache)
             stats, applied_on = _run(writer, batch_df, position, cache, applier)
@@ -151,28 +153,53 @@ def _parsed_records(batch_df, records):
     return records.parsed_records(batch_df)
 
 
+def _late_letter_rows(spec: StoreSpec, parsed, stream_time_ms: int | None):
+    """An aggregate window or session store's late records, by their event time."""
+    if spec.store_type.sessioned:
+        return session_aggregates.late_letter_rows(parsed, spec.windowing, stream_time_ms)
+    return aggregates.late_letter_rows(parsed, spec.windowing, stream_time_ms)
+
+
 def _aggregate(writer: StoreWriter, parsed, position: BatchPosition, cache: CachePlan | None) -> tuple[ApplyStats, str]:
     """Apply the batch's JSON records (`parsed`, json_input.parsed_records) to an aggregate
     store: each key's partials merged into its entry (a window store's: each key's and open
-    window's, by the stream time the batch began with), by the driver when the batch is small
+    window's, by the stream time the batch began with; a session store's: into the key's
+    sessions, statestore.stream.session_aggregates), by the driver when the batch is small
     (on_driver_for, and its partials fit the driver's bound), else by the executors. `cache`:
-    the batch's apply-cache plan (key-value stores: each partial then carries its bucket)."""
+    the batch's apply-cache plan (key-value and session stores: each partial then carries its
+    bucket)."""
     spec, aggregate = writer.spec, writer.json_input.aggregate
-    cutoff = cutoff_ms(position.retention_ms, position.stream_time_ms)
-    applier = aggregates.aggregate_applier(
-        writer.config,
-        spec,
-        aggregate,
-        position.batch_id,
-        position.write_ts,
-        timer=writer.seams.task_timer,
-        cutoff_ms=cutoff,
-        cache=cache,
-    )
-    if spec.windowing is not None:
-        partials = aggregates.window_partials(parsed, writer.json_input, spec.windowing, position.stream_time_ms)
+    buckets = None if cache is None else cache.buckets
+    if spec.store_type.sessioned:
+        after = position.stream_time_ms if writer.apply_cache else None
+        applier = session_aggregates.session_aggregate_applier(
+            writer.config,
+            spec,
+            aggregate,
+            position.batch_id,
+            position.write_ts,
+            timer=writer.seams.task_timer,
+            stream_time_ms=after,
+            cache=cache,
+        )
+        partials = session_aggregates.session_partials(
+            parsed, writer.json_input, spec.windowing, position.stream_time_ms, buckets
+        )
     else:
-        partials = aggregates.partials(parsed, writer.json_input, None if cache is None else cache.buckets)
+        applier = aggregates.aggregate_applier(
+            writer.config,
+            spec,
+            aggregate,
+            position.batch_id,
+            position.write_ts,
+            timer=writer.seams.task_timer,
+            cutoff_ms=cutoff_ms(position.retention_ms, position.stream_time_ms),
+            cache=cache,
+        )
+        if spec.windowing is not None:
+            partials = aggregates.window_partials(parsed, writer.json_input, spec.windowing, position.stream_time_ms)
+        else:
+            partials = aggregates.partials(parsed, writer.json_input, buckets)
     if on_driver_for(position.start, position.end, writer.driver_records):
         small = collect_at_most(partials, DRIVER_ROWS)
         if small is not None:

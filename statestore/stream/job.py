@@ -25,7 +25,7 @@ from statestore.conn.retry import with_retries
 from statestore.conn.spark import build_session
 from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig, KafkaConfig, StreamConfig
-from statestore.core.config.stream import AGGREGATE_STORE_KINDS, AGGREGATE_STORE_TYPES, SESSION_AGGREGATES
+from statestore.core.config.stream import AGGREGATE_STORE_KINDS, AGGREGATE_STORE_TYPES
 from statestore.core.errors import (
     CassandraUnavailableError,
     CheckpointMismatchError,
@@ -117,11 +117,7 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
             value_codec=value_format,
         )
     if job.stream.aggregate is not None and spec.store_type not in AGGREGATE_STORE_TYPES:
-        raise ConfigError(
-            SESSION_AGGREGATES
-            if spec.store_type.sessioned
-            else f"{AGGREGATE_STORE_KINDS}, not a {spec.store_type} store"
-        )
+        raise ConfigError(f"{AGGREGATE_STORE_KINDS}, not a {spec.store_type} store")
     # An existing table keeps its options (CREATE TABLE IF NOT EXISTS changes nothing); a
     # registered store whose table is missing is created as a new one would be.
     registered = provision_store(

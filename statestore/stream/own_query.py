@@ -394,6 +394,7 @@ def start_aggregation(
     hop_ms: int | None = None,
     grace_ms: int | None = None,
     retention_ms: int | None = None,
+    session_gap_ms: int | None = None,
     seams: BatchSeams = SHIPPED,
 ) -> AggregationQuery:
     """Start keeping `measures` per `key` of the streaming DataFrame `df` in the aggregate store
@@ -409,10 +410,13 @@ def start_aggregation(
     cassandra, kafka: where the store and the topic are (None: the STATESTORE_* environment, as
       the job reads it; kafka's bootstrap servers default to the source's).
     trigger: 'available-now' or an interval such as '10s'. store_type: partitioned-kv (default
-      for a new store), global-kv, or partitioned-window (the default with window_ms).
+      for a new store), global-kv, partitioned-window (the default with window_ms) or
+      partitioned-session (the default with session_gap_ms).
     window_ms, hop_ms, grace_ms, retention_ms: keep the measures per key and event-time window
-      (`time`'s), as the job's --window, --hop, --grace and --retention (sessions: not yet).
-      The rest as the job's flags of the same names.
+      (`time`'s), as the job's --window, --hop, --grace and --retention.
+    session_gap_ms: keep the measures per key and session of events at most this far apart (with
+      grace_ms and retention_ms), as the job's --session-gap. The rest as the job's flags of the
+      same names.
 
     ConfigError before anything is written: a frame that is not one Kafka source, lacks the
     Kafka columns, or has a column of a type its measure cannot take; the store errors the job
@@ -442,6 +446,7 @@ def start_aggregation(
         "hop": hop_ms,
         "grace": grace_ms,
         "retention": retention_ms,
+        "session_gap": session_gap_ms,
     }
     stream = StreamConfig(
         topic=topic,

@@ -27,7 +27,12 @@ from statestore.core.settings import (
 from statestore.core.windows import SessionSpec, WindowSpec
 
 # The store types an aggregate store may be, this round (sessions come later).
-AGGREGATE_STORE_TYPES = (StoreType.PARTITIONED_KV, StoreType.GLOBAL_KV, StoreType.PARTITIONED_WINDOW)
+AGGREGATE_STORE_TYPES = (
+    StoreType.PARTITIONED_KV,
+    StoreType.GLOBAL_KV,
+    StoreType.PARTITIONED_WINDOW,
+    StoreType.PARTITIONED_SESSION,
+)
 
 # How far a record's event time may be ahead of its batch's clock (StreamConfig.max_future_ms).
 DEFAULT_MAX_FUTURE_MS = 300_000
@@ -50,12 +55,11 @@ def _starting_offsets(raw: str) -> str:
 INPUT_FORMATS = ("text", "json")
 # A JSON field's path, as measures name theirs (statestore.core.aggregation.spec): a.b.c
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-SESSION_AGGREGATES = "aggregations on session stores are not supported yet"
 
 
 AGGREGATE_STORE_KINDS = (
-    "--aggregate keeps its measures in a key-value store (partitioned-kv or global-kv) or, with --window, "
-    "per window in a partitioned-window store"
+    "--aggregate keeps its measures in a key-value store (partitioned-kv or global-kv), with --window per "
+    "window in a partitioned-window store, or with --session-gap per session in a partitioned-session store"
 )
 
 
@@ -361,10 +365,6 @@ class StreamConfig:
             raise ConfigError("--input-format json needs --aggregate, the measures to keep, e.g. 'n=count()'")
         if (self.key is None) == (self.key_expr is None):
             raise ConfigError("--input-format json needs a key: either --key FIELD[,FIELD...] or --key-expr SQL")
-        if self.session_gap is not None:
-            raise ConfigError(SESSION_AGGREGATES)
-        if self.store_type is not None and StoreType(self.store_type).sessioned:
-            raise ConfigError(SESSION_AGGREGATES)
         if self.store_type is not None and StoreType(self.store_type) not in AGGREGATE_STORE_TYPES:
             raise ConfigError(f"{AGGREGATE_STORE_KINDS}, not a {self.store_type} store")
 

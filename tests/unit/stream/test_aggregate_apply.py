@@ -191,7 +191,10 @@ def _stream(**overrides) -> StreamConfig:
         ({"input_format": "json", "aggregate": "n=count()"}, "needs a key"),
         ({"input_format": "json", "aggregate": "n=count()", "key": "u", "key_expr": "record:u"}, "needs a key"),
         ({"aggregate": "n=count()", "key": "u"}, "--aggregate, --key need --input-format json"),
-        ({"input_format": "json", "aggregate": "n=count()", "key": "u", "session_gap": 60_000}, "on session stores"),
+        (
+            {"input_format": "json", "aggregate": "n=count()", "key": "u", "store_type": "partitioned-session"},
+            "--session-gap",
+        ),
         ({"input_format": "json", "aggregate": "n=count()", "key": "u", "store_type": "global-versioned"}, "key-value"),
         (
             {"input_format": "json", "aggregate": "n=count()", "key": "u", "store_type": "partitioned-window"},

@@ -142,7 +142,7 @@ def cached_batch(store: Store, files: dict[bytes, bytes], complete: bool, batch,
 
 def read_batch(store: Store, batch, deltas, stream_time) -> None:
     """The same batch as apply_sessions plans it without the cache: every key's touchable sessions read."""
-    for delta, times in deltas:
+    for delta, times, _ in deltas:
         current = store.find(delta.key, times[0] - GAP, times[-1] + GAP)
         change = plan_session_change(delta.key, current, times, GAP, batch) if current else None
         store.apply(change or new_sessions(delta.key, times, GAP, batch))

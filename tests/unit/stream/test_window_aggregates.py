@@ -202,13 +202,9 @@ def _stream(**overrides) -> StreamConfig:
     return cfg.resolve(StreamConfig, env={}, overrides={**BASE, "key": "u", **overrides})
 
 
-def test_the_settings_take_windows_and_still_refuse_sessions_saying_so():
+def test_the_settings_take_windows_and_refuse_versioned_stores_saying_so():
     assert _stream(window=60_000, hop=20_000, grace=5_000).windowing == WindowSpec(60_000, 20_000, 5_000)
     assert _stream(window=60_000, store_type="partitioned-window").store_type == "partitioned-window"
-    with pytest.raises(ConfigError, match="aggregations on session stores are not supported yet"):
-        _stream(session_gap=60_000)
-    with pytest.raises(ConfigError, match="aggregations on session stores are not supported yet"):
-        _stream(store_type="partitioned-session")
     with pytest.raises(ConfigError, match="not a global-versioned store"):
         _stream(store_type="global-versioned")
 
