@@ -91,8 +91,6 @@ def _validate_reason(store: StoreFacts) -> str | None:
         return (
             "not a word-count store (string keys, long values, not versioned) nor an aggregate one: nothing to recount"
         )
-    if aggregate and store.store_type.sessioned:
-        return "aggregations on session stores are not validated (key-value and window stores are)"
     if aggregate and not store.input_recomputable:
         return (
             "its input cannot be recomputed from its topic (fed by a user's own query, or no input settings "

@@ -10,7 +10,8 @@
   own input and aggregate stages and the input settings its registry records, and compared
   measure by measure (statestore.maintenance.validate.recount_aggregates); a window aggregate
   store per key and window, each record counted in the windows open at the stream time of its
-  late letter (recount_window_aggregates_of).
+  late letter (recount_window_aggregates_of); a session aggregate store per key and session, each
+  key's on-time records merged by the gap (recount_session_aggregates_of).
 - Replay: statestore.maintenance.validate.replay re-applies the last N batches to a shadow copy
   (key-value word-count stores).
 - Quality: statestore.maintenance.validate.quality runs a Great Expectations suite with Data Docs.
@@ -43,6 +44,7 @@ from statestore.maintenance.validate import quality, recount_aggregates, replay
 from statestore.maintenance.validate import recount_windows as validate_timed
 from statestore.maintenance.validate.recount import Recount, input_records, without_future_letters
 from statestore.store.book import history, registry
+from statestore.store.book.deadletters import LATE
 from statestore.store.book.registry import StoreProgress
 from statestore.stream import aggregates
 from statestore.stream.batches import stored_json_input
@@ -259,6 +261,73 @@ def recount_window_aggregates_of(spark, session, spec, records, stage: JsonInput
     return partials.withColumn("first_ms", F.lit(None).cast("long"))
 
 
+SESSION_START, SESSION_END = "session_start", "session_end"
+_SESSION = "_session"  # the recount's grouping key: the record's key and session, one struct
+
+
+def recount_session_aggregates_of(spark, session, spec, records, stage: JsonInput, progress: StoreProgress):
+    """(key, records, time_ms, m0, m1, ..., session_start, session_end, first_ms) per key and
+    session of the input `records` (None: no input), by the stream's own stages over every record
+    at once: a countable record is late when a late letter judged it so (its event time plus the
+    grace before the stream time its batch began with, SessionSpec.late; a letter from before
+    letters kept their stream time: late), and counts nowhere; each key's other records are merged
+    into sessions by the gap (recount_windows.sessions_with_counts, merge_into_sessions' rule) and
+    each session's partials are its records' (aggregates.partials, grouped per key and session).
+    Sessions ended past the retention at the store's stream time now are left out, as the store's
+    reads leave them out. The records the input stage could not count (and the late ones) are the
+    row with a null key."""
+    if records is None:
+        records = spark.createDataFrame([], _KAFKA_ROWS)
+    sessions = spec.windowing
+    parsed = parsed_records(records, stage)
+    late_at = F.broadcast(validate_timed.late_records(spark, session, spec))
+    judged = parsed.join(late_at, ["topic", "partition", "offset"], "left")
+    late = F.col("late_at_ms").isNotNull() & (F.col(TIME_MS) + F.lit(sessions.grace_ms) < F.col("late_at_ms"))
+    marked = judged.withColumn(REASON, F.when(F.col(REASON).isNull() & late, F.lit(LATE)).otherwise(F.col(REASON)))
+    counted = marked.filter(F.col(REASON).isNull())
+    gap = sessions.gap_ms
+
+    def split(rows):
+        for r in rows:
+            for start, end, _ in validate_timed.sessions_with_counts(r.times, gap):
+                yield r[KEY], start, end
+
+    times = counted.groupBy(KEY).agg(F.collect_list(TIME_MS).alias("times"))
+    bounds = spark.createDataFrame(times.rdd.mapPartitions(split), "_k string, _s long, _e long")
+    inside = (F.col(KEY) == F.col("_k")) & F.col(TIME_MS).between(F.col("_s"), F.col("_e"))
+    located = marked.join(bounds, inside, "left")
+    tagged = located.withColumn(KEY, F.struct(F.col(KEY).alias("k"), F.col("_s").alias("s"), F.col("_e").alias("e")))
+    measures = [f"m{i}" for i in range(len(stage.aggregate.measures))]
+    partials = aggregates.partials(tagged, stage).select(
+        F.col(f"{KEY}.k").alias(KEY),
+        aggregates.RECORDS,
+        TIME_MS,
+        *measures,
+        F.col(f"{KEY}.s").alias(SESSION_START),
+        F.col(f"{KEY}.e").alias(SESSION_END),
+    )
+    now = None if progress.max_event_time is None else millis_of(progress.max_event_time)
+    if now is not None:
+        retained = F.col(SESSION_END) > F.lit(now - sessions.retention_ms)
+        partials = partials.filter(F.col(KEY).isNull() | retained)
+    return partials.withColumn("first_ms", F.lit(None).cast("long"))
+
+
+def _window_recount(spark, session, spec, records, stage: JsonInput, progress: StoreProgress) -> Recount:
+    """The per-window recount of a window aggregate store, as Recount's coordinates and bounds."""
+    size = spec.windowing.size_ms
+    expected = recount_window_aggregates_of(spark, session, spec, records, stage, progress)
+    return Recount(
+        expected, ("key", aggregates.WINDOW_START), "window", lambda r: (r.window_start, r.window_start + size)
+    )
+
+
+def _session_recount(spark, session, spec, records, stage: JsonInput, progress: StoreProgress) -> Recount:
+    """The per-session recount of a session aggregate store, as Recount's coordinates and bounds."""
+    expected = recount_session_aggregates_of(spark, session, spec, records, stage, progress)
+    return Recount(expected, ("key", SESSION_START, SESSION_END), "session", lambda r: (r.session_start, r.session_end))
+
+
 def recompute_aggregates(
     spark,
     frame,
@@ -268,19 +337,19 @@ def recompute_aggregates(
     expired_before_ms,
     options,
     report_dir: Path,
-    recount=None,
-    window_ms: int | None = None,
+    timed: Recount | None = None,
 ) -> RecomputeResult:
     """Compare an aggregate store's entries (`frame`, values as bytes) with the recount of its
-    input, key by key and measure by measure (recount_aggregates.judge_entry). A window store's
-    (`window_ms`, its window size, and `recount`, recount_window_aggregates_of's): key and
-    window by key and window."""
+    input, key by key and measure by measure (recount_aggregates.judge_entry). A window or
+    session store's (`timed`: _window_recount's or _session_recount's): by key and window, or
+    key and session."""
     began = time.monotonic()
     aggregate = stage.aggregate
     measures = [f"m{i}" for i in range(len(aggregate.measures))]
     cutoff = expired_before_ms
-    recount = (recount if recount is not None else recount_aggregates_of(spark, records, stage, cutoff)).persist()
-    coordinates = ["key"] if window_ms is None else ["key", aggregates.WINDOW_START]
+    recount = (timed.expected if timed is not None else recount_aggregates_of(spark, records, stage, cutoff)).persist()
+    coordinates = ["key"] if timed is None else list(timed.coordinates)
+    bounds = None if timed is None else timed.bounds
 
     def judge(rows):
         for r in rows:
@@ -289,7 +358,7 @@ def recompute_aggregates(
                 partial = (r.key, r.records, r.time_ms, *(r[m] for m in measures))
                 expected = aggregates.delta_of(partial, aggregate).accumulators
             value = None if r.value is None else bytes(r.value)
-            window = (None, None) if window_ms is None else (r.window_start, r.window_start + window_ms)
+            window = (None, None) if bounds is None else bounds(r)
             for f in recount_aggregates.judge_entry(aggregate, value, r.time, expected, r.time_ms, r.first_ms, cutoff):
                 yield Difference(
                     r.key, f.kind, f.stored, f.expected, None, r.time, r.time_ms, *window, measure=f.measure
@@ -305,8 +374,8 @@ def recompute_aggregates(
             F.sum(F.when(F.col(KEY).isNull(), F.col(aggregates.RECORDS))),
             F.count(KEY),
         ).first()
-        if window_ms is not None:  # a record counts in each of its windows: the input's records, once each
-            figures = (input_records_of(records, stage), figures[1], figures[2])
+        if timed is not None and timed.counted_per == "window":  # a record counts in each of its windows
+            figures = (input_records_of(records, stage), figures[1], figures[2])  # the input's records, once each
         not_compared = 0
         if cutoff is not None:
             both = F.col("value").isNotNull() & F.col(aggregates.RECORDS).isNotNull()
@@ -330,7 +399,7 @@ def recompute_aggregates(
         measures=recount_aggregates.measures_checked(aggregate),
         uncountable=int(figures[1] or 0),
         not_compared=not_compared,
-        counted_per="key" if window_ms is None else "window",
+        counted_per="key" if timed is None else timed.counted_per,
     )
 
 
@@ -341,30 +410,24 @@ def input_records_of(records, stage: JsonInput) -> int:
     return parsed_records(records, stage).filter(F.col(REASON).isNull()).count()
 
 
-def aggregate_entries(frame, stage: JsonInput, window_ms: int | None = None):
+def aggregate_entries(frame, stage: JsonInput, timed: Recount | None = None):
     """The store's entries as the Great Expectations suite reads an aggregate store: key,
     batch_id, time and `problems` (recount_aggregates.entry_problems, None when sound); a window
-    store's (`window_ms`, its window size) with window_start after the key, each problem naming
-    the window."""
+    or session store's (`timed`: its recount's coordinates and bounds) with window_start, or
+    session_start and session_end, after the key, each problem naming the window or session."""
     aggregate = stage.aggregate
-    windowed = window_ms is not None
+    spans = () if timed is None else timed.coordinates[1:]
+    bounds = None if timed is None else timed.bounds  # not `timed` in the closure: it holds a DataFrame
 
     def rows(entries):
         for r in entries:
             found = recount_aggregates.entry_problems(aggregate, None if r.value is None else bytes(r.value))
-            where = f"{r.key!r} [{r.window_start}, {r.window_start + window_ms}]" if windowed else f"{r.key!r}"
+            where = f"{r.key!r}" if bounds is None else "{!r} [{}, {}]".format(r.key, *bounds(r))
             problems = None if found is None else f"{where}: {found}"
-            yield (
-                (r.key, r.window_start, r.batch_id, r.time, problems)
-                if windowed
-                else (r.key, r.batch_id, r.time, problems)
-            )
+            yield (r.key, *(r[c] for c in spans), r.batch_id, r.time, problems)
 
-    if windowed:
-        schema = "key string, window_start long, batch_id long, time long, problems string"
-        return frame.select("key", "window_start", "value", "batch_id", "time").rdd.mapPartitions(rows).toDF(schema)
-    schema = "key string, batch_id long, time long, problems string"
-    return frame.select("key", "value", "batch_id", "time").rdd.mapPartitions(rows).toDF(schema)
+    schema = ", ".join(["key string", *(f"{c} long" for c in spans), "batch_id long, time long, problems string"])
+    return frame.select("key", *spans, "value", "batch_id", "time").rdd.mapPartitions(rows).toDF(schema)
 
 
 @dataclass
@@ -414,10 +477,10 @@ def _aggregate_stage(session, spec) -> JsonInput | None:
     UnsupportedOperationError for one whose input cannot be recomputed."""
     if not spec.value_codec.startswith(AGGREGATE_FORMAT_PREFIX):
         return None
-    if spec.store_type.sessioned or spec.store_type.versioned:
+    if spec.store_type.versioned:
         raise UnsupportedOperationError(
-            f"store '{spec.name}': aggregations on {spec.store_type.value} stores are not validated (key-value and "
-            "window stores are)"
+            f"store '{spec.name}': aggregations on {spec.store_type.value} stores are not validated (key-value, "
+            "window and session stores are)"
         )
     settings = registry.input_settings(session, spec.keyspace, spec.name)
     if settings is not None and not settings.recomputable:
@@ -457,16 +520,16 @@ def validate(
         records = without_future_letters(spark, session, spec, records)
         replayed = checked = None
         if stage is not None:
-            window_ms, recount, unique, seen = None, None, ("key",), frame
-            if timed:  # per key and window (statestore.stream.aggregates.window_partials' rules)
-                window_ms, unique = spec.windowing.size_ms, ("key", "window_start")
-                seen = validate_timed.visible(frame, spec.windowing, progress)
-                recount = recount_window_aggregates_of(spark, session, spec, records, stage, progress)
+            per, unique, seen = None, ("key",), frame
+            if timed:  # per key and window (aggregates.window_partials' rules) or key and session
+                recount_of = _session_recount if spec.store_type.sessioned else _window_recount
+                per = recount_of(spark, session, spec, records, stage, progress)
+                unique, seen = per.coordinates, validate_timed.visible(frame, spec.windowing, progress)
             result = recompute_aggregates(
-                spark, seen, stage, records, progress, expired_before_ms, options, report_dir, recount, window_ms
+                spark, seen, stage, records, progress, expired_before_ms, options, report_dir, per
             )
             if options.quality:
-                entries = aggregate_entries(seen, stage, window_ms)
+                entries = aggregate_entries(seen, stage, per)
                 checked = quality.run_suite(
                     spark, entries, spec, progress, result, report_dir, unique, aggregate=stage.aggregate
                 )

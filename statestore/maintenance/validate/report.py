@@ -36,12 +36,17 @@ def _aggregate_recompute(r) -> list[str]:
             [
                 ["records counted in the input", r.input_words],
                 [
-                    "records the input stage could not count (dead letters)"
-                    if r.counted_per == "key"
-                    else "records the input stage could not count, or late in a window (dead letters)",
+                    {
+                        "key": "records the input stage could not count (dead letters)",
+                        "window": "records the input stage could not count, or late in a window (dead letters)",
+                        "session": "records the input stage could not count, or late (dead letters)",
+                    }[r.counted_per],
                     r.uncountable,
                 ],
-                ["keys in the input" if r.counted_per == "key" else "(key, window) pairs in the input", r.input_keys],
+                [
+                    "keys in the input" if r.counted_per == "key" else f"(key, {r.counted_per}) pairs in the input",
+                    r.input_keys,
+                ],
                 ["entries in the store", r.store_entries],
                 ["latest expiry cutoff", _when(r.expired_before_ms)],
                 ["keys not compared (input before the cutoff: maybe restarted)", r.not_compared],
@@ -60,15 +65,15 @@ def _aggregate_recompute(r) -> list[str]:
 
 
 def _differences(r) -> list[str]:
-    if r.measures:  # an aggregate store's: per measure (a window store's: per key and window)
-        windowed = r.counted_per == "window"
+    if r.measures:  # an aggregate store's: per measure (a window or session store's: per key and span)
+        windowed = r.counted_per != "key"
         return [
             f"First differences (all of them: `{r.differences_file}`):",
             "",
             reports.table(
                 [
                     "key",
-                    *(["window"] if windowed else []),
+                    *([r.counted_per] if windowed else []),
                     "kind",
                     "measure",
                     "store",

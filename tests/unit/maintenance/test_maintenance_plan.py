@@ -125,7 +125,7 @@ def test_validation_skips_aggregate_stores_a_users_own_query_feeds():
     assert "own query" in reasons(plan, VALIDATE)["own"]
 
 
-def test_validation_covers_window_aggregate_stores_and_skips_session_ones():
+def test_validation_covers_window_and_session_aggregate_stores():
     measures = ("string", "aggregate:n=count(), total=sum_int(amount)")
     plan = plan_maintenance(
         [
@@ -134,5 +134,5 @@ def test_validation_covers_window_aggregate_stores_and_skips_session_ones():
         ],
         retention_set=False,
     )
-    assert plan.stores[VALIDATE] == ("spend_per_minute",)
-    assert "session stores are not validated" in reasons(plan, VALIDATE)["spend_per_visit"]
+    assert plan.stores[VALIDATE] == ("spend_per_minute", "spend_per_visit")
+    assert "spend_per_visit" not in reasons(plan, VALIDATE)

@@ -4,6 +4,9 @@ Expectations suite expects none of."""
 
 from __future__ import annotations
 
+import json
+from unittest import mock
+
 import datasketches as ds
 import pytest
 
@@ -123,7 +126,7 @@ def test_validation_reads_an_aggregate_store_with_its_recorded_settings_or_says_
     assert (stage.aggregate, stage.key_fields, stage.time_field) == (SPEC, ("shop",), "ts")
 
 
-def test_a_window_aggregate_store_is_validated_and_a_session_one_says_why_not(monkeypatch):
+def test_window_and_session_aggregate_stores_are_validated(monkeypatch):
     from statestore.core.windows import SessionSpec, WindowSpec
 
     settings = InputSettings("json", ("shop",), None, "ts")
@@ -135,8 +138,10 @@ def test_a_window_aggregate_store_is_validated_and_a_session_one_says_why_not(mo
     sessions = StoreSpec(
         "ks", "visits", "partitioned-session", 2, value_codec=SPEC.value_format, windowing=SessionSpec(30_000)
     )
-    with pytest.raises(UnsupportedOperationError, match="partitioned-session stores are not validated"):
-        idempotency._aggregate_stage(None, sessions)
+    assert idempotency._aggregate_stage(None, sessions).aggregate == SPEC
+    versioned = StoreSpec("ks", "v", "partitioned-versioned", 2, value_codec=SPEC.value_format)
+    with pytest.raises(UnsupportedOperationError, match="partitioned-versioned stores are not validated"):
+        idempotency._aggregate_stage(None, versioned)
 
 
 def test_the_report_of_a_window_aggregate_store_names_each_difference_by_key_and_window():
@@ -165,3 +170,78 @@ def test_the_report_of_a_window_aggregate_store_names_each_difference_by_key_and
     assert "| shop1 | [60000, 120000] | measure | n | -1 | 3 |" in text
     shown = idempotency._show(result.first_differences[0])
     assert shown == "'shop1' in [60000, 120000] (measure n: store -1, input 3)"
+
+
+def test_the_report_of_a_session_aggregate_store_names_each_difference_by_key_and_session():
+    from statestore.maintenance.validate import report as validate_report
+
+    result = idempotency.RecomputeResult(
+        passed=False,
+        topics=["t"],
+        starting_offsets="earliest",
+        ending_offsets="{}",
+        last_batch_id=3,
+        expired_before_ms=None,
+        input_words=9,
+        words_at_least=9,
+        input_keys=4,
+        store_entries=4,
+        store_sum=None,
+        differences=1,
+        counted_per="session",
+        measures=measures_checked(SPEC),
+        uncountable=2,
+        first_differences=[idempotency.Difference("shop1", "measure", -1, 3, None, 5, 5, 1_000, 31_000, "n")],
+    )
+    text = "\n".join(validate_report._aggregate_recompute(result) + validate_report._differences(result))
+    assert "(key, session) pairs in the input" in text and "or late (dead letters)" in text
+    assert "| key | session | kind |" in text and "| shop1 | [1000, 31000] | measure | n | -1 | 3 |" in text
+    shown = idempotency._show(result.first_differences[0])
+    assert shown == "'shop1' in [1000, 31000] (measure n: store -1, input 3)"
+
+
+def test_the_session_recount_sessionizes_each_keys_on_time_records_by_the_gap(spark):
+    """recount_session_aggregates_of against a brute force: each key's countable records that no
+    late letter judged late, merged by the gap, each session's measures those of its records."""
+    from types import SimpleNamespace
+
+    from statestore.core.windows import SessionSpec
+    from statestore.store.book.registry import StoreProgress
+    from statestore.stream import aggregates
+    from statestore.stream.json_input import JsonInput
+
+    stage = JsonInput(AggregateSpec.parse("n=count(), total=sum_int(amount), hi=max(amount)"), ("shop",), None, "ts")
+    gap, grace = 10_000, 2_000
+    spec = SimpleNamespace(windowing=SessionSpec(gap, grace, retention_ms=100_000), keyspace="ks", name="visits")
+    events = [("a", 0, 5), ("a", 10_000, 7), ("a", 20_001, 1), ("b", 3_000, 2), ("a", 25_000, 4), ("b", 1_000, 9)]
+    events += [("a", 15_000, 100), ("b", 2_000, 50)]  # late: judged at stream times 20_000 and 4_000
+    late = {6: 20_000, 7: 3_999}  # the second's letter did not find it late (time + grace >= stream time)
+    rows = [
+        (None, json.dumps({"shop": k, "amount": a, "ts": t}).encode(), "t", 0, i, None, 0)
+        for i, (k, t, a) in enumerate(events)
+    ]
+    rows.append((None, b"not json", "t", 0, len(events), None, 0))
+    records = spark.createDataFrame(rows, idempotency._KAFKA_ROWS)
+    letters = spark.createDataFrame(
+        [("t", 0, offset, at) for offset, at in late.items()],
+        "topic string, partition int, offset long, late_at_ms long",
+    )
+    progress = StoreProgress(None, None, None, None, None, 0, None, None, None, None, None)
+    with mock.patch.object(idempotency.validate_timed, "late_records", lambda spark, session, spec: letters):
+        found = idempotency.recount_session_aggregates_of(spark, None, spec, records, stage, progress).collect()
+    by_session = {
+        (r.key, r.session_start, r.session_end): aggregates.delta_of(
+            (r.key, r.records, r.time_ms, r.m0, r.m1, r.m2), stage.aggregate
+        )
+        for r in found
+        if r.key is not None
+    }
+    results = {s: stage.aggregate.finish(d.accumulators) for s, d in by_session.items()}
+    assert results == {
+        ("a", 0, 10_000): {"n": 2, "total": 12, "hi": 7},  # exactly the gap apart: one session
+        ("a", 20_001, 25_000): {"n": 2, "total": 5, "hi": 4},  # more than the gap past 10_000 (15_000 late)
+        ("b", 1_000, 3_000): {"n": 3, "total": 61, "hi": 50},
+    }
+    assert {s: d.time_ms for s, d in by_session.items()} == {s: s[2] for s in by_session}  # the latest: the end
+    uncounted = [r for r in found if r.key is None]
+    assert [r.records for r in uncounted] == [2]  # the late one and the unparsable one
