@@ -270,9 +270,10 @@ def recount_session_aggregates_of(spark, session, spec, records, stage: JsonInpu
     session of the input `records` (None: no input), by the stream's own stages over every record
     at once: a countable record is late when a late letter judged it so (its event time plus the
     grace before the stream time its batch began with, SessionSpec.late; a letter from before
-    letters kept their stream time: late), and counts nowhere; each key's other records are merged
-    into sessions by the gap (recount_windows.sessions_with_counts, merge_into_sessions' rule) and
-    each session's partials are its records' (aggregates.partials, grouped per key and session).
+    letters kept their stream time: late) or its time is before 1970, and counts nowhere; each
+    key's other records are merged into sessions by the gap (recount_windows.sessions_with_counts,
+    merge_into_sessions' rule) and each session's partials are its records' (aggregates.partials,
+    grouped per key and session).
     Sessions ended past the retention at the store's stream time now are left out, as the store's
     reads leave them out. The records the input stage could not count (and the late ones) are the
     row with a null key."""
@@ -282,7 +283,8 @@ def recount_session_aggregates_of(spark, session, spec, records, stage: JsonInpu
     parsed = parsed_records(records, stage)
     late_at = F.broadcast(validate_timed.late_records(spark, session, spec))
     judged = parsed.join(late_at, ["topic", "partition", "offset"], "left")
-    late = F.col("late_at_ms").isNotNull() & (F.col(TIME_MS) + F.lit(sessions.grace_ms) < F.col("late_at_ms"))
+    judged_late = F.col("late_at_ms").isNotNull() & (F.col(TIME_MS) + F.lit(sessions.grace_ms) < F.col("late_at_ms"))
+    late = judged_late | (F.col(TIME_MS) < 0)  # before 1970: no session holds it (a late letter too)
     marked = judged.withColumn(REASON, F.when(F.col(REASON).isNull() & late, F.lit(LATE)).otherwise(F.col(REASON)))
     counted = marked.filter(F.col(REASON).isNull())
     gap = sessions.gap_ms

@@ -151,3 +151,32 @@ def test_a_session_aggregate_store_validates_per_session_and_a_tampered_session_
     failed = [e for e in report["quality"]["expectations"] if not e["success"]]
     assert [e["column"] for e in failed] == ["problems"]
     assert failed[0]["examples"] == [f"'{key}' [{chosen.start_ms}, {chosen.end_ms}]: count -1 is negative"]
+
+
+def test_a_session_aggregate_store_the_stream_wrote_validates(
+    spark, session, keyspace, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path
+):
+    """The job's own session aggregate store, in two runs, the second reaching back past the
+    grace (late records, dead letters with their stream time), recounts exactly."""
+    from tests.integration.conftest import run_stream
+
+    rng, stream = random.Random(47), {"input_format": "json", "aggregate": MEASURES, "key": "shop", "time_field": "ts"}
+    stream |= {"session_gap": GAP, "grace": GRACE}
+    base = int(time.time() * 1000) - 3_600_000
+    first = _events(rng, base)
+    first.sort(key=lambda e: e["ts"])
+    produce_lines(kafka_config, ordered_topic, [json.dumps(e) for e in first])
+    run_stream(spark, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path / "cp", **stream)
+    second = _events(rng, base + 2 * GAP)  # reaching back: most are more than the grace behind
+    produce_lines(kafka_config, ordered_topic, [json.dumps(e) for e in second])
+    run_stream(spark, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path / "cp", **stream)
+    late = [d for d in deadletters.read_all(session, keyspace, store_name) if d.reason == deadletters.LATE]
+    assert late and all(d.stream_time_ms is not None for d in late)
+
+    code, report = _validate(keyspace, store_name, tmp_path / "pass")
+    assert code == 0, report["recompute"]["first_differences"]
+    recompute = report["recompute"]
+    assert (recompute["differences"], recompute["counted_per"], recompute["not_compared"]) == (0, "session", 0)
+    assert recompute["input_words"] + recompute["uncountable"] == len(first) + len(second)
+    assert recompute["uncountable"] == len(late) and recompute["store_entries"] == recompute["input_keys"] > 3
+    assert report["quality"]["passed"]

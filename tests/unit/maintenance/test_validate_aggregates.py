@@ -216,6 +216,7 @@ def test_the_session_recount_sessionizes_each_keys_on_time_records_by_the_gap(sp
     events = [("a", 0, 5), ("a", 10_000, 7), ("a", 20_001, 1), ("b", 3_000, 2), ("a", 25_000, 4), ("b", 1_000, 9)]
     events += [("a", 15_000, 100), ("b", 2_000, 50)]  # late: judged at stream times 20_000 and 4_000
     late = {6: 20_000, 7: 3_999}  # the second's letter did not find it late (time + grace >= stream time)
+    events.append(("a", -1_000, 8))  # before 1970: no session holds it
     rows = [
         (None, json.dumps({"shop": k, "amount": a, "ts": t}).encode(), "t", 0, i, None, 0)
         for i, (k, t, a) in enumerate(events)
@@ -244,4 +245,4 @@ def test_the_session_recount_sessionizes_each_keys_on_time_records_by_the_gap(sp
     }
     assert {s: d.time_ms for s, d in by_session.items()} == {s: s[2] for s in by_session}  # the latest: the end
     uncounted = [r for r in found if r.key is None]
-    assert [r.records for r in uncounted] == [2]  # the late one and the unparsable one
+    assert [r.records for r in uncounted] == [3]  # the late one, the one before 1970 and the unparsable one
