@@ -50,7 +50,7 @@ from statestore.stream.apply_cache import (
     expiring_keys,
     remember_unless_expiring,
 )
-from statestore.stream.apply_windows import WindowRows, window_cache_key, window_of
+from statestore.stream.apply_windows import WindowRows, forget_closed_windows, window_cache_key, window_of
 from statestore.stream.json_input import KEY, REASON, TIME_MS, JsonInput, measure_columns
 from statestore.stream.plan import entry_of, record_of
 from statestore.stream.windowed import NO_WINDOW, late_detail, open_starts, window_starts
@@ -96,11 +96,15 @@ def _late():
     return F.col(REASON).isNull() & ((F.size(_OPEN) < F.size(_STARTS)) | (F.size(_STARTS) == 0))
 
 
-def window_partials(parsed, spec: JsonInput, windowing: WindowSpec, stream_time_ms: int | None):
-    """(key, records, time_ms, m0, m1, ..., window_start) per key and open window of the
-    batch's countable records (a DataFrame plan). The records with a reason and the late ones
-    (a closed window: late_letter_rows) are counted in one row of a null key and window
-    NO_WINDOW; a late record counts in its open windows too."""
+def window_partials(
+    parsed, spec: JsonInput, windowing: WindowSpec, stream_time_ms: int | None, buckets: int | None = None
+):
+    """(key, records, time_ms, m0, m1, ..., window_start[, bucket]) per key and open window of
+    the batch's countable records (a DataFrame plan). The records with a reason and the late
+    ones (a closed window: late_letter_rows) are counted in one row of a null key and window
+    NO_WINDOW; a late record counts in its open windows too. `buckets`: the apply cache's
+    (None: off), each row's bucket last: Spark's hash partitioning of (key, window start), as
+    the grouping shuffles it."""
     windowed = _with_windows(parsed, windowing, stream_time_ms)
     nowhere = F.array(F.lit(NO_WINDOW).cast("bigint"))
     slots = (
@@ -111,11 +115,14 @@ def window_partials(parsed, spec: JsonInput, windowing: WindowSpec, stream_time_
     exploded = windowed.select("*", F.explode(slots).alias(WINDOW_START))
     keyed = exploded.withColumn(KEY, F.when(F.col(WINDOW_START) != NO_WINDOW, F.col(KEY)))
     measures = [f"m{i}" for i in range(len(spec.aggregate.measures))]
-    return (
+    rows = (
         keyed.groupBy(KEY, WINDOW_START)
         .agg(*_aggregations(spec))
         .select(KEY, RECORDS, TIME_MS, *measures, WINDOW_START)
     )
+    if buckets is None:
+        return rows
+    return rows.withColumn(BUCKET, F.expr(bucket_expression(buckets, (KEY, WINDOW_START))))
 
 
 def late_letter_rows(parsed, windowing: WindowSpec, stream_time_ms: int | None):
@@ -156,13 +163,23 @@ def bucketed_delta_of(row: tuple, aggregate: AggregateSpec) -> AggregateDelta:
     return delta_of(row[:-1], aggregate)._replace(bucket=int(row[-1]))
 
 
+def bucketed_window_delta_of(row: tuple, aggregate: AggregateSpec) -> AggregateDelta:
+    """Pure: one window partials row with its apply-cache bucket last (window_partials with `buckets`)."""
+    return window_delta_of(row[:-1], aggregate)._replace(bucket=int(row[-1]))
+
+
 def slices_of(
     rows: Iterable[tuple], aggregate: AggregateSpec, windowed: bool = False, bucketed: bool = False
 ) -> Iterator[list[AggregateDelta]]:
     """A task's partials rows (`windowed`: window_partials' rows; `bucketed`: with their
     bucket last) as slices of at most SLICE deltas (at least one, maybe empty)."""
     deltas: list[AggregateDelta] = []
-    of = window_delta_of if windowed else bucketed_delta_of if bucketed else delta_of
+    of = {
+        (False, False): delta_of,
+        (False, True): bucketed_delta_of,
+        (True, False): window_delta_of,
+        (True, True): bucketed_window_delta_of,
+    }[(windowed, bucketed)]
     for row in rows:
         deltas.append(of(row, aggregate))
         if len(deltas) >= SLICE:
@@ -212,9 +229,7 @@ def apply_aggregates(
     writes, skipped = timed(timer, "plan", lambda: plan_aggregates(aggregate, current, deltas, batch_id, cutoff_ms))
     write_all(batch_id, lambda rows: table.write_entries(session, rows, concurrency, write_ts), writes, timer)
     if cache is not None:
-        held = {key: record_of(entry) for key, entry in current.items()}
-        held.update((entry.key, record_of(entry)) for entry in writes)
-        timed(timer, "cache", lambda: remember_unless_expiring(cache, list(held.items()), expiring))
+        _remember(cache, current, writes, expiring, timer)
     return _stats(deltas, len(writes), skipped, read)
 
 
@@ -236,25 +251,56 @@ def apply_window_aggregates(
     write_ts: int,
     timer: Timer | None = None,
     table: WindowRows | None = None,
+    *,
+    stream_time_ms: int | None = None,
+    cache: BucketCache | None = None,
 ) -> ApplyStats:
     """apply_aggregates for a window store: the deltas are keyed by window_cache_key (one per
     key and open window of the batch's records), the window rows read, merged
-    (plan_aggregates, the same replay-safe rule per window) and written at `write_ts`. Every
-    window is read: no window is known new (the apply cache's assumption, which aggregate
-    stores do not take). `table`: the rows' I/O (None: the store's table)."""
+    (plan_aggregates, the same replay-safe rule per window) and written at `write_ts`.
+    `stream_time_ms`: the store's stream time at the batch's start, after which no window of
+    the stream's can hold a row, so none is read (apply_windows' rule, while the stream is the
+    store's only writer: with the apply cache on; None: every window is read). `cache`: the
+    keys' bucket file (window_cache_key's, start first), as apply_aggregates keeps it: a window
+    it vouches for is not read. `table`: the rows' I/O (None: the store's table, noting TTLs
+    with `cache`)."""
     if not deltas:
         return ApplyStats()
-    table = window_table_for(spec) if table is None else table
-    windows = [window_of(d.key) for d in deltas]
-    found = timed(timer, "read", lambda: table.read(session, windows, concurrency))
-    current = {
-        window_cache_key(key, start): Entry(window_cache_key(key, start), e.value, e.batch_id, e.time_ms)
-        for (key, start), e in found.items()
-    }
+    if table is None:
+        table = window_table_for(spec) if cache is None else window_table_for(spec).noting_ttl()
+    keys = [d.key for d in deltas]
+    current: dict[bytes, Entry] = {}
+    if cache is None:
+        unknown: Iterable[int] = range(len(keys))
+    else:
+        records, unknown = timed(timer, "cache", lambda: cache.lookup(keys))
+        current = {keys[i]: entry_of(keys[i], record) for i, record in enumerate(records) if record is not None}
+    windows = [window_of(keys[i]) for i in unknown]
+    to_read = [w for w in windows if stream_time_ms is None or w[1] <= stream_time_ms]
+    expiring: Collection[bytes] = ()
+    if to_read:
+        found = timed(timer, "read", lambda: table.read(session, to_read, concurrency))
+        expiring = {window_cache_key(key, start) for key, start in expiring_keys(found)}
+        current.update(
+            (window_cache_key(key, start), Entry(window_cache_key(key, start), e.value, e.batch_id, e.time_ms))
+            for (key, start), e in found.items()
+        )
     writes, skipped = timed(timer, "plan", lambda: plan_aggregates(aggregate, current, deltas, batch_id))
     rows = [WindowedEntry(*window_of(e.key), e.value, e.batch_id, e.time_ms) for e in writes]
     write_all(batch_id, lambda batch: table.write(session, batch, concurrency, write_ts), rows, timer)
-    return _stats(deltas, len(writes), skipped, len(windows))
+    if cache is not None:
+        _remember(cache, current, writes, expiring, timer)
+    return _stats(deltas, len(writes), skipped, len(to_read))
+
+
+def _remember(
+    cache: BucketCache, current: dict[bytes, Entry], writes: list[Entry], expiring: Collection[bytes], timer
+) -> None:
+    """Keep every key's entry as the store now holds it in `cache` (its accumulators whole:
+    plan.record_of), but for a key read carrying a TTL (remember_unless_expiring)."""
+    held = {key: record_of(entry) for key, entry in current.items()}
+    held.update((entry.key, record_of(entry)) for entry in writes)
+    timed(timer, "cache", lambda: remember_unless_expiring(cache, list(held.items()), expiring))
 
 
 def aggregate_applier(
@@ -266,20 +312,34 @@ def aggregate_applier(
     timer: Timer | None = None,
     cutoff_ms: int | None = None,
     cache: CachePlan | None = None,
+    stream_time_ms: int | None = None,
 ):
     """A function over one task's partials rows (without the null key's): applies them slice by
     slice and yields the task's ApplyStats. Transient Cassandra errors are retried within the
     retry budget: repeating a slice is safe (the module doc). A window store's rows are
     window_partials' rows, applied by apply_window_aggregates (no closed window is written, so
-    `cutoff_ms`, the key-value retention, does not apply). `cache`: the batch's apply-cache plan
-    (key-value stores; rows then carry their bucket): each slice goes with its bucket's file
-    (apply.cached_task), whose token the task's stats report."""
+    `cutoff_ms`, the key-value retention, does not apply; `stream_time_ms`: the store's stream
+    time, after which no window is read, with the apply cache on). `cache`: the batch's
+    apply-cache plan (rows then carry their bucket): each slice goes with its bucket's file
+    (apply.cached_task), whose token the task's stats report; a window store's file opened
+    forgets the windows closed at `stream_time_ms`, as the word count's does."""
     windowed = spec.windowing is not None
 
     def apply(session, deltas: list[AggregateDelta], file: BucketCache | None) -> ApplyStats:
         concurrency = config.write_concurrency
         if windowed:
-            return apply_window_aggregates(session, spec, aggregate, batch_id, deltas, concurrency, write_ts, timer)
+            return apply_window_aggregates(
+                session,
+                spec,
+                aggregate,
+                batch_id,
+                deltas,
+                concurrency,
+                write_ts,
+                timer,
+                stream_time_ms=stream_time_ms,
+                cache=file,
+            )
         return apply_aggregates(
             session, spec, aggregate, batch_id, deltas, concurrency, write_ts, timer, cutoff_ms, cache=file
         )
@@ -294,7 +354,8 @@ def aggregate_applier(
         if cache is None:
             yield timed(timer, "task", lambda: sum((apply_slice(d) for d in slices), ApplyStats()))
         else:
-            yield timed(timer, "task", lambda: cached_task(slices, cache, apply_slice))
+            on_open = forget_closed_windows(spec, stream_time_ms) if windowed else None
+            yield timed(timer, "task", lambda: cached_task(slices, cache, apply_slice, on_open))
 
     return apply_partition
 

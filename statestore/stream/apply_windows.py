@@ -27,7 +27,7 @@ window the stream ever wrote.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Protocol
 
@@ -176,8 +176,16 @@ def window_applier(
     window is read). `cache`: the batch's apply-cache plan (rows then carry their bucket); a
     file opened forgets the windows closed at `stream_time_ms`."""
 
+    apply = partial(apply_window_deltas, stream_time_ms=stream_time_ms)
+    forget_closed = forget_closed_windows(spec, stream_time_ms)
+    return slices_applier(config, spec, batch_id, write_ts, window_deltas_of, apply, timer, cache, forget_closed)
+
+
+def forget_closed_windows(spec: StoreSpec, stream_time_ms: int | None) -> Callable[[BucketCache], None]:
+    """What a task does to each bucket file it opens: forget the windows closed at
+    `stream_time_ms`, which no batch writes again (one prefix of the file: keys start first)."""
+
     def forget_closed(file: BucketCache) -> None:
         file.forget_below(window_cache_key(b"", spec.windowing.first_open_start(stream_time_ms)))
 
-    apply = partial(apply_window_deltas, stream_time_ms=stream_time_ms)
-    return slices_applier(config, spec, batch_id, write_ts, window_deltas_of, apply, timer, cache, forget_closed)
+    return forget_closed

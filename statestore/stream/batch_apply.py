@@ -57,11 +57,9 @@ def apply_batch(writer: StoreWriter, batch_df, position: BatchPosition, cache: C
 def cacheable(spec: StoreSpec) -> bool:
     """The apply cache holds current entries, of keys or of (key, window) pairs, and a key's
     sessions a batch can still touch (statestore.stream.session_cache): not versions. An
-    aggregate key-value or session store's entries too, their accumulators whole
-    (aggregates.apply_aggregates, session_aggregates); not yet an aggregate window store's,
-    whose every batch reads its windows."""
-    window_aggregates = is_aggregate(spec) and spec.windowing is not None and not spec.store_type.sessioned
-    return not spec.store_type.versioned and not window_aggregates
+    aggregate store's entries too, their accumulators whole (aggregates.apply_aggregates and
+    apply_window_aggregates, session_aggregates)."""
+    return not spec.store_type.versioned
 
 
 def is_aggregate(spec: StoreSpec) -> bool:
@@ -170,8 +168,10 @@ def _aggregate(writer: StoreWriter, parsed, position: BatchPosition, cache: Cach
     bucket)."""
     spec, aggregate = writer.spec, writer.json_input.aggregate
     buckets = None if cache is None else cache.buckets
+    # Windows and sessions after the stream time are known new while the stream is the store's
+    # only writer, as the apply cache assumes (apply_windows, apply_sessions).
+    after = position.stream_time_ms if writer.apply_cache else None
     if spec.store_type.sessioned:
-        after = position.stream_time_ms if writer.apply_cache else None
         applier = session_aggregates.session_aggregate_applier(
             writer.config,
             spec,
@@ -195,9 +195,12 @@ def _aggregate(writer: StoreWriter, parsed, position: BatchPosition, cache: Cach
             timer=writer.seams.task_timer,
             cutoff_ms=cutoff_ms(position.retention_ms, position.stream_time_ms),
             cache=cache,
+            stream_time_ms=after,
         )
         if spec.windowing is not None:
-            partials = aggregates.window_partials(parsed, writer.json_input, spec.windowing, position.stream_time_ms)
+            partials = aggregates.window_partials(
+                parsed, writer.json_input, spec.windowing, position.stream_time_ms, buckets
+            )
         else:
             partials = aggregates.partials(parsed, writer.json_input, buckets)
     if on_driver_for(position.start, position.end, writer.driver_records):

@@ -101,14 +101,15 @@ def test_the_null_keys_records_come_back_as_uncountable_and_reach_no_applier():
     assert seen == [("a", 2, 1)] and (stats.keys, stats.uncountable) == (1, 5)
 
 
-def test_the_apply_cache_serves_aggregate_key_value_stores_not_yet_window_ones():
-    """Key-value aggregate stores keep their accumulators in the cache; window ones read."""
+def test_the_apply_cache_serves_every_aggregate_store_but_versions():
+    """Key-value, window and session aggregate stores keep their accumulators in the cache."""
     assert cacheable(STORE)
     assert cacheable(StoreSpec("ks", "words", "partitioned-kv", 2))
     windowed = StoreSpec(
         "ks", "w", "partitioned-window", 2, value_codec=SPEC.value_format, windowing=WindowSpec(60_000)
     )
-    assert not cacheable(windowed)
+    assert cacheable(windowed)
+    assert not cacheable(StoreSpec("ks", "v", "partitioned-versioned", 2))
 
 
 class CountingTable(FakeTable):

@@ -20,7 +20,9 @@ from statestore.core.errors import ConfigError
 from statestore.core.model import StoreSpec, WindowedEntry
 from statestore.core.windows import WindowSpec
 from statestore.store.book import deadletters
+from statestore.store.tables.base import Found
 from statestore.stream import aggregates
+from statestore.stream.apply_cache import BucketCache
 from statestore.stream.apply_windows import window_cache_key, window_of
 from statestore.stream.dead_letters import write_dead_letters
 from statestore.stream.json_input import JsonInput, dead_letter_rows, parsed_records
@@ -200,6 +202,74 @@ BASE = {"topic": "t", "store": "s", "checkpoint": "/tmp/cp", "input_format": "js
 
 def _stream(**overrides) -> StreamConfig:
     return cfg.resolve(StreamConfig, env={}, overrides={**BASE, "key": "u", **overrides})
+
+
+class CountingWindows(FakeWindows):
+    """FakeWindows counting the windows read; `expiring` ones are read as carrying a TTL."""
+
+    def __init__(self, expiring=()):
+        super().__init__()
+        self.reads: list[tuple[bytes, int]] = []
+        self.expiring = set(expiring)
+
+    def read(self, session, windows, concurrency):
+        self.reads += windows
+        found = Found()
+        found.update(super().read(session, windows, concurrency))
+        found.expiring = {w for w in found if w in self.expiring}
+        return found
+
+
+def _window_deltas(*rows):
+    return [aggregates.window_delta_of(row, SPEC) for row in rows]
+
+
+def _cached_windows(table, path, batch_id, deltas, expected, fresh=False, stream_time=None):
+    """One task's apply of window `deltas` with its bucket's file at `path`; the file's new token."""
+    file = BucketCache(str(path), expected, fresh)
+    try:
+        stats = aggregates.apply_window_aggregates(
+            None, STORE, SPEC, batch_id, deltas, 4, batch_id * 1000, table=table, stream_time_ms=stream_time, cache=file
+        )
+        return stats, file.finish()
+    finally:
+        file.close()
+
+
+STORE = StoreSpec("ks", "agg", "partitioned-window", 2, windowing=WindowSpec(60_000), value_codec=SPEC.value_format)
+
+
+def test_a_trusted_file_vouches_for_the_windows_accumulators_and_the_batch_reads_nothing(tmp_path):
+    """Batch 1 on a fresh (complete) file reads nothing; batch 2, its token expected, merges into
+    the file's records without a read: the same rows as an uncached apply. An untrusted file
+    reads every window again."""
+    table, plain = CountingWindows(), FakeWindows()
+    first = _window_deltas(("a", 2, 10, 2, 5, 5.0, None, 0), ("b", 1, 70_000, 1, -1, -1.0, None, 60_000))
+    second = _window_deltas(("a", 1, 15, 1, 2**62, 9.0, None, 0), ("b", 1, 80_000, 1, 3, 3.0, None, 60_000))
+    stats, token = _cached_windows(table, tmp_path / "bucket", 1, first, None, fresh=True)
+    assert stats.read == 0 and table.reads == []
+    stats, token = _cached_windows(table, tmp_path / "bucket", 2, second, token)
+    assert stats.read == 0 and table.reads == []
+    for batch_id, deltas in ((1, first), (2, second)):
+        aggregates.apply_window_aggregates(None, STORE, SPEC, batch_id, deltas, 4, batch_id * 1000, table=plain)
+    assert table.rows == plain.rows and SPEC.codec.decode(table.rows[(b"a", 0)].value)["total"] == 5 + 2**62
+    stats, _ = _cached_windows(table, tmp_path / "bucket", 3, second, "another token")
+    assert stats.read == 2 and (stats.written, stats.skipped) == (2, 0)
+
+
+def test_windows_after_the_stream_time_are_not_read_and_a_window_carrying_a_ttl_is_not_kept(tmp_path):
+    """No window of the stream's starts after its stream time (apply_windows' rule): not read.
+    A window read carrying a TTL is not kept in the file, so the next batch reads it again."""
+    table = CountingWindows(expiring={(b"a", 0)})
+    table.rows[(b"a", 0)] = WindowedEntry(b"a", 0, SPEC.pack(SPEC.identity()), 0, 5)
+    deltas = _window_deltas(("a", 1, 10, 1, 1, 1.0, None, 0), ("a", 1, 70_000, 1, 1, 1.0, None, 60_000))
+    stats, token = _cached_windows(table, tmp_path / "bucket", 1, deltas, None, stream_time=30_000)
+    assert table.reads == [(b"a", 0)] and stats.read == 1
+    table.reads.clear()
+    later = _window_deltas(("a", 1, 11, 1, 1, 1.0, None, 0), ("a", 1, 71_000, 1, 1, 1.0, None, 60_000))
+    _cached_windows(table, tmp_path / "bucket", 2, later, token, stream_time=70_000)
+    assert table.reads == [(b"a", 0)]  # the TTL'd window again; the one batch 1 wrote is vouched for
+    assert SPEC.codec.decode(table.rows[(b"a", 60_000)].value)["n"] == 2
 
 
 def test_the_settings_take_windows_and_refuse_versioned_stores_saying_so():
