@@ -16,7 +16,10 @@ sessions it merges still there) or written, with any of the sessions it merges n
 The store is judged as it will be once the batch log has applied what it holds.
 
 SessionProtocolMachine adds the events: a trigger with task attempts dying and a speculative
-one; the batch log applying one of its batches; an old attempt going on.
+one; the batch log applying one of its batches; an old attempt going on. A kind whose sessions
+hold other values (session_aggregates.py) overrides the job's batch (batch_of) and values, and
+the truth's record fate, keys and per-session value check (record_fate, keys_of,
+session_problem, value_shown).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
@@ -34,7 +37,7 @@ from statestore.core.model import SessionEntry, StoreSpec, StoreType
 from statestore.core.windows import SessionSpec
 from statestore.store.book import deadletters
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
-from statestore.stream.apply_sessions import KeyTimes, apply_session_deltas
+from statestore.stream.apply_sessions import COUNTS, KeyTimes, SessionValues, apply_session_deltas
 from statestore.stream.plan import Delta
 from statestore.stream.position import stream_time_ms
 from statestore.stream.tokenize import tokenize
@@ -127,6 +130,7 @@ class SessionStreamJob(StreamJob):
     machine sets `faults` before each trigger."""
 
     faults: TaskFaults = TaskFaults()
+    values: ClassVar[SessionValues] = COUNTS  # what a session's value is (apply_session_deltas' values)
 
     @property
     def sessions(self) -> SessionWorld:
@@ -143,12 +147,12 @@ class SessionStreamJob(StreamJob):
         self.cassandra.begin_batch(position, self.epoch)
         yield Step("begin", f"batch {batch_id} begun (write_ts {write_ts}, limit {limit})", position, max_future)
 
-        deltas, letters, latest = session_batch(records, limit, position.stream_time_ms)
+        deltas, letters, latest = self.batch_of(records, limit, position)
         after = position.stream_time_ms if write_order % 2 else None
         table = self.sessions.table
 
         def attempt(rows: AttemptRows) -> None:
-            apply_session_deltas(rows, SPEC, batch_id, deltas, write_ts, stream_time_ms=after)
+            apply_session_deltas(rows, table.spec, batch_id, deltas, write_ts, stream_time_ms=after, values=self.values)
 
         faults = self.faults
         if faults.speculative is not None and deltas:
@@ -184,6 +188,13 @@ class SessionStreamJob(StreamJob):
         self.cassandra.record_batch(position, latest, self.epoch)
         yield Step("record", f"batch {batch_id} recorded, ending at {position.end.as_json()}", position, max_future)
 
+    def batch_of(
+        self, records: list[Record], limit_ms: int | None, position: BatchPosition
+    ) -> tuple[list[KeyTimes], list[DeadLetterKey], int | None]:
+        """The batch's KeyTimes as the apply takes them, its dead letters and its latest
+        counted time (session_batch)."""
+        return session_batch(records, limit_ms, position.stream_time_ms)
+
 
 # --- the truth ---
 
@@ -198,38 +209,63 @@ def session_fate(record: Record, write_ts: int, max_future_ms: int, stream_time:
     return reason
 
 
-def sessionize(times: list[int]) -> list[tuple[int, int, int]]:
-    """(start, end, events) of the sessions of `times`: cut where two are more than the gap apart."""
-    sessions: list[list[int]] = []
-    for t in sorted(times):
-        if sessions and t - sessions[-1][1] <= GAP_MS:
-            sessions[-1][1] = t
-            sessions[-1][2] += 1
+class TruthSession(NamedTuple):
+    """A session of the truth: its bounds and the counted records in it (a record once per
+    time its key counts it: the word count's once per occurrence of the word)."""
+
+    start_ms: int
+    end_ms: int
+    records: tuple[Record, ...]
+
+
+def sessionize(records: list[Record]) -> list[TruthSession]:
+    """The sessions of `records`' event times: cut where two are more than the gap apart."""
+    sessions: list[list] = []
+    for record in sorted(records, key=lambda r: r.time_ms):
+        if sessions and record.time_ms - sessions[-1][1] <= GAP_MS:
+            sessions[-1][1] = record.time_ms
+            sessions[-1][2].append(record)
         else:
-            sessions.append([t, t, 1])
-    return [tuple(s) for s in sessions]
+            sessions.append([record.time_ms, record.time_ms, [record]])
+    return [TruthSession(start, end, tuple(held)) for start, end, held in sessions]
 
 
-def key_problem(have: list[tuple[int, int, int]], before: list, after: list | None) -> bool:
-    """Whether a key's sessions `have` break the truth: they must be `before` (the truth of the
-    recorded batches), or with the unfinished batch's sessions `after` (None: none known), each
-    session of `after` either not written yet (what it merges still there) or written (with any
-    of what it merges not deleted yet)."""
-    if have == before:
+def key_problem(
+    have: list[SessionEntry],
+    before: list[TruthSession],
+    after: list[TruthSession] | None,
+    differs: Callable[[SessionEntry, TruthSession], str | None],
+) -> bool:
+    """Whether a key's stored sessions `have` break the truth: they must be `before` (the truth
+    of the recorded batches), or with the unfinished batch's sessions `after` (None: none
+    known), each session of `after` either not written yet (what it merges still there) or
+    written (with any of what it merges not deleted yet). A stored session is a truth's when
+    their bounds are equal and `differs` (how its value differs from the truth's records) says
+    None."""
+
+    def among(entry: SessionEntry, sessions: list[TruthSession]) -> bool:
+        return any(
+            (entry.start_ms, entry.end_ms) == (s.start_ms, s.end_ms) and differs(entry, s) is None for s in sessions
+        )
+
+    def same(entries: list[SessionEntry], sessions: list[TruthSession]) -> bool:
+        return len(entries) == len(sessions) and all(among(e, sessions) for e in entries)
+
+    if same(have, before):
         return False
-    if after is None:
+    if after is None or len({(e.start_ms, e.end_ms) for e in have}) != len(have):
         return True
-    held = set(have)
-    if len(held) != len(have):
-        return True
-    placed: set[tuple[int, int, int]] = set()
-    for start, end, count in after:
-        parts = {s for s in before if start <= s[0] and s[1] <= end}
-        inside = {s for s in held if start <= s[0] and s[1] <= end}
-        placed |= inside
-        if inside != parts and not ((start, end, count) in inside and inside - {(start, end, count)} <= parts):
+    placed = 0
+    for merged in after:
+        parts = [s for s in before if merged.start_ms <= s.start_ms and s.end_ms <= merged.end_ms]
+        inside = [e for e in have if merged.start_ms <= e.start_ms and e.end_ms <= merged.end_ms]
+        placed += len(inside)
+        if same(inside, parts):
+            continue
+        written = [e for e in inside if among(e, [merged])]
+        if not (written and all(among(e, parts) for e in inside if e is not written[0])):
             return True
-    return placed != held
+    return placed != len(have)
 
 
 @dataclass
@@ -237,6 +273,25 @@ class SessionTruth(Truth):
     """truth.Truth for the session store (see the module doc)."""
 
     table: FakeSessionTable | None = None
+
+    def record_fate(self, record: Record, write_ts: int, rule: int, stream_time: int | None) -> str | None:
+        """Why the batch of `write_ts` under `rule` that began at `stream_time` does not count
+        `record` (None: it does; session_fate)."""
+        return session_fate(record, write_ts, rule, stream_time)
+
+    def keys_of(self, record: Record) -> list[bytes]:
+        """The keys a counted record counts under: its words, once per occurrence."""
+        return [word.encode() for word in tokenize(record.value)]
+
+    def session_problem(self, entry: SessionEntry, session: TruthSession) -> str | None:
+        """How a stored session's value differs from the truth's session of the same bounds
+        (None: it does not): the word count's, its events."""
+        count = decode_long(entry.value)
+        return None if count == len(session.records) else f"{count} events (truth {len(session.records)})"
+
+    def value_shown(self, entry: SessionEntry):
+        """A stored session's value as a report shows it."""
+        return decode_long(entry.value)
 
     def observe(self, step: Step) -> None:
         if step.kind not in ("write", "dead letters", "record"):
@@ -246,7 +301,7 @@ class SessionTruth(Truth):
         if step.kind == "record":
             for record in self.topic.read(self.topic.of(position.start), self.topic.of(position.end)):
                 if record.coordinates not in self.fate:
-                    self.fate[record.coordinates] = session_fate(
+                    self.fate[record.coordinates] = self.record_fate(
                         record, position.write_ts, rule, position.stream_time_ms
                     )
 
@@ -254,7 +309,7 @@ class SessionTruth(Truth):
         progress = cassandra.progress()
         covered = self.topic.of(KafkaOffsets.parse_stored(progress.offsets))
         problems: list[str] = []
-        times: dict[bytes, list[int]] = defaultdict(list)
+        counted: dict[bytes, list[Record]] = defaultdict(list)
         letters: set[DeadLetterKey] = set()
         for record in self.topic.records():
             if record.offset >= covered.get(record.partition, 0):
@@ -262,29 +317,26 @@ class SessionTruth(Truth):
             if record.coordinates not in self.fate:
                 problems.append(f"record p{record.partition}@{record.offset} is below the store's offsets, unread")
                 continue
-            _tally(record, self.fate[record.coordinates], times, letters)
+            self._tally(record, self.fate[record.coordinates], counted, letters)
 
         unfinished = progress.unfinished_batch
         rule = None if unfinished is None else self.rule_of.get((unfinished, progress.pending_ts))
-        pending: dict[bytes, list[int]] = defaultdict(list)
+        pending: dict[bytes, list[Record]] = defaultdict(list)
         pending_letters: set[DeadLetterKey] = set()
         if rule is not None:
             end = self.topic.of(KafkaOffsets.parse_stored(progress.pending_offsets))
             began_at = stream_time_ms(progress)
             for record in self.topic.read(covered, end):
-                _tally(record, session_fate(record, progress.pending_ts, rule, began_at), pending, pending_letters)
+                fate = self.record_fate(record, progress.pending_ts, rule, began_at)
+                self._tally(record, fate, pending, pending_letters)
 
         stored = self.table.settled()
-        for key in sorted(set(stored) | set(times)):
-            have = [(e.start_ms, e.end_ms, decode_long(e.value)) for e in sorted(stored.get(key, []), key=_by_start)]
-            before = sessionize(times[key])
-            after = sessionize(times[key] + pending[key]) if rule is not None else None
-            if key_problem(have, before, after):
-                tags = [e.batch_id for e in sorted(stored.get(key, []), key=_by_start)]
-                problems.append(
-                    f"key {key.decode()!r}: stored {have} (batches {tags}), truth {before}"
-                    + ("" if after is None else f" or, with batch {unfinished}, {after}")
-                )
+        for key in sorted(set(stored) | set(counted)):
+            have = sorted(stored.get(key, []), key=_by_start)
+            before = sessionize(counted[key])
+            after = sessionize(counted[key] + pending[key]) if rule is not None else None
+            if key_problem(have, before, after, self.session_problem):
+                problems.append(self._key_report(key, have, before, after, unfinished))
         held = set(cassandra.dead_letters)
         missing = [f"dead letter {_shown(letter)} missing" for letter in sorted(letters - held, key=_order)]
         unexpected = [
@@ -295,13 +347,43 @@ class SessionTruth(Truth):
         registry = f"registry: {cassandra.describe_progress()}" + (f"; batch log: {logged}" if logged else "")
         return Violations(registry, problems, missing, unexpected)
 
+    def _tally(self, record: Record, reason: str | None, counted: dict, letters: set) -> None:
+        if reason is not None:
+            letters.add(DeadLetterKey(record.partition, record.offset, reason))
+            return
+        for key in self.keys_of(record):
+            counted[key].append(record)
 
-def _tally(record: Record, reason: str | None, times: dict, letters: set) -> None:
-    if reason is not None:
-        letters.add(DeadLetterKey(record.partition, record.offset, reason))
-        return
-    for word in tokenize(record.value):
-        times[word.encode()].append(record.time_ms)
+    def _key_report(
+        self,
+        key: bytes,
+        have: list[SessionEntry],
+        before: list[TruthSession],
+        after: list[TruthSession] | None,
+        unfinished: int | None,
+    ) -> str:
+        """A key whose sessions break the truth: its stored sessions (bounds, value, batch), the
+        truth's (bounds, records), and how each stored one differs from the truth's of its bounds."""
+        stored = [(e.start_ms, e.end_ms, self.value_shown(e)) for e in have]
+        tags = [e.batch_id for e in have]
+        wrong = []
+        for entry in have:
+            for session in (*before, *(after or ())):
+                if (entry.start_ms, entry.end_ms) == (session.start_ms, session.end_ms):
+                    differs = self.session_problem(entry, session)
+                    if differs:
+                        wrong.append(f"[{entry.start_ms}, {entry.end_ms}]: {differs}")
+                    break
+        return (
+            f"key {key.decode()!r}: stored {stored} (batches {tags}), truth {_bounds(before)}"
+            + ("" if after is None else f" or, with batch {unfinished}, {_bounds(after)}")
+            + (f"; {'; '.join(wrong)}" if wrong else "")
+        )
+
+
+def _bounds(sessions: list[TruthSession]) -> list[tuple[int, int, int]]:
+    """The truth's sessions as a report shows them: (start, end, records)."""
+    return [(s.start_ms, s.end_ms, len(s.records)) for s in sessions]
 
 
 def _by_start(entry: SessionEntry) -> tuple[int, int]:
