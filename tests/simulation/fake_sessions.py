@@ -4,7 +4,11 @@ batches and the batch log, and the executors' task attempts that write to it.
 What matters of the real system and is kept:
 - a row is (key, session end, session start) -> the session, written and deleted `USING
   TIMESTAMP` of its batch; a later timestamp wins, and at the same timestamp a delete wins
-  over a write (a tombstone shadows the cells it ties with), as in Cassandra;
+  over a write (a tombstone shadows the cells it ties with), and of two writes each cell keeps
+  the larger value (its bytes compared unsigned, a null cell winning as a tombstone), as in
+  Cassandra: an attempt that writes a row again at its batch's timestamp with another value
+  than an earlier attempt's is seen (before, the first write was kept, and the store held the
+  earlier attempt's value whatever the later one wrote);
 - a change is written as the apply's own plan says (partitioned_session.write_plan, the real
   decision): a change within one Cassandra partition (store partition, segment) lands whole; a
   LOGGED batch across partitions is first kept in the batch log, then its partitions become
@@ -22,8 +26,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from statestore.core.codecs import encode_long
 from statestore.core.model import SessionEntry, StoreSpec
 from statestore.core.partitioner import partition_for
 from statestore.store.tables.partitioned_session import Home, SessionChange, write_plan
@@ -79,13 +84,13 @@ class FakeSessionTable:
 
     def mutate(self, cells: dict[RowKey, Cell], mutation: Mutation, write_ts: int) -> None:
         """One row's write or delete at `write_ts`: lost to a later one, and a write to a delete
-        of the same timestamp."""
+        of the same timestamp; two writes of the same timestamp reconcile cell by cell (tied)."""
         key, entry = mutation
         held = cells.get(key)
-        if held is not None and (
-            held.write_ts > write_ts or (held.write_ts == write_ts and (held.entry is None or entry is not None))
-        ):
+        if held is not None and (held.write_ts > write_ts or (held.write_ts == write_ts and held.entry is None)):
             return
+        if held is not None and held.write_ts == write_ts and entry is not None:
+            entry = tied(held.entry, entry)
         cells[key] = Cell(entry, write_ts)
 
     def land(self, mutations: list[Mutation], write_ts: int) -> None:
@@ -140,6 +145,24 @@ class FakeSessionTable:
             if cell.entry is not None:
                 sessions.setdefault(key, []).append(cell.entry)
         return sessions
+
+
+def tied(held: SessionEntry, written: SessionEntry) -> SessionEntry:
+    """A row written twice at the same timestamp, as Cassandra reconciles it: each cell (value,
+    time, batch_id) the larger of the two by its bytes, compared unsigned; a null cell (a
+    tombstone) wins."""
+
+    def larger(a: int | None, b: int | None) -> int | None:
+        if a is None or b is None:
+            return None
+        return a if encode_long(a) >= encode_long(b) else b
+
+    return replace(
+        written,
+        value=max(held.value, written.value),
+        time_ms=larger(held.time_ms, written.time_ms),
+        batch_id=larger(held.batch_id, written.batch_id),
+    )
 
 
 @dataclass

@@ -7,8 +7,11 @@ import random
 
 from hypothesis import settings
 
+from statestore.core.codecs import encode_long
+from statestore.core.model import SessionEntry
+from tests.simulation.fake_sessions import FakeSessionTable
 from tests.simulation.runner import run_seed
-from tests.simulation.sessions import SessionProtocolMachine
+from tests.simulation.sessions import SPEC, SessionProtocolMachine
 from tests.simulation.test_simulation import KNOWN_BUGS_EXCLUDED
 
 # About 5 CPU-seconds on the CI machine (measured: tests/simulation/test_sessions.py --durations).
@@ -41,6 +44,22 @@ def test_an_attempt_after_one_that_died_inside_a_logged_merge_counts_each_event_
         machine.store_equals_truth()
     sessions = machine.sessions.table.settled()[b"a"]
     assert [(s.end_ms - s.start_ms, s.value[-1]) for s in sessions] == [(50_000, 2)]
+
+
+def test_a_row_written_twice_at_one_timestamp_keeps_each_cells_larger_value_as_cassandra_does():
+    """Two attempts of a batch writing one session row at the batch's timestamp with other
+    values (a replay that merged its events again) reconcile cell by cell, the larger bytes
+    winning: the fake kept the first write, so such a replay's double count never showed (the
+    simulator missed a plan merging a key its batch had written already); a delete still wins
+    a tie."""
+    table = FakeSessionTable(SPEC)
+    first = SessionEntry(b"a", 0, 10, encode_long(1), 3, 10)
+    table.land([((b"a", 10, 0), first)], 7)
+    table.land([((b"a", 10, 0), SessionEntry(b"a", 0, 10, encode_long(2), 3, 10))], 7)
+    table.land([((b"a", 10, 0), first)], 7)
+    assert table.settled()[b"a"] == [SessionEntry(b"a", 0, 10, encode_long(2), 3, 10)]
+    table.land([((b"a", 10, 0), None)], 7)
+    assert table.settled() == {}
 
 
 def test_the_session_store_equals_the_truth_through_task_attempts_and_the_batch_log():
