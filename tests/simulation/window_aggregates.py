@@ -2,8 +2,9 @@
 (windows.py: its windowings, its one-task apply whose attempts die after any landing, or go on
 after their successor) with the aggregate kind's JSON records (aggregates.py: a measure of every
 aggregation, each bad record's reason) aggregated per key and window through the real
-statestore.stream.aggregates.apply_window_aggregates (the windows read, plan_aggregates per
-window, the rows written) over the fake window table.
+statestore.stream.aggregates.apply_window_aggregates (the windows read, those after the stream
+time read or not as windows.py alternates it, plan_aggregates per window, the rows written) over
+the fake window table.
 
 A batch's input stage is aggregates.py's (null_value, the JSON reasons, future), then the
 windows of each countable record are decided as for the word count's window store (windows.py:
@@ -106,8 +107,14 @@ class WindowAggregateStreamJob(WindowStreamJob):
         return window_aggregate_batch(records, limit_ms, self.windows.spec.windowing, position.stream_time_ms)
 
     def apply_to(self, rows: AttemptTable, deltas: list, position: BatchPosition, write_order: int) -> ApplyStats:
+        """One attempt's apply_window_aggregates; as the word count's window kind does, windows
+        after the stream time are not read on odd `write_order`s (the job's rule with the apply
+        cache on), every window read on even ones."""
+        after = position.stream_time_ms if write_order % 2 else None
         spec = self.windows.spec
-        return apply_window_aggregates(None, spec, SPEC, position.batch_id, deltas, 1, position.write_ts, table=rows)
+        return apply_window_aggregates(
+            None, spec, SPEC, position.batch_id, deltas, 1, position.write_ts, table=rows, stream_time_ms=after
+        )
 
 
 @dataclass
