@@ -27,6 +27,7 @@ from tests.simulation.aggregate_cache import AggregateCacheProtocolMachine
 from tests.simulation.aggregates import AggregateProtocolMachine
 from tests.simulation.cache import CACHE_FIXED_BUGS, CACHE_KNOWN_BUGS, cache_machine_excluding
 from tests.simulation.machine import KNOWN_BUGS, machine_excluding
+from tests.simulation.session_aggregates import SessionAggregateProtocolMachine
 from tests.simulation.sessions import SessionProtocolMachine
 from tests.simulation.versioned import VersionedProtocolMachine
 from tests.simulation.window_aggregates import WindowAggregateProtocolMachine
@@ -38,7 +39,8 @@ from tests.simulation.windows import WindowProtocolMachine
 # partitioned-versioned store (versioned.py: plan_versions' versions of every word), a window
 # aggregate store (window_aggregates.py: the aggregate kind's records per key and window), an
 # aggregate store with the apply cache (aggregate_cache.py: the cache kind's run, the aggregate
-# kind's records).
+# kind's records), a session aggregate store (session_aggregates.py: the session kind's run, the
+# aggregate kind's records folded into each key's sessions).
 MACHINES = {
     "kv": machine_excluding,
     "sessions": partial(machine_excluding, base=SessionProtocolMachine),
@@ -48,6 +50,7 @@ MACHINES = {
     "versioned": partial(machine_excluding, base=VersionedProtocolMachine),
     "window-aggregates": partial(machine_excluding, base=WindowAggregateProtocolMachine),
     "aggregate-cache": partial(cache_machine_excluding, base=AggregateCacheProtocolMachine),
+    "session-aggregates": partial(machine_excluding, base=SessionAggregateProtocolMachine),
 }
 # The known bugs each run can leave out (--exclude names any of them: each run takes its own).
 KNOWN_TO = {
@@ -59,6 +62,7 @@ KNOWN_TO = {
     "versioned": KNOWN_BUGS,
     "window-aggregates": KNOWN_BUGS,
     "aggregate-cache": CACHE_KNOWN_BUGS,
+    "session-aggregates": KNOWN_BUGS,
 }
 ALL_KNOWN_BUGS = {**KNOWN_BUGS, **CACHE_KNOWN_BUGS}
 # Known bugs since fixed: --exclude still takes their names, and leaves nothing out.
