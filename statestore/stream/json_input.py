@@ -18,6 +18,7 @@ Every check is a `try_` function or a type test: no record can fail the batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pyspark.sql import functions as F
 
@@ -80,44 +81,66 @@ def parsed_records(batch_df, spec: JsonInput):
     """The batch's Kafka records as (key, time_ms, partition, offset, v0, v1, ..., reason,
     detail, topic, ts_ms, raw): the typed values are null on a record with a reason. `batch_df`
     may carry its batch's future limit (transforms.with_future_limit)."""
+    parsed = batch_df
+    for columns in _stages(spec, FUTURE_LIMIT in batch_df.columns):
+        parsed = parsed.select(*columns)
+    return parsed
+
+
+@lru_cache(maxsize=64)
+def _stages(spec: JsonInput, future: bool) -> tuple[tuple, ...]:
+    """The columns of parsed_records' successive selects, built once per spec (and whether the
+    batch carries a future limit), not once per batch: each of their hundreds of expressions is
+    a call into Spark's JVM, which cost the driver's JVM a third of a second per batch. They
+    name columns only (the batch's limit is its FUTURE_LIMIT column) and hold no session, so
+    every batch takes them.
+
+    Each field is read once (its VARIANT and its type, `schema_of_variant`, each a column of its
+    own), and the checks run only on a record that `_countable` cannot clear at a glance (every
+    field of the type its check wants, the key and time in bounds): a good record pays for its
+    fields' reads and types, not for every check in turn."""
     value = F.col("value")
     readable = value.isNotNull() & F.is_valid_utf8(value)
-    with_record = batch_df.withColumn(RECORD, F.when(readable, F.call_function("try_parse_json", value.cast("string"))))
+    record = F.when(readable, F.call_function("try_parse_json", value.cast("string"))).alias(RECORD)
     fields = list(
         dict.fromkeys(
             [*spec.key_fields, *([spec.time_field] if spec.time_field else []), *field_checks(spec.aggregate)]
         )
     )
-    got = {field: f"_f{i}" for i, field in enumerate(fields)}
-    staged = with_record.select(
-        "*",
-        *(_field(field).alias(got[field]) for field in fields),
-        _key(spec, got).alias("_key"),
+    got = {field: _Field(f"_f{i}", f"_k{i}") for i, field in enumerate(fields)}
+    reads = tuple(_field(field).alias(got[field].name) for field in fields)
+    kinds = tuple(
+        F.call_function("schema_of_variant", got[field].value).alias(got[field].kind_name) for field in fields
     )
-    checks = _checks(staged, spec, got)
-    verdict = F.lit(None).cast("struct<reason: string, detail: string>")
-    for condition, why, text in reversed(checks):  # the first check that holds wins
-        hit = F.coalesce(condition, F.lit(False))
-        verdict = F.when(hit, F.struct(F.lit(why).alias(REASON), text.alias(DETAIL))).otherwise(verdict)
-    judged = staged.select("*", verdict.alias("_verdict"), _time_ms(spec, got).alias("_time")).select(
-        "*", F.col("_verdict")[REASON].alias(REASON), F.col("_verdict")[DETAIL].alias(DETAIL)
-    )
+    # One CASE of many branches, the first that holds wins (a null condition does not hold).
+    verdict = F.when(_countable(spec, got, future), F.lit(None).cast("struct<reason: string, detail: string>"))
+    for condition, why, text in _checks(spec, got, future):
+        verdict = verdict.when(condition, F.struct(F.lit(why).alias(REASON), text.alias(DETAIL)))
     good = F.col(REASON).isNull()
-    values = [
-        F.when(good, _typed(F.col(got[field]), takes)).alias(name)
+    values = tuple(
+        F.when(good, _typed(got[field].value, takes)).alias(name)
         for (field, takes), name in value_columns(spec.aggregate).items()
-    ]
-    return judged.select(
-        F.col("_key").alias(KEY),
-        F.col("_time").alias(TIME_MS),
-        "partition",
-        "offset",
-        *values,
-        REASON,
-        DETAIL,
-        "topic",
-        F.unix_millis("timestamp").alias("ts_ms"),
-        value.alias("raw"),
+    )
+    star = F.col("*")
+    return (
+        (star, record),
+        (star, *reads),
+        (star, *kinds),
+        (star, _key(spec, got).alias("_key"), _time_ms(spec, got).alias("_time")),
+        (star, verdict.alias("_verdict")),
+        (star, F.col("_verdict")[REASON].alias(REASON), F.col("_verdict")[DETAIL].alias(DETAIL)),
+        (
+            F.col("_key").alias(KEY),
+            F.col("_time").alias(TIME_MS),
+            F.col("partition"),
+            F.col("offset"),
+            *values,
+            F.col(REASON),
+            F.col(DETAIL),
+            F.col("topic"),
+            F.unix_millis("timestamp").alias("ts_ms"),
+            value.alias("raw"),
+        ),
     )
 
 
@@ -127,6 +150,28 @@ def dead_letter_rows(parsed):
     return parsed.filter(F.col(REASON).isNotNull()).select(
         "topic", "partition", "offset", "ts_ms", REASON, DETAIL, "raw"
     )
+
+
+@dataclass(frozen=True)
+class _Field:
+    """A field's two columns in the staged rows: its value (a VARIANT, null when the record has
+    no such path) and its type (`schema_of_variant` of it: BIGINT, DECIMAL(2,1), STRING,
+    OBJECT<...>, VOID for a JSON null; null when the value is)."""
+
+    name: str
+    kind_name: str
+
+    @property
+    def value(self):
+        return F.col(self.name)
+
+    @property
+    def kind(self):
+        return F.col(self.kind_name)
+
+
+_INTEGERS = ("BIGINT", "INT", "SMALLINT", "TINYINT")
+_FLOATS = ("DOUBLE", "FLOAT")
 
 
 def _field(field: str):
@@ -146,36 +191,43 @@ def _json(v):
     return F.call_function("to_json", v)
 
 
-def _kind(v):
-    """A value's JSON type as a detail shows it: BIGINT, DECIMAL(2,1), STRING, OBJECT, ARRAY..."""
-    return F.substring_index(F.call_function("schema_of_variant", v), "<", 1)
+def _kind(schema):
+    """A value's JSON type as a detail shows it, from its schema_of_variant: BIGINT,
+    DECIMAL(2,1), STRING, OBJECT, ARRAY..."""
+    return F.substring_index(schema, "<", 1)
 
 
-def _key(spec: JsonInput, got: dict[str, str]):
+def _number(kind):
+    """The types of a JSON number (schema_of_variant's)."""
+    return kind.isin(*_INTEGERS, *_FLOATS) | kind.startswith("DECIMAL(")
+
+
+def _key(spec: JsonInput, got: dict[str, _Field]):
     """The key's text: one field's value (a string unquoted, any other value as JSON), several
     fields' values as a JSON array, or --key-expr's value as a string."""
     if spec.key_expr:
         return F.expr(spec.key_expr).cast("string")
     if len(spec.key_fields) == 1:
-        v = F.col(got[spec.key_fields[0]])
-        is_text = F.call_function("schema_of_variant", v) == F.lit("STRING")
-        return F.when(_missing(v), F.lit(None)).when(is_text, _as(v, "string")).otherwise(_json(v))
-    parts = [F.col(got[field]) for field in spec.key_fields]
+        field = got[spec.key_fields[0]]
+        v = field.value
+        return (
+            F.when(_missing(v), F.lit(None)).when(field.kind == F.lit("STRING"), _as(v, "string")).otherwise(_json(v))
+        )
+    parts = [got[field].value for field in spec.key_fields]
     absent = F.lit(False)
     for part in parts:
         absent = absent | _missing(part)
     return F.when(~absent, _json(F.array(*parts)))
 
 
-def _time_ms(spec: JsonInput, got: dict[str, str]):
+def _time_ms(spec: JsonInput, got: dict[str, _Field]):
     """The record's event time (epoch ms): its time field's (a number of milliseconds, or an
     ISO-8601 string; without an offset, in the Spark session's time zone), or its Kafka time."""
     if not spec.time_field:
         return F.unix_millis("timestamp")
-    v = F.col(got[spec.time_field])
-    is_text = F.call_function("schema_of_variant", v) == F.lit("STRING")
-    parsed = F.unix_millis(F.call_function("try_to_timestamp", _as(v, "string")))
-    return F.when(is_text, parsed).otherwise(_as(v, "bigint"))
+    field = got[spec.time_field]
+    parsed = F.unix_millis(F.call_function("try_to_timestamp", _as(field.value, "string")))
+    return F.when(field.kind == F.lit("STRING"), parsed).otherwise(_as(field.value, "bigint"))
 
 
 def _typed(v, takes: str):
@@ -186,10 +238,47 @@ def _typed(v, takes: str):
     return _json(v)
 
 
-def _checks(staged, spec: JsonInput, got: dict[str, str]) -> list[tuple]:
+def _countable(spec: JsonInput, got: dict[str, _Field], future: bool):
+    """True (never null) only for a record none of _checks' conditions holds for, told from its
+    fields' types and its key and time alone; False for every other record (the checks then
+    judge it). A record with a field at its path is an object (no other JSON value has fields),
+    so the object's own type is asked only when no field is read."""
+    key, time_ms = F.col("_key"), F.col("_time")
+    ok = F.col(RECORD).isNotNull() & key.isNotNull() & F.octet_length(key).between(1, MAX_KEY_BYTES)
+    if not got:
+        ok = ok & F.call_function("schema_of_variant", F.col(RECORD)).startswith("OBJECT")
+    if spec.time_field:  # a number of milliseconds that fits a long, or a time in a string
+        ok = ok & time_ms.isNotNull() & (_number(got[spec.time_field].kind) | (got[spec.time_field].kind == "STRING"))
+    for field, takes in field_checks(spec.aggregate).items():
+        v, kind = got[field].value, got[field].kind
+        if takes == INTEGER:
+            ok = ok & kind.isin(*_INTEGERS)
+        elif takes == NUMBER:  # no integer or DECIMAL (38 digits at most) is beyond a double
+            finite = ~_as(v, "double").isin(float("inf"), float("-inf"))
+            ok = ok & (kind.isin(*_INTEGERS) | kind.startswith("DECIMAL(") | (kind.isin(*_FLOATS) & finite))
+        else:
+            ok = ok & ~_missing(v)
+    if future:
+        ok = ok & ~_after_limit(time_ms)
+    return F.coalesce(ok, F.lit(False))
+
+
+def _after_limit(time_ms):
+    """Whether `time_ms` is after the batch's future limit, compared as DECIMAL(19, 0) (which
+    holds every long, exactly). The limit, a constant of the batch, is then no long in Spark's
+    generated code (a long constant is written into the code, so each batch's code would be new
+    and compiled again, for most of a second of the JVM's time) but an object the code refers
+    to: the code is the same for every batch, compiled once. (The detail shows the limit as
+    text, for the same reason.) Not DECIMAL(20, 0), Spark's own type for a long: a comparison
+    of a long cast to that is unwrapped back into a comparison of longs."""
+    return time_ms.cast("decimal(19,0)") > F.col(FUTURE_LIMIT).cast("decimal(19,0)")
+
+
+def _checks(spec: JsonInput, got: dict[str, _Field], future: bool) -> list[tuple]:
     """(condition, reason, detail) of every check, in order: the first that holds is the
     record's reason."""
     value, record = F.col("value"), F.col(RECORD)
+    schema = F.call_function("schema_of_variant", record)
     checks: list[tuple] = [
         (value.isNull(), deadletters.NULL_VALUE, F.lit("the message has no value")),
         (
@@ -199,9 +288,9 @@ def _checks(staged, spec: JsonInput, got: dict[str, str]) -> list[tuple]:
         ),
         (record.isNull(), deadletters.INVALID_JSON, F.lit("the value is not JSON; nothing of it was counted")),
         (
-            ~F.call_function("schema_of_variant", record).startswith("OBJECT"),
+            ~schema.startswith("OBJECT"),
             deadletters.INVALID_JSON,
-            F.format_string("the value is JSON but no object (a %s); nothing of it was counted", _kind(record)),
+            F.format_string("the value is JSON but no object (a %s); nothing of it was counted", _kind(schema)),
         ),
     ]
     key = F.col("_key")
@@ -223,35 +312,34 @@ def _checks(staged, spec: JsonInput, got: dict[str, str]) -> list[tuple]:
         ),
     ]
     if spec.time_field:
-        checks += _time_checks(F.col(got[spec.time_field]), spec.time_field)
+        checks += _time_checks(got[spec.time_field], spec.time_field)
     for field, takes in field_checks(spec.aggregate).items():
-        v = F.col(got[field])
         checks.append(
             (
-                _missing(v),
+                _missing(got[field].value),
                 deadletters.MISSING_FIELD,
                 F.lit(f"field {field} is missing or null; nothing of the record was counted"),
             )
         )
-        checks += _value_checks(v, field, takes)
-    if FUTURE_LIMIT in staged.columns:
+        checks += _value_checks(got[field], field, takes)
+    if future:
         checks.append(
             (
-                _time_ms(spec, got) > F.col(FUTURE_LIMIT),
+                _after_limit(F.col("_time")),
                 deadletters.FUTURE,
                 F.format_string(
-                    "its time is after %d ms, its batch's clock plus the tolerance (--max-future): nothing of it was "
+                    "its time is after %s ms, its batch's clock plus the tolerance (--max-future): nothing of it was "
                     "counted and it moved no stream time",
-                    F.col(FUTURE_LIMIT),
+                    F.col(FUTURE_LIMIT).cast("string"),
                 ),
             )
         )
     return checks
 
 
-def _time_checks(v, field: str) -> list[tuple]:
-    kind = F.call_function("schema_of_variant", v)
-    number = kind.isin("BIGINT", "INT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT") | kind.startswith("DECIMAL(")
+def _time_checks(got: _Field, field: str) -> list[tuple]:
+    v, kind = got.value, got.kind
+    number = _number(kind)
     text = kind == F.lit("STRING")
     return [
         (
@@ -273,21 +361,21 @@ def _time_checks(v, field: str) -> list[tuple]:
             ~(number | text),
             deadletters.WRONG_TYPE,
             F.format_string(
-                f"time field {field}: expected epoch milliseconds or an ISO-8601 string, found %s", _kind(v)
+                f"time field {field}: expected epoch milliseconds or an ISO-8601 string, found %s", _kind(kind)
             ),
         ),
     ]
 
 
-def _value_checks(v, field: str, takes: str) -> list[tuple]:
+def _value_checks(got: _Field, field: str, takes: str) -> list[tuple]:
     """(condition, reason, detail) of a present field that a measure reads as `takes`."""
     if takes == ANY_VALUE:
         return []
-    kind = F.call_function("schema_of_variant", v)
-    integer = kind.isin("BIGINT", "INT", "SMALLINT", "TINYINT")
+    v, kind = got.value, got.kind
+    integer = kind.isin(*_INTEGERS)
     decimal = kind.startswith("DECIMAL(")
     whole = decimal & kind.endswith(",0)")
-    floating = kind.isin("DOUBLE", "FLOAT")
+    floating = kind.isin(*_FLOATS)
     as_double = _as(v, "double")
     infinite = as_double.isin(float("inf"), float("-inf"))
     if takes == NUMBER:
@@ -295,7 +383,7 @@ def _value_checks(v, field: str, takes: str) -> list[tuple]:
             (
                 ~(integer | decimal | floating),
                 deadletters.WRONG_TYPE,
-                F.format_string(f"field {field}: expected a number, found %s", _kind(v)),
+                F.format_string(f"field {field}: expected a number, found %s", _kind(kind)),
             ),
             (infinite, deadletters.OVERFLOW, F.format_string(f"field {field}: %s is beyond a double", _json(v))),
         ]
@@ -309,6 +397,6 @@ def _value_checks(v, field: str, takes: str) -> list[tuple]:
         (
             ~(integer | whole),
             deadletters.WRONG_TYPE,
-            F.format_string(f"field {field}: expected an integer, found %s %s", _kind(v), _json(v)),
+            F.format_string(f"field {field}: expected an integer, found %s %s", _kind(kind), _json(v)),
         ),
     ]

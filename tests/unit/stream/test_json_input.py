@@ -78,6 +78,31 @@ def test_every_bad_record_gets_its_reason_and_no_value(spark):
     assert sorted(r.offset for r in letters) == list(range(len(BAD)))
 
 
+def test_each_batch_judges_by_its_own_future_limit_with_the_code_the_first_compiled(spark):
+    """The future limit is no constant of Spark's generated code: a batch with another limit
+    runs the code the first batch compiled (compiling each batch's own cost the JVM most of a
+    second per batch), and still judges by its own limit. From a shuffle, as a Kafka batch: a
+    plan over local rows is evaluated without generated code."""
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    spec = JsonInput(SPEC, ("user",), time_field="ts")
+    when = datetime.fromtimestamp(NOW_MS / 1000, UTC)
+    times = (NOW_MS, NOW_MS + 300_001, NOW_MS + 400_001)
+    values = [f'{{"user": "a", "amount": 1, "pos": 1, "ts": {ts}}}'.encode() for ts in times]
+    rows = spark.createDataFrame([(None, v, "t", 0, i, when, 0) for i, v in enumerate(values)], KAFKA).repartition(2)
+
+    def judged(max_future_ms):
+        parsed = parsed_records(with_future_limit(rows, WRITE_TS, max_future_ms), spec).collect()
+        return [(r.reason, r.detail) for r in sorted(parsed, key=lambda r: r.offset)]
+
+    assert [reason for reason, _ in judged(300_000)] == [None, deadletters.FUTURE, deadletters.FUTURE]
+    before = compiled.getCount()
+    later = judged(400_000)
+    assert compiled.getCount() == before
+    assert later[:2] == [(None, None), (None, None)]
+    assert later[2][0] == deadletters.FUTURE
+    assert later[2][1].startswith(f"its time is after {NOW_MS + 400_000} ms, its batch's clock plus the tolerance")
+
+
 def test_a_number_field_read_by_sum_takes_decimals_and_floats_and_refuses_infinity(spark):
     spec = JsonInput(AggregateSpec.parse("s=sum(amount)"), ("user",))
     parsed = _parsed(
