@@ -9,13 +9,14 @@ tests.simulation.versioned, a partitioned-versioned store; --store window-aggreg
 tests.simulation.window_aggregates, a window store of JSON records' measures; --store
 aggregate-cache: tests.simulation.aggregate_cache, an aggregate store with the apply cache; --store
 session-aggregates: tests.simulation.session_aggregates, a session store of JSON records' measures;
-by default each seed for each kind in turn) seed after seed (S, S+1, ...; S random unless given),
-each seed a Hypothesis run of --examples examples (tests.simulation.runner), until N seconds have
-passed or one fails. A failure prints its seed and the shortest sequence of events Hypothesis found
-(with the driver's steps and how the store differs from the truth), and exits 1; `--seed S
---seconds 0` runs that one seed again. By default every event is taken, the known bugs' too
-(KNOWN_BUGS in machine.py, CACHE_KNOWN_BUGS in cache.py); --exclude leaves out the events that
-reach the ones named (a bug since fixed, FIXED_BUGS, is taken and leaves nothing out).
+--store window-aggregate-cache: tests.simulation.window_aggregate_cache, a window aggregate store
+with the apply cache; by default each seed for each kind in turn) seed after seed (S, S+1, ...; S
+random unless given), each seed a Hypothesis run of --examples examples (tests.simulation.runner),
+until N seconds have passed or one fails. A failure prints its seed and the shortest sequence of
+events Hypothesis found (with the driver's steps and how the store differs from the truth), and
+exits 1; `--seed S --seconds 0` runs that one seed again. By default every event is taken, the
+known bugs' too (KNOWN_BUGS in machine.py, CACHE_KNOWN_BUGS in cache.py); --exclude leaves out the
+events that reach the ones named (a bug since fixed, FIXED_BUGS, is taken and leaves nothing out).
 
 With --digest it prints, for each kind and seed, a digest of everything the run did instead
 (runner.seed_digest: every example's events and final state, and the failure, if any), each run

@@ -45,6 +45,7 @@ from tests.simulation.aggregates import (
 from tests.simulation.cache import (
     OUTSIDE_EVENTS,
     TTLS_S,
+    CachedCassandra,
     CachedStreamJob,
     CacheProtocolMachine,
     OutsideForgiven,
@@ -63,23 +64,11 @@ class AggregateCacheFaults(TaskFaults):
     speculative: tuple[bool, int] | None = None
 
 
-class AggregateCachedStreamJob(CachedStreamJob, AggregateStreamJob):
-    """CachedStreamJob whose batches are aggregated: without a cache plan (the cache off, a
-    recovery, a batch the ledger does not admit) AggregateStreamJob's apply; with one, each
-    bucket's task attempts through apply_aggregates with their file."""
+class AggregateVouching:
+    """A cached stream job's vouching check for an aggregate store (see the module doc), whose
+    rows are the CachedCassandra's by their cache key (a window store's too: window_aggregate_cache)."""
 
-    faults: TaskFaults = AggregateCacheFaults()
-
-    def batch_of(self, records: list[Record], limit_ms: int | None) -> tuple[list, object]:
-        return aggregate_batch(records, limit_ms)
-
-    def apply_to(self, table, group: list, batch_id: int, write_ts: int, opened, cutoff: int | None) -> ApplyStats:
-        return apply_aggregates(None, None, SPEC, batch_id, group, 1, write_ts, None, cutoff, cache=opened, table=table)
-
-    def letters_written(
-        self, records: list[Record], letters, limit: int, position: BatchPosition, max_future: int | None
-    ) -> Iterator[Step]:
-        yield from self.dead_letters_written(letters, position, max_future)
+    cassandra: CachedCassandra
 
     def vouched_wrong(self, key: bytes, found: bytes | None, delta, batch_id: int, cutoff: int | None) -> str | None:
         """The file's record as an entry (None: absent) against the store's row now: equal, or
@@ -97,7 +86,29 @@ class AggregateCachedStreamJob(CachedStreamJob, AggregateStreamJob):
 
         if after(vouched) == after(held):
             return None
-        return f"the file vouched for {key.decode()!r} as {_shown(vouched)}, the store holds {_shown(held)}"
+        return f"the file vouched for {self.shown_key(key)} as {_shown(vouched)}, the store holds {_shown(held)}"
+
+
+class AggregateCachedStreamJob(AggregateVouching, CachedStreamJob, AggregateStreamJob):
+    """CachedStreamJob whose batches are aggregated: without a cache plan (the cache off, a
+    recovery, a batch the ledger does not admit) AggregateStreamJob's apply; with one, each
+    bucket's task attempts through apply_aggregates with their file."""
+
+    faults: TaskFaults = AggregateCacheFaults()
+
+    def cached_batch_of(
+        self, records: list[Record], limit_ms: int | None, position: BatchPosition
+    ) -> tuple[list, object]:
+        return aggregate_batch(records, limit_ms)
+
+    def apply_cached(self, table, group: list, position: BatchPosition, opened, cutoff: int | None) -> ApplyStats:
+        batch_id, write_ts = position.batch_id, position.write_ts
+        return apply_aggregates(None, None, SPEC, batch_id, group, 1, write_ts, None, cutoff, cache=opened, table=table)
+
+    def letters_written(
+        self, records: list[Record], letters, limit: int, position: BatchPosition, max_future: int | None
+    ) -> Iterator[Step]:
+        yield from self.dead_letters_written(letters, position, max_future)
 
 
 def _shown(entry: Entry | None) -> str:

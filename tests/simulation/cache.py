@@ -130,8 +130,21 @@ class OpenedFile:
     def remember(self, records) -> None:
         self.staged.update(records)
 
+    def distrust(self, keys) -> None:
+        """BucketCache.distrust: no record of `keys` kept, and the file no longer complete."""
+        self.complete = False
+        for key in keys:
+            self.staged.pop(key, None)
+
+    def forget_below(self, bound: bytes) -> int:
+        """BucketCache.forget_below: every entry whose key sorts before `bound` dropped."""
+        below = [key for key in self.staged if key < bound]
+        for key in below:
+            del self.staged[key]
+        return len(below)
+
     def finish(self, token: str) -> str:
-        self.file.entries, self.file.token = self.staged, token
+        self.file.entries, self.file.token, self.file.complete = self.staged, token, self.complete
         return token
 
 
@@ -296,7 +309,7 @@ class CachedStreamJob(StreamJob):
         yield from self._retried("registry begin_batch", lambda: cassandra.begin_batch(position, self.epoch))
         yield Step("begin", f"batch {batch_id} begun with the apply cache (limit {limit})", position, max_future)
 
-        deltas, letters = self.batch_of(records, limit)
+        deltas, letters = self.cached_batch_of(records, limit, position)
         by_bucket: dict[int, list] = {}
         for delta in deltas:
             bucket = bucket_of(delta.key, plan.buckets)
@@ -305,7 +318,7 @@ class CachedStreamJob(StreamJob):
         rng = random.Random(faults.seed)
         on_driver = on_driver_for(position.start, position.end, settings.driver_records)
         dying = rng.choice(sorted(by_bucket)) if by_bucket and not on_driver else None
-        cutoff = cutoff_ms(position.retention_ms, position.stream_time_ms)
+        cutoff = self.cutoff_of(position)
         ttl_before = cassandra.table_ttl_s
         if faults.ttl_during == ALTER_STORE:  # admin.alter_store: the mark first, then the ALTER
             recorded = cassandra.progress().ttl_expiring_until
@@ -329,17 +342,17 @@ class CachedStreamJob(StreamJob):
                     directory = f"executor-{rng.randrange(EXECUTORS)}" if settings.cluster else "local"
                 file = self.files.setdefault((directory, plan.store, plan.buckets, bucket), FakeBucketFile())
                 where = f"batch {batch_id} bucket {bucket} attempt {number} on {directory}"
-                check = self._checker(where, group, batch_id, cutoff)
-                opened = OpenedFile(file, plan.expected.get(bucket), plan.fresh, check)
-                table = _CapturingTable(cassandra)
-                stats = self.apply_to(table, group, batch_id, write_ts, opened, cutoff)
+                check = self._checker(where, group, position, cutoff)
+                opened = self.opened_file(file, plan.expected.get(bucket), plan.fresh, check, position)
+                table = self.capturing_table()
+                stats = self.apply_cached(table, group, position, opened, cutoff)
                 writes = table.captured
                 if write_order:
                     random.Random(write_order).shuffle(writes)
                 landings = len(writes) if dies_after is None else min(dies_after, len(writes))
                 for landed, entry in enumerate(writes[:landings], 1):
-                    self._write_entry(entry, write_ts)
-                    what = f"{where}: key {entry.key.decode()!r} written ({landed} of {len(writes)})"
+                    self.land_cached(entry, write_ts)
+                    what = f"{where}: {self.shown_write(entry)} written ({landed} of {len(writes)})"
                     yield Step("write", what, position, max_future)
                 if dies_after is not None:
                     yield Step("write", f"{where} died after {landings} landing(s)", position, max_future)
@@ -361,16 +374,48 @@ class CachedStreamJob(StreamJob):
             yield Step("ttl", f"the operator put the table's TTL back ({ttl_before}) after batch {batch_id}")
         return reported
 
-    def batch_of(self, records: list[Record], limit_ms: int | None) -> tuple[list, object]:
-        """The batch's deltas as the apply takes them (each with a `key`, `_replace`d with its
-        bucket), and its dead letters (any true value: there are some): driver.batch_deltas'
+    def cached_batch_of(
+        self, records: list[Record], limit_ms: int | None, position: BatchPosition
+    ) -> tuple[list, object]:
+        """The batch's deltas as the cached apply takes them (each with a `key`, `_replace`d
+        with its bucket), and its dead letters (any true value: there are some): driver.batch_deltas'
         words and their uncountable count."""
         return batch_deltas(records, limit_ms)
 
-    def apply_to(self, table, group: list, batch_id: int, write_ts: int, opened, cutoff: int | None) -> ApplyStats:
+    def cutoff_of(self, position: BatchPosition) -> int | None:
+        """The retention cutoff the cached apply plans with (the key-value rule)."""
+        return cutoff_ms(position.retention_ms, position.stream_time_ms)
+
+    def opened_file(self, file: FakeBucketFile, expected: str | None, fresh: bool, check, position: BatchPosition):
+        """A task attempt's handle on its bucket's file (BucketCache's open: trusted or emptied)."""
+        return OpenedFile(file, expected, fresh, check)
+
+    def capturing_table(self):
+        """The table one attempt's cached apply reads and writes through, its writes kept in
+        `captured` to land one at a time (land_cached)."""
+        return _CapturingTable(self.cassandra)
+
+    def apply_cached(self, table, group: list, position: BatchPosition, opened, cutoff: int | None) -> ApplyStats:
         """One task attempt's cached apply of its bucket's deltas through `table` and its file
         `opened` (apply._apply_cached)."""
-        return _apply_cached(None, table, batch_id, group, [d.key for d in group], 1, write_ts, None, opened, cutoff)
+        batch_id, write_ts, keys = position.batch_id, position.write_ts, [d.key for d in group]
+        return _apply_cached(None, table, batch_id, group, keys, 1, write_ts, None, opened, cutoff)
+
+    def land_cached(self, entry, write_ts: int) -> None:
+        """One of a cached apply's writes lands (`capturing_table`'s captured rows)."""
+        self._write_entry(entry, write_ts)
+
+    def shown_write(self, entry) -> str:
+        return f"key {entry.key.decode()!r}"
+
+    def shown_key(self, key: bytes) -> str:
+        """A cache key as the vouching check names it."""
+        return repr(key.decode())
+
+    def known_new(self, key: bytes, position: BatchPosition) -> bool:
+        """Whether the cached apply takes `key` as new without reading it, by a rule of its own
+        (none for key-value stores): the vouching check holds it to the store's row too."""
+        return False
 
     def letters_written(
         self, records: list[Record], letters, limit: int, position: BatchPosition, max_future: int | None
@@ -390,13 +435,14 @@ class CachedStreamJob(StreamJob):
         held_plan = plan_slice([held], [delta], batch_id, cutoff).records
         if vouched_plan == held_plan:
             return None
-        return f"the file vouched for {key.decode()!r} as {_shown(found)}, the store holds {_shown(held)}"
+        return f"the file vouched for {self.shown_key(key)} as {_shown(found)}, the store holds {_shown(held)}"
 
-    def _checker(self, where: str, deltas: list, batch_id: int, cutoff: int | None):
+    def _checker(self, where: str, deltas: list, position: BatchPosition, cutoff: int | None):
         """The check of what a file vouches for (vouched_wrong), for each key it does not send
-        to be read."""
+        to be read, and of each key taken as new by a rule of the apply's own (known_new)."""
         cassandra: CachedCassandra = self.cassandra
         delta_of = {delta.key: delta for delta in deltas}
+        batch_id = position.batch_id
 
         def check(keys: list[bytes], found: list[bytes | None], to_read: list[int]) -> None:
             if cassandra.progress_row.epoch != self.epoch or not cassandra.table_present:
@@ -405,11 +451,12 @@ class CachedStreamJob(StreamJob):
                 return
             read = set(to_read)
             for i, key in enumerate(keys):
-                if i in read:
+                if i in read and not self.known_new(key, position):
                     continue
                 wrong = self.vouched_wrong(key, found[i], delta_of[key], batch_id, cutoff)
                 if wrong is not None:
-                    raise CacheVouchedWrong(f"{where}: {wrong}")
+                    unread = " (not read: after the stream time)" if i in read else ""
+                    raise CacheVouchedWrong(f"{where}: {wrong}{unread}")
 
         return check
 
@@ -438,15 +485,20 @@ class _CapturingTable:
 
 class OutsideForgiven:
     """A truth's mixin: its violations but for the counts of keys changed from outside the
-    stream (`outside`, the CachedCassandra: see the module doc), named `key 'k':` or `key 'k' (`."""
+    stream (`outside`, the CachedCassandra: see the module doc), named `key 'k':` or `key 'k' (`
+    (forgiven_lines)."""
 
     outside: CachedCassandra
 
     def violations(self, cassandra: FakeCassandra) -> Violations:
         found = super().violations(cassandra)
-        outside = tuple(f"key {key.decode()!r}{end}" for key in self.outside.changed_outside for end in (":", " ("))
+        outside = tuple(start for key in self.outside.changed_outside for start in self.forgiven_lines(key))
         counts = [line for line in found.counts if not line.startswith(outside)]
         return replace(found, counts=counts)
+
+    def forgiven_lines(self, key: bytes) -> tuple[str, ...]:
+        """How the truth's lines about the row of `key` (the table's) start."""
+        return tuple(f"key {key.decode()!r}{end}" for end in (":", " ("))
 
 
 class CacheTruth(OutsideForgiven, Truth):
@@ -529,8 +581,9 @@ class CacheProtocolMachine(BatchProtocolMachine):
         seconds (None: removes it)."""
         self._outside(word.encode(), finishes, ttl)
 
-    def _outside(self, key: bytes, finishes: bool, ttl: bool | int | None) -> None:
-        """outside_the_stream's event, `key` the one the expire job deletes."""
+    def _outside(self, key: bytes, finishes: bool, ttl: bool | int | None, shown: str | None = None) -> None:
+        """outside_the_stream's event, `key` the one the expire job deletes (`shown` so: its text
+        unless given)."""
         cassandra: CachedCassandra = self.world.cassandra
         self.outside_events += 1
         if ttl is not False:
@@ -540,7 +593,7 @@ class CacheProtocolMachine(BatchProtocolMachine):
         self.marked_at = max(self.marked_at + 1, self.world.now_us())
         cassandra.mark_outside_writes(True, self.marked_at)
         cassandra.delete_outside(key)
-        self.steps = [f"the expire job marked the store and deleted {key.decode()!r}"]
+        self.steps = [f"the expire job marked the store and deleted {shown or repr(key.decode())}"]
         if finishes:
             self.marked_at += 1
             cassandra.mark_outside_writes(False, self.marked_at)

@@ -30,6 +30,7 @@ from tests.simulation.machine import KNOWN_BUGS, machine_excluding
 from tests.simulation.session_aggregates import SessionAggregateProtocolMachine
 from tests.simulation.sessions import SessionProtocolMachine
 from tests.simulation.versioned import VersionedProtocolMachine
+from tests.simulation.window_aggregate_cache import WindowAggregateCacheProtocolMachine
 from tests.simulation.window_aggregates import WindowAggregateProtocolMachine
 from tests.simulation.windows import WindowProtocolMachine
 
@@ -40,7 +41,9 @@ from tests.simulation.windows import WindowProtocolMachine
 # aggregate store (window_aggregates.py: the aggregate kind's records per key and window), an
 # aggregate store with the apply cache (aggregate_cache.py: the cache kind's run, the aggregate
 # kind's records), a session aggregate store (session_aggregates.py: the session kind's run, the
-# aggregate kind's records folded into each key's sessions).
+# aggregate kind's records folded into each key's sessions), a window aggregate store with the
+# apply cache (window_aggregate_cache.py: the cache kind's run, the window aggregate kind's
+# windowings and records).
 MACHINES = {
     "kv": machine_excluding,
     "sessions": partial(machine_excluding, base=SessionProtocolMachine),
@@ -51,6 +54,7 @@ MACHINES = {
     "window-aggregates": partial(machine_excluding, base=WindowAggregateProtocolMachine),
     "aggregate-cache": partial(cache_machine_excluding, base=AggregateCacheProtocolMachine),
     "session-aggregates": partial(machine_excluding, base=SessionAggregateProtocolMachine),
+    "window-aggregate-cache": partial(cache_machine_excluding, base=WindowAggregateCacheProtocolMachine),
 }
 # The known bugs each run can leave out (--exclude names any of them: each run takes its own).
 KNOWN_TO = {
@@ -63,6 +67,7 @@ KNOWN_TO = {
     "window-aggregates": KNOWN_BUGS,
     "aggregate-cache": CACHE_KNOWN_BUGS,
     "session-aggregates": KNOWN_BUGS,
+    "window-aggregate-cache": CACHE_KNOWN_BUGS,
 }
 ALL_KNOWN_BUGS = {**KNOWN_BUGS, **CACHE_KNOWN_BUGS}
 # Known bugs since fixed: --exclude still takes their names, and leaves nothing out.
