@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statestore.core import config as cfg
@@ -21,6 +21,7 @@ from statestore.core.model import SessionEntry, StoreSpec
 from statestore.core.windows import SessionSpec
 from statestore.store.book import deadletters
 from statestore.stream import aggregates, apply_sessions, session_aggregates
+from statestore.stream.apply_cache import BucketCache
 from statestore.stream.apply_sessions import KeyTimes, apply_session_deltas
 from statestore.stream.json_input import JsonInput, parsed_records
 from statestore.stream.plan import Delta
@@ -250,3 +251,47 @@ def test_a_key_times_row_holds_each_distinct_time_once_with_its_records_merged(s
     key_times = session_aggregates.key_times_of(("k", 2 * len(times), times[-1], events), SPARK_SPEC)
     assert key_times.times == tuple(times) and key_times.delta.amount == 2 * len(times)
     assert {t: SPARK_SPEC.finish(p)["total"] for t, p in key_times.partials.items()} == {t: 3 * t for t in times}
+
+
+def _through_a_file(fake, path, batch_id, deltas, values, expected, fresh, stream_time):
+    """One task's cached apply of `deltas` with its bucket's file at `path`; the file's new token."""
+    file = BucketCache(str(path), expected, fresh)
+    try:
+        stats = apply_session_deltas(
+            fake, STORE, batch_id, deltas, 0, stream_time_ms=stream_time, cache=file, values=values
+        )
+        return stats, file.finish()
+    finally:
+        file.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.lists(EVENT, min_size=1, max_size=8), st.booleans()), min_size=1, max_size=5))
+def test_cached_batches_keep_each_sessions_measures_as_reading_batches_do(tmp_path_factory, run):
+    """With the apply cache (a bucket file; some batches after a restart, when the file is not
+    trusted), each session's measures equal those of an apply that reads every key, and the
+    brute-force truth; a file trusted from the start reads no key once its records hold them."""
+    cached, reading = FakeSessions(), FakeSessions()
+    values = session_aggregates.MeasureValues(PURE)
+    path, token, fresh = tmp_path_factory.mktemp("bucket") / "file", None, True
+    counted, stream_time, offset = [], None, 0
+    for batch_id, (events, restart) in enumerate(run, start=1):
+        base = 1_000 if stream_time is None else stream_time
+        for e in events:
+            e["t"], e["offset"], offset = base + e["t"] - 100, offset, offset + 1
+        on_time = [e for e in events if stream_time is None or e["t"] + SESSIONS.grace_ms >= stream_time]
+        if not on_time:
+            continue
+        deltas = [
+            _key_times(PURE, k, [e for e in on_time if e["key"] == k]) for k in sorted({e["key"] for e in on_time})
+        ]
+        if restart and batch_id > 1:
+            token, fresh = "a restart: another token", False
+        _, token = _through_a_file(cached, path, batch_id, deltas, values, token, fresh, stream_time)
+        fresh = False
+        apply_session_deltas(reading, STORE, batch_id, deltas, 0, stream_time_ms=stream_time, values=values)
+        counted += on_time
+        stream_time = max([e["t"] for e in on_time] + ([] if stream_time is None else [stream_time]))
+        assert cached.rows == reading.rows
+    truth = {where: PURE.finish(_accumulators(PURE, mine)) for where, mine in _sessionized(counted, GAP).items()}
+    assert {where: PURE.finish(PURE.unpack(e.value)) for where, e in cached.rows.items()} == truth
