@@ -26,7 +26,7 @@ from statestore.core.aggregation import AggregateSpec
 from statestore.core.aggregation.kinds import ANY_VALUE, INTEGER, NUMBER
 from statestore.core.model import MAX_KEY_BYTES
 from statestore.store.book import deadletters
-from statestore.stream.transforms import FUTURE_LIMIT
+from statestore.stream.transforms import FUTURE_LIMIT, after_future_limit
 
 # How strict a field's type check is: a field read by several measures is checked by the
 # strictest (an integer is a number, a number is a value).
@@ -259,19 +259,8 @@ def _countable(spec: JsonInput, got: dict[str, _Field], future: bool):
         else:
             ok = ok & ~_missing(v)
     if future:
-        ok = ok & ~_after_limit(time_ms)
+        ok = ok & ~after_future_limit(time_ms)
     return F.coalesce(ok, F.lit(False))
-
-
-def _after_limit(time_ms):
-    """Whether `time_ms` is after the batch's future limit, compared as DECIMAL(19, 0) (which
-    holds every long, exactly). The limit, a constant of the batch, is then no long in Spark's
-    generated code (a long constant is written into the code, so each batch's code would be new
-    and compiled again, for most of a second of the JVM's time) but an object the code refers
-    to: the code is the same for every batch, compiled once. (The detail shows the limit as
-    text, for the same reason.) Not DECIMAL(20, 0), Spark's own type for a long: a comparison
-    of a long cast to that is unwrapped back into a comparison of longs."""
-    return time_ms.cast("decimal(19,0)") > F.col(FUTURE_LIMIT).cast("decimal(19,0)")
 
 
 def _checks(spec: JsonInput, got: dict[str, _Field], future: bool) -> list[tuple]:
@@ -325,7 +314,7 @@ def _checks(spec: JsonInput, got: dict[str, _Field], future: bool) -> list[tuple
     if future:
         checks.append(
             (
-                _after_limit(F.col("_time")),
+                after_future_limit(F.col("_time")),
                 deadletters.FUTURE,
                 F.format_string(
                     "its time is after %s ms, its batch's clock plus the tolerance (--max-future): nothing of it was "

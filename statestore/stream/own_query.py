@@ -44,7 +44,7 @@ from statestore.core.model import MAX_KEY_BYTES
 from statestore.store.book import deadletters, registry
 from statestore.stream.job import JobConfig, RunningStream, _store_error_message, start_query
 from statestore.stream.json_input import DETAIL, KEY, REASON, TIME_MS, value_columns
-from statestore.stream.transforms import FUTURE_LIMIT
+from statestore.stream.transforms import FUTURE_LIMIT, after_future_limit
 from statestore.stream.writer import SHIPPED, BatchSeams
 
 _log = logging.getLogger("statestore.stream.own_query")
@@ -154,12 +154,12 @@ def _checks(records: ColumnRecords, columns: list[str]) -> list[tuple]:
     if FUTURE_LIMIT in columns:
         checks.append(
             (
-                F.col(_TIME) > F.col(FUTURE_LIMIT),
+                after_future_limit(F.col(_TIME)),
                 deadletters.FUTURE,
                 F.format_string(
-                    "its time is after %d ms, its batch's clock plus the tolerance (max_future_ms): nothing of it was "
+                    "its time is after %s ms, its batch's clock plus the tolerance (max_future_ms): nothing of it was "
                     "counted and it moved no stream time",
-                    F.col(FUTURE_LIMIT),
+                    F.col(FUTURE_LIMIT).cast("string"),
                 ),
             )
         )

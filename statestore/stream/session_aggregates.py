@@ -33,6 +33,7 @@ from statestore.stream.apply_cache import CachePlan, bucket_expression
 from statestore.stream.apply_sessions import Fold, KeyTimes, session_applier
 from statestore.stream.json_input import KEY, REASON, TIME_MS, JsonInput, measure_columns
 from statestore.stream.plan import Delta
+from statestore.stream.windowed import session_on_time
 
 RECORDS, EVENTS, BUCKET = "records", "events", "bucket"
 
@@ -61,11 +62,7 @@ class MeasureValues:
 def _on_time(sessions: SessionSpec, stream_time_ms: int | Column | None) -> Column:
     """A record's event time holds a session: on or after 1970, and no more than the grace
     older than the stream time (None, or a null column: every time is on time)."""
-    after_1970 = F.col(TIME_MS) >= 0
-    if stream_time_ms is None:
-        return after_1970
-    now = stream_time_ms.cast("bigint") if isinstance(stream_time_ms, Column) else F.lit(stream_time_ms).cast("bigint")
-    return after_1970 & (now.isNull() | (F.col(TIME_MS) + F.lit(sessions.grace_ms).cast("bigint") >= now))
+    return (F.col(TIME_MS) >= 0) & session_on_time(F.col(TIME_MS), sessions, stream_time_ms)
 
 
 def session_partials(

@@ -33,16 +33,30 @@ def is_future_time(time_ms: int | None, limit_ms: int | None) -> bool:
 def with_future_limit(batch_df, write_ts: int, max_future_ms: int):
     """`batch_df` with the latest event time its batch counts (future_limit_ms). A record
     further ahead (a producer whose clock is wrong) would otherwise move the store's stream
-    time for good."""
-    return batch_df.withColumn(FUTURE_LIMIT, F.lit(future_limit_ms(write_ts, max_future_ms)).cast("bigint"))
+    time for good. A DECIMAL(19, 0), as after_future_limit compares it: a long constant would
+    be written into Spark's generated code wherever the column is carried (a projection under
+    the word count's explode), so each batch would compile its code again."""
+    return batch_df.withColumn(FUTURE_LIMIT, F.lit(future_limit_ms(write_ts, max_future_ms)).cast("decimal(19,0)"))
+
+
+def after_future_limit(time_ms):
+    """Whether `time_ms` (a bigint column) is after the batch's FUTURE_LIMIT: is_future_time's
+    rule in Spark, compared as DECIMAL(19, 0) (which holds every long, exactly). The limit, a
+    constant of the batch, is then no long in Spark's generated code (a long constant is written
+    into the code, so each batch's code would be new and compiled again, for most of a second
+    of the JVM's time, and run cold until the JIT compiled it again) but an object the code
+    refers to: the code is the same for every batch, compiled once. Not DECIMAL(20, 0), Spark's
+    own type for a long: a comparison of a long cast to that is unwrapped back into longs. A
+    detail that shows the limit takes it as text, for the same reason."""
+    return time_ms.cast("decimal(19,0)") > F.col(FUTURE_LIMIT).cast("decimal(19,0)")
 
 
 def is_future(batch_df):
     """True for a record of `batch_df` whose time is after its FUTURE_LIMIT (never null):
-    is_future_time's rule as a Spark expression."""
+    is_future_time's rule as a Spark expression (after_future_limit)."""
     if FUTURE_LIMIT not in batch_df.columns:
         return F.lit(False)
-    return F.coalesce(F.unix_millis("timestamp") > F.col(FUTURE_LIMIT), F.lit(False))
+    return F.coalesce(after_future_limit(F.unix_millis("timestamp")), F.lit(False))
 
 
 def is_countable(batch_df):
@@ -65,7 +79,7 @@ def dead_letter_rows(batch_df):
         .when(is_future(batch_df), F.lit(deadletters.FUTURE))
         .alias("reason"),
         value.alias("raw"),
-        (F.col(FUTURE_LIMIT) if FUTURE_LIMIT in batch_df.columns else F.lit(None).cast("bigint")).alias("limit"),
+        (F.col(FUTURE_LIMIT) if FUTURE_LIMIT in batch_df.columns else F.lit(None)).cast("string").alias("limit"),
     ).filter(F.col("reason").isNotNull())
     unreadable = unreadable.select(
         "topic",
@@ -77,7 +91,7 @@ def dead_letter_rows(batch_df):
         .when(
             F.col("reason") == deadletters.FUTURE,
             F.format_string(
-                "its time is after %d ms, its batch's clock plus the tolerance (--max-future): nothing of it was "
+                "its time is after %s ms, its batch's clock plus the tolerance (--max-future): nothing of it was "
                 "counted and it moved no stream time",
                 F.col("limit"),
             ),

@@ -61,6 +61,18 @@ def _stream_time(stream_time: int | Column) -> Column:
     return stream_time.cast("bigint") if isinstance(stream_time, Column) else _long(stream_time)
 
 
+def session_on_time(time_ms: Column, sessions: SessionSpec, stream_time: int | Column | None) -> Column:
+    """Whether a record at `time_ms` is no more than the grace older than the stream time
+    (SessionSpec.late's rule; None, or a null column: every record is on time). Compared as
+    DECIMAL(19, 0), as transforms.after_future_limit compares the future limit: the stream time,
+    a constant of the batch, is then no long written into Spark's generated code, which would
+    be compiled again every batch."""
+    if stream_time is None:
+        return F.lit(True)
+    now = _stream_time(stream_time).cast("decimal(19,0)")
+    return now.isNull() | ((time_ms + _long(sessions.grace_ms)).cast("decimal(19,0)") >= now)
+
+
 def _windowed_records(batch_df, windowing: WindowSpec | SessionSpec, stream_time: int | Column | None):
     """Per record: its words (null when unreadable or too far ahead: transforms.is_countable),
     time, every window and the open ones (sessions: one pseudo-window, open unless the record
@@ -68,8 +80,7 @@ def _windowed_records(batch_df, windowing: WindowSpec | SessionSpec, stream_time
     time_ms = F.unix_millis("timestamp")
     if isinstance(windowing, SessionSpec):
         starts = F.array(time_ms)
-        now = None if stream_time is None else _stream_time(stream_time)
-        on_time = F.lit(True) if now is None else now.isNull() | (time_ms + _long(windowing.grace_ms) >= now)
+        on_time = session_on_time(time_ms, windowing, stream_time)
         opened = F.when(on_time, starts).otherwise(F.array().cast("array<bigint>"))
     else:
         starts = window_starts(time_ms, windowing)
