@@ -98,7 +98,7 @@ class ResetTicket:
 LWT_APPLIED, LWT_LOST, LWT_LATE = "applied", "not applied", "accepted, committed by the next Paxos round"
 
 
-def _newer_cell(held, written):
+def newer_cell(held, written):
     """The cell Cassandra keeps of two written with the same timestamp: a tombstone (None), else
     the larger value."""
     if held is None or written is None:
@@ -249,7 +249,7 @@ class FakeCassandra:
     def write_entry(self, entry: Entry, write_ts: int, generation: int | None = None) -> None:
         """One key's write, `USING TIMESTAMP write_ts`, to the table of `generation` (None: the
         current one): lost if the row holds a later write or a reset's delete shadows it; at the
-        same timestamp, merged cell by cell (_newer_cell). InvalidRequest when the table is gone."""
+        same timestamp, merged cell by cell (newer_cell). InvalidRequest when the table is gone."""
         if generation in self.kept:  # a table a relayout left behind, still there: the write lands in it
             if write_ts >= getattr(self.kept[generation].get(entry.key), "write_ts", write_ts):
                 self.kept[generation][entry.key] = StoredRow(entry, write_ts)
@@ -260,7 +260,7 @@ class FakeCassandra:
             return
         held = self.rows.get(entry.key)
         if held is not None and held.write_ts == write_ts:
-            merged = [_newer_cell(a, b) for a, b in zip(held.entry[1:], entry[1:], strict=True)]
+            merged = [newer_cell(a, b) for a, b in zip(held.entry[1:], entry[1:], strict=True)]
             entry = Entry(entry.key, *merged)
         if held is None or held.write_ts <= write_ts:
             self.rows[entry.key] = StoredRow(entry, write_ts)

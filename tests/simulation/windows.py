@@ -45,7 +45,7 @@ from statestore.stream.plan import Delta
 from statestore.stream.tokenize import tokenize
 from statestore.stream.transforms import future_limit_ms
 from tests.simulation.driver import Step, StreamJob, dead_letter_reason
-from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra
+from tests.simulation.fake_cassandra import DeadLetterKey, FakeCassandra, newer_cell
 from tests.simulation.fake_kafka import Record
 from tests.simulation.machine import MAX_PARTITIONS, STEP_INDEX, WORDS, BatchProtocolMachine
 from tests.simulation.truth import Truth, Violations, uncountable_reason
@@ -88,8 +88,10 @@ class StoredWindow:
 
 class WindowTable:
     """The window store's table as the apply sees it (apply_windows.WindowRows): rows keyed by
-    (key, window start), each written `USING TIMESTAMP` of its batch (a later write wins, last
-    write wins at a tie); a read sees what has landed."""
+    (key, window start), each written `USING TIMESTAMP` of its batch (a later write wins; two
+    writes at one timestamp reconcile cell by cell as Cassandra's do, fake_cassandra.newer_cell:
+    an attempt that writes a window again at its batch's timestamp with another value is seen);
+    a read sees what has landed."""
 
     def __init__(self, spec: StoreSpec) -> None:
         self.spec = spec
@@ -101,6 +103,9 @@ class WindowTable:
     def land(self, entry: WindowedEntry, write_ts: int) -> None:
         window = (entry.key, entry.start_ms)
         held = self.rows.get(window)
+        if held is not None and held.write_ts == write_ts:
+            cells = (newer_cell(a, b) for a, b in zip(held.entry[2:], entry[2:], strict=True))
+            entry = WindowedEntry(entry.key, entry.start_ms, *cells)
         if held is None or held.write_ts <= write_ts:
             self.rows[window] = StoredWindow(entry, write_ts)
 
