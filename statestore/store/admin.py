@@ -596,12 +596,13 @@ def _by_count(pair: tuple[Any, int]) -> tuple[int, Any]:
 
 
 def latest_sessions(session, keyspace: str, name: str, limit: int = 10) -> list:
-    """The `limit` sessions of session store `name` that ended last (ties: more events first).
-    Reads the whole store once, keeping only a bounded heap."""
+    """The `limit` sessions of session store `name` that ended last (ties: more events first; an
+    aggregate store's sessions, whose values are their measures, tie by nothing more). Reads the
+    whole store once, keeping only a bounded heap."""
     if limit < 1:
         raise OptionError(f"limit must be at least 1, got {limit}")
     sessions = open_session_store(session, keyspace, name).all()
-    return heapq.nlargest(limit, sessions, key=lambda s: (s.end_ms, s.value))
+    return heapq.nlargest(limit, sessions, key=lambda s: (s.end_ms, s.value if isinstance(s.value, int) else 0))
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -156,3 +156,26 @@ def test_the_latest_sessions_are_those_that_ended_last_ties_by_key_then_start():
     found = [SessionValue("b", 5, 50, {}), SessionValue("a", 40, 50, {}), SessionValue("a", 0, 90, {})]
     found.append(SessionValue("a", 0, 10, {}))
     assert [(s.key, s.start_ms) for s in aggregates.latest_sessions(iter(found), 3)] == [("a", 0), ("a", 40), ("b", 5)]
+
+
+def test_the_librarys_latest_sessions_of_an_aggregate_store_tie_without_comparing_measures(monkeypatch):
+    """admin.latest_sessions ranked ties by value: two sessions of an aggregate store ending
+    together compared their measures' dicts (TypeError)."""
+    from statestore.store import admin
+    from statestore.store.session import SessionValue
+
+    found = [
+        SessionValue("a", 0, 50, {"n": 2}),
+        SessionValue("b", 10, 50, {"n": 3}),
+        SessionValue("c", 0, 10, {"n": 1}),
+    ]
+
+    class Opened:
+        def all(self):
+            return iter(found)
+
+    monkeypatch.setattr(admin, "open_session_store", lambda session, keyspace, name: Opened())
+    assert {s.key for s in admin.latest_sessions(None, "ks", "visits", 2)} == {"a", "b"}
+    counts = [SessionValue("a", 0, 50, 2), SessionValue("b", 10, 50, 3)]
+    monkeypatch.setattr(Opened, "all", lambda self: iter(counts))
+    assert [s.key for s in admin.latest_sessions(None, "ks", "words", 2)] == ["b", "a"]  # more events first
