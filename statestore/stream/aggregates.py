@@ -34,12 +34,12 @@ from statestore.core.windows import WindowSpec
 from statestore.store.book import deadletters
 from statestore.store.tables import table_for, window_table_for
 from statestore.stream.apply import (
-    SLICE,
     ApplyStats,
     Timer,
     cached_task,
     collector_paused,
     run_applier,
+    sliced,
     timed,
     write_all,
 )
@@ -172,20 +172,14 @@ def slices_of(
     rows: Iterable[tuple], aggregate: AggregateSpec, windowed: bool = False, bucketed: bool = False
 ) -> Iterator[list[AggregateDelta]]:
     """A task's partials rows (`windowed`: window_partials' rows; `bucketed`: with their
-    bucket last) as slices of at most SLICE deltas (at least one, maybe empty)."""
-    deltas: list[AggregateDelta] = []
+    bucket last) as slices of deltas (apply.sliced)."""
     of = {
         (False, False): delta_of,
         (False, True): bucketed_delta_of,
         (True, False): window_delta_of,
         (True, True): bucketed_window_delta_of,
     }[(windowed, bucketed)]
-    for row in rows:
-        deltas.append(of(row, aggregate))
-        if len(deltas) >= SLICE:
-            yield deltas
-            deltas = []
-    yield deltas
+    return sliced(of(row, aggregate) for row in rows)
 
 
 def apply_aggregates(

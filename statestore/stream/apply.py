@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from itertools import pairwise
+from typing import TypeVar
 
 from statestore.conn.cassandra import session_for
 from statestore.conn.retry import with_retries
@@ -213,18 +214,24 @@ def write_all(batch_id: int, write: Callable[[list], None], rows: list, timer: T
 
 # Deltas are applied in slices so a task's memory stays bounded whatever its input size.
 SLICE = 20_000
+T = TypeVar("T")
+
+
+def sliced(items: Iterable[T]) -> Iterator[list[T]]:
+    """`items` as slices of at most SLICE, then the rest: at least one slice, maybe empty, so
+    every task reports its stats (each store kind's rows go through it)."""
+    part: list[T] = []
+    for item in items:
+        part.append(item)
+        if len(part) >= SLICE:
+            yield part
+            part = []
+    yield part
 
 
 def deltas_of(rows: Iterable) -> Iterator[list[Delta]]:
-    """A task's rows of (word, delta, last_ms) as slices of at most SLICE Deltas (at least one
-    slice, maybe empty, so every task reports its stats)."""
-    deltas: list[Delta] = []
-    for row in rows:
-        deltas.append(Delta(row[0].encode("utf-8"), int(row[1]), row[2], row[3] if len(row) > 3 else None))
-        if len(deltas) >= SLICE:
-            yield deltas
-            deltas = []
-    yield deltas
+    """A task's rows of (word, delta, last_ms[, bucket]) as slices of Deltas (sliced)."""
+    return sliced(Delta(row[0].encode("utf-8"), int(row[1]), row[2], row[3] if len(row) > 3 else None) for row in rows)
 
 
 def partition_applier(

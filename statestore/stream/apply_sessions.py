@@ -56,7 +56,7 @@ from statestore.core.model import SessionEntry, StoreSpec
 from statestore.core.windows import Session, SessionSpec, merge_into_sessions
 from statestore.store.tables import session_table_for
 from statestore.store.tables.partitioned_session import PartitionedSessionTable, SessionChange
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, cached_task, timed, write_all
+from statestore.stream.apply import ApplyStats, Delta, Timer, cached_task, sliced, timed, write_all
 from statestore.stream.apply_cache import BucketCache, CachePlan, expiring_keys, remember_unless_expiring
 from statestore.stream.session_cache import EVERYTHING_FROM, after_change, decode_record, vouching_for_nothing
 
@@ -406,16 +406,11 @@ def apply_session_deltas(
 
 
 def session_deltas_of(rows: Iterable) -> Iterator[list[KeyTimes]]:
-    """A task's rows of (word, delta, last_ms, times[, bucket]) as slices of at most SLICE keys
-    (at least one slice, maybe empty, so every task reports its stats)."""
-    deltas: list[KeyTimes] = []
-    for row in rows:
-        bucket = row[4] if len(row) > 4 else None
-        deltas.append(KeyTimes(Delta(row[0].encode("utf-8"), int(row[1]), row[2], bucket), tuple(row[3])))
-        if len(deltas) >= SLICE:
-            yield deltas
-            deltas = []
-    yield deltas
+    """A task's rows of (word, delta, last_ms, times[, bucket]) as slices of KeyTimes (apply.sliced)."""
+    return sliced(
+        KeyTimes(Delta(row[0].encode("utf-8"), int(row[1]), row[2], row[4] if len(row) > 4 else None), tuple(row[3]))
+        for row in rows
+    )
 
 
 def session_applier(

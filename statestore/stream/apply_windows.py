@@ -34,7 +34,7 @@ from typing import Protocol
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreSpec, WindowedEntry
 from statestore.store.tables import window_table_for
-from statestore.stream.apply import SLICE, ApplyStats, Delta, Timer, slices_applier, timed, write_all
+from statestore.stream.apply import ApplyStats, Delta, Timer, sliced, slices_applier, timed, write_all
 from statestore.stream.apply_cache import BucketCache, CachePlan, expiring_keys, remember_unless_expiring
 from statestore.stream.plan import SlicePlan, plan_slice, stored_record
 
@@ -146,18 +146,13 @@ def apply_window_deltas(
 
 
 def window_deltas_of(rows: Iterable) -> Iterator[list[Delta]]:
-    """A task's rows of (word, delta, last_ms, window_start[, bucket]) as slices of at most
-    SLICE deltas keyed by window_cache_key (at least one slice, maybe empty, so every task
-    reports its stats)."""
-    deltas: list[Delta] = []
+    """A task's rows of (word, delta, last_ms, window_start[, bucket]) as slices of deltas keyed
+    by window_cache_key (apply.sliced)."""
     pack = _START.pack
-    for row in rows:
-        key = pack(int(row[3])) + row[0].encode("utf-8")
-        deltas.append(Delta(key, int(row[1]), row[2], row[4] if len(row) > 4 else None))
-        if len(deltas) >= SLICE:
-            yield deltas
-            deltas = []
-    yield deltas
+    return sliced(
+        Delta(pack(int(row[3])) + row[0].encode("utf-8"), int(row[1]), row[2], row[4] if len(row) > 4 else None)
+        for row in rows
+    )
 
 
 def window_applier(

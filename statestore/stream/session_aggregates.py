@@ -28,7 +28,7 @@ from statestore.core.durations import format_duration
 from statestore.core.model import SessionEntry, StoreSpec
 from statestore.core.windows import SessionSpec
 from statestore.store.book import deadletters
-from statestore.stream.apply import SLICE, Timer
+from statestore.stream.apply import Timer, sliced
 from statestore.stream.apply_cache import CachePlan, bucket_expression
 from statestore.stream.apply_sessions import Fold, KeyTimes, session_applier
 from statestore.stream.json_input import KEY, REASON, TIME_MS, JsonInput, measure_columns
@@ -127,14 +127,8 @@ def key_times_of(row: tuple, aggregate: AggregateSpec) -> KeyTimes:
 
 
 def key_times_slices(rows: Iterable[tuple], aggregate: AggregateSpec) -> Iterator[list[KeyTimes]]:
-    """A task's session_partials rows as slices of at most SLICE keys (at least one, maybe empty)."""
-    slice_: list[KeyTimes] = []
-    for row in rows:
-        slice_.append(key_times_of(row, aggregate))
-        if len(slice_) >= SLICE:
-            yield slice_
-            slice_ = []
-    yield slice_
+    """A task's session_partials rows as slices of KeyTimes (apply.sliced)."""
+    return sliced(key_times_of(row, aggregate) for row in rows)
 
 
 def session_aggregate_applier(

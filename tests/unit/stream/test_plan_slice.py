@@ -90,3 +90,14 @@ def test_stored_values_of_wrong_lengths_are_refused_even_when_their_lengths_add_
     current = {b"a": Entry(b"a", b"", 3, None), b"b": Entry(b"b", b"\x01" * 16, 3, None)}
     with pytest.raises(CodecError, match="a long value is 8 bytes, got 0"):
         plan_writes(current, [Delta(b"a", 1, None), Delta(b"b", 1, None)], BATCH)
+
+
+def test_a_tasks_rows_are_cut_into_bounded_slices_and_an_empty_task_still_has_one():
+    """apply.sliced, through which every store kind's rows go: at most SLICE a slice, in order,
+    and always a last slice (maybe empty), so a task with no rows still reports its stats."""
+    from statestore.stream.apply import SLICE, sliced
+
+    assert list(sliced(iter(()))) == [[]]
+    parts = list(sliced(range(2 * SLICE + 1)))
+    assert [len(p) for p in parts] == [SLICE, SLICE, 1] and [x for p in parts for x in p] == list(range(2 * SLICE + 1))
+    assert [len(p) for p in sliced(range(SLICE))] == [SLICE, 0]
