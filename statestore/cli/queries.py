@@ -314,25 +314,35 @@ def cmd_top(args) -> int:
     return 0
 
 
+def _ranked_measure(store, args, listing: str) -> str | None:
+    """What `top` ranks a window or session store by: an aggregate store's measure (--by, or its
+    first count), or None for a store of numbers; refused for --by on a count store and for a
+    store of other values (`listing`: the command that lists them)."""
+    spec = aggregates.spec_of(store.value_codec)
+    if spec is not None:
+        return aggregates.rank_measure(spec, args.by, store.name).name
+    if args.by is not None:
+        raise aggregates.refuse_by(store.name, store.value_codec.name)
+    if store.value_codec.name not in ("long", "int"):
+        raise UnsupportedOperationError(
+            f"top entries rank numeric values; store '{store.name}' holds {store.value_codec.name} values: "
+            f"list them with `statestore {listing} {store.name}` instead"
+        )
+    return None
+
+
 def _top_windows(store, args) -> int:
     """`top` on a window store: its --windows newest windows (none after its stream time), newest
     first, each with its --limit highest values (an aggregate store's: by a measure), as the
     store page shows them."""
-    spec = aggregates.spec_of(store.value_codec)
+    measure = _ranked_measure(store, args, "windows")
     latest = [(start, [(w.key, w.value) for w in found]) for start, found in store.latest(args.windows)]
-    if spec is None:
-        if args.by is not None:
-            raise aggregates.refuse_by(store.name, store.value_codec.name)
-        if store.value_codec.name not in ("long", "int"):
-            raise UnsupportedOperationError(
-                f"top entries rank numeric values; store '{store.name}' holds {store.value_codec.name} values: "
-                f"list them with `statestore windows {store.name}` instead"
-            )
+    if measure is None:
         ranked = [
             (start, heapq.nsmallest(args.limit, pairs, key=lambda kv: (-kv[1], kv[0]))) for start, pairs in latest
         ]
     else:
-        ranked = aggregates.top_windows(latest, aggregates.rank_measure(spec, args.by, store.name).name, args.limit)
+        ranked = aggregates.top_windows(latest, measure, args.limit)
     size = store.windowing.size_ms
     _print_windows(store, ((k, start, start + size, v) for start, top in ranked for k, v in top), args.format)
     return 0
@@ -342,18 +352,7 @@ def _top_sessions(store, args) -> int:
     """`top` on a session store: its --limit sessions (retention applied) of the highest value (an
     aggregate store's: of a measure), ties by key then start, each with its bounds. Reads the whole
     store once, keeping a bounded heap."""
-    spec = aggregates.spec_of(store.value_codec)
-    if spec is None:
-        if args.by is not None:
-            raise aggregates.refuse_by(store.name, store.value_codec.name)
-        if store.value_codec.name not in ("long", "int"):
-            raise UnsupportedOperationError(
-                f"top entries rank numeric values; store '{store.name}' holds {store.value_codec.name} values: "
-                f"list them with `statestore sessions {store.name}` instead"
-            )
-        measure = None
-    else:
-        measure = aggregates.rank_measure(spec, args.by, store.name).name
+    measure = _ranked_measure(store, args, "sessions")
     found = ((s.key, s.start_ms, s.end_ms, s.value) for s in store.all())
     _print_sessions(store, aggregates.top_sessions(found, measure, args.limit), args.format)
     return 0
