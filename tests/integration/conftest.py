@@ -214,6 +214,27 @@ def spark_submit_job(*job_args: str, **popen_kwargs):
     return subprocess.Popen(argv, env=env, **popen_kwargs)
 
 
+def shop_events_frame(spark, kafka_config, topic: str, per_trigger: int):
+    """A user's own streaming DataFrame as the aggregate tests' own-query cases write it: Spark's
+    Kafka source over `topic` from the earliest offset, `per_trigger` records a batch, each
+    record's JSON (shop, user, amount, ts) parsed into columns beside the Kafka ones."""
+    from pyspark.sql import functions as F
+
+    source = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+    )
+    schema = "shop string, user string, amount bigint, ts bigint"
+    parsed = source.select(
+        "topic", "partition", "offset", "value", F.from_json(F.col("value").cast("string"), schema).alias("e")
+    )
+    return parsed.select("topic", "partition", "offset", "value", "e.*")
+
+
 def spark_submit_killed_mid_batch(session, keyspace: str, store: str, *job_args: str) -> None:
     """The job spark-submitted with `job_args` and killed half-way through batch 1's writes (the
     crash switch, kill-mid-write:1): asserts it failed leaving batch 0 recorded and batch 1 begun."""

@@ -23,6 +23,7 @@ from tests.integration.conftest import (
     produce_lines,
     run_batches,
     run_stream,
+    shop_events_frame,
     spark_submit_killed_mid_batch,
     wait_for_lease_to_lapse,
 )
@@ -167,27 +168,13 @@ def test_a_crash_half_way_through_a_session_batchs_writes_then_a_restart_stays_e
 def test_your_own_query_keeps_its_measures_per_session_too(
     spark, session, keyspace, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path
 ):
-    from pyspark.sql import functions as F
-
     from statestore.stream.own_query import start_aggregation
 
     sessions = SessionSpec(GAP_MS, GRACE_MS)
     events = _events(600, seed=52, step_ms=500, old_every=60, old_ms=600_000)
     produce_lines(kafka_config, ordered_topic, [json.dumps(e) for e in events])
-    source = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
-        .option("subscribe", ordered_topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "200")
-        .load()
-    )
-    schema = "shop string, user string, amount bigint, ts bigint"
-    frame = source.select(
-        "topic", "partition", "offset", "value", F.from_json(F.col("value").cast("string"), schema).alias("e")
-    )
     running = start_aggregation(
-        frame.select("topic", "partition", "offset", "value", "e.*"),
+        shop_events_frame(spark, kafka_config, ordered_topic, per_trigger=200),
         store=store_name,
         measures=MEASURES,
         key="shop",

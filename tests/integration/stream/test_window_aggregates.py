@@ -26,6 +26,7 @@ from tests.integration.conftest import (
     produce_lines,
     run_batches,
     run_stream,
+    shop_events_frame,
     spark_submit_killed_mid_batch,
     wait_for_lease_to_lapse,
 )
@@ -213,28 +214,14 @@ def test_a_crash_half_way_through_a_window_batchs_writes_then_a_restart_stays_ex
 def test_your_own_query_keeps_its_measures_per_window_too(
     spark, session, keyspace, cassandra_config, kafka_config, ordered_topic, store_name, tmp_path
 ):
-    from pyspark.sql import functions as F
-
     from statestore.stream.own_query import start_aggregation
 
     windowing = WindowSpec(60_000, 20_000)
     base = _base()
     events = _events(600, seed=49, base=base, step_ms=500, old_every=50, old_ms=45_000)
     produce_lines(kafka_config, ordered_topic, [json.dumps(e) for e in events])
-    source = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
-        .option("subscribe", ordered_topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "200")
-        .load()
-    )
-    schema = "shop string, user string, amount bigint, ts bigint"
-    frame = source.select(
-        "topic", "partition", "offset", "value", F.from_json(F.col("value").cast("string"), schema).alias("e")
-    )
     running = start_aggregation(
-        frame.select("topic", "partition", "offset", "value", "e.*"),
+        shop_events_frame(spark, kafka_config, ordered_topic, per_trigger=200),
         store=store_name,
         measures=MEASURES,
         key="shop",
