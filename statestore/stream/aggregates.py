@@ -213,8 +213,7 @@ def apply_aggregates(
         current = timed(timer, "read", lambda: table.read_entries(session, keys, concurrency))
         read = len(keys)
     else:
-        records, to_read = timed(timer, "cache", lambda: cache.lookup(keys))
-        current = {keys[i]: entry_of(keys[i], record) for i, record in enumerate(records) if record is not None}
+        current, to_read = _vouched(cache, keys, timer)
         read = len(to_read)
         if to_read:
             found = timed(timer, "read", lambda: table.read_entries(session, [keys[i] for i in to_read], concurrency))
@@ -267,8 +266,7 @@ def apply_window_aggregates(
     if cache is None:
         unknown: Iterable[int] = range(len(keys))
     else:
-        records, unknown = timed(timer, "cache", lambda: cache.lookup(keys))
-        current = {keys[i]: entry_of(keys[i], record) for i, record in enumerate(records) if record is not None}
+        current, unknown = _vouched(cache, keys, timer)
     windows = [window_of(keys[i]) for i in unknown]
     to_read = [w for w in windows if stream_time_ms is None or w[1] <= stream_time_ms]
     expiring: Collection[bytes] = ()
@@ -285,6 +283,13 @@ def apply_window_aggregates(
     if cache is not None:
         _remember(cache, current, writes, expiring, timer)
     return _stats(deltas, len(writes), skipped, len(to_read))
+
+
+def _vouched(cache: BucketCache, keys: list[bytes], timer) -> tuple[dict[bytes, Entry], list[int]]:
+    """The entries `cache` vouches for among `keys` (its records, whole), and the positions of
+    the keys it cannot vouch for, to be read."""
+    records, unknown = timed(timer, "cache", lambda: cache.lookup(keys))
+    return {keys[i]: entry_of(keys[i], record) for i, record in enumerate(records) if record is not None}, unknown
 
 
 def _remember(
