@@ -153,6 +153,19 @@ class WindowedEntry(NamedTuple):
     time_ms: int | None = None
 
 
+class PaneEntry(NamedTuple):
+    """A paned window store's row (statestore.core.windows, WindowSpec's panes): what `key`'s
+    records of the pane starting at `pane_ms` counted in its windows starting at `from_ms` or
+    later, the batch that last wrote it and its latest event time."""
+
+    key: bytes
+    pane_ms: int
+    from_ms: int
+    value: bytes
+    batch_id: int | None = None
+    time_ms: int | None = None
+
+
 @dataclass(frozen=True)
 class SessionEntry:
     """A session store's entry: a key's value over the session [start_ms, end_ms] (both

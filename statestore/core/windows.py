@@ -13,7 +13,9 @@ after it can no longer change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from math import gcd
 
 from statestore.core.durations import format_duration
 from statestore.core.errors import OptionError
@@ -77,6 +79,12 @@ class WindowSpec(_Segmented):
     # store is registered: half the retention, at least a minute (Kafka Streams' rule), so
     # about three segments hold the retained windows and dropping the oldest frees a third.
     segment_ms: int | None = None
+    # Hopping windows kept as panes (statestore.store.tables.paned_window): a row per key and
+    # pane of gcd(size, hop) ms, a window read as the merge of its panes, so a record is written
+    # once, not size/hop times. None: panes for hopping windows (a new store); the registry reads
+    # False for a store registered before panes existed. Always False for tumbling windows. Not
+    # compared: a stream reopening a store takes the store's choice (`layout` holds it).
+    panes: bool | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.size_ms <= 0:
@@ -93,8 +101,9 @@ class WindowSpec(_Segmented):
         self._settle_retention(
             self.size_ms + self.grace_ms, "window", "a window would be dropped while it can still change"
         )
+        object.__setattr__(self, "panes", not self.tumbling and self.panes is not False)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | bool]:
         """The settings as recorded in the store registry (statestore.store.book.registry)."""
         return {
             "size_ms": self.size_ms,
@@ -102,6 +111,7 @@ class WindowSpec(_Segmented):
             "grace_ms": self.grace_ms,
             "retention_ms": self.retention_ms,
             "segment_ms": self.segment_ms,
+            "panes": self.panes,
         }
 
     def summary(self) -> str:
@@ -113,9 +123,10 @@ class WindowSpec(_Segmented):
         )
 
     @property
-    def layout(self) -> tuple[int, int, int]:
-        """What fixes where a window's row lives and which rows exist: size, hop and segment."""
-        return (self.size_ms, self.hop_ms, self.segment_ms)
+    def layout(self) -> tuple[int, int, int, bool]:
+        """What fixes where a window's row lives and which rows exist: size, hop, segment and
+        whether the rows are panes."""
+        return (self.size_ms, self.hop_ms, self.segment_ms, self.panes)
 
     def segment_of(self, start_ms: int) -> int:
         return start_ms // self.segment_ms
@@ -161,6 +172,59 @@ class WindowSpec(_Segmented):
         not_late = stream_time_ms - self.size_ms - self.grace_ms
         not_expired = stream_time_ms - self.retention_ms + 1
         return max(0, not_late, not_expired)
+
+    # -- panes: a row per key and pane, a window the merge of its panes' rows ----------------------
+    #
+    # A pane row is (pane start, `from`): what records of that pane counted in the windows
+    # starting at `from` or later (the windows still open when they were applied). A record's
+    # pane is its time over pane_ms; its `from` is the first of its windows open at the batch's
+    # stream time, pane_from. Window s is then the merge of the rows whose pane lies in
+    # [s, s + size) and whose `from` is at most s: a partly late record never reaches a closed
+    # window, and a window's value equals the one a row per window would hold.
+
+    @property
+    def pane_ms(self) -> int:
+        """The pane span: gcd(size, hop), so every window is a whole number of panes."""
+        return gcd(self.size_ms, self.hop_ms)
+
+    def pane_of(self, time_ms: int) -> int:
+        return time_ms - time_ms % self.pane_ms
+
+    def _hop_at_or_after(self, time_ms: int) -> int:
+        return -(-max(0, time_ms) // self.hop_ms) * self.hop_ms
+
+    def pane_from(self, pane_ms: int, stream_time_ms: int | None) -> int:
+        """The `from` of a row of pane `pane_ms` written at `stream_time_ms`: the first window
+        containing the pane that is open then (more than `pane_ms`: every such window is closed)."""
+        return self._hop_at_or_after(max(pane_ms - self.size_ms + self.pane_ms, self.first_open_start(stream_time_ms)))
+
+    def windows_of_row(self, pane_ms: int, from_ms: int) -> range:
+        """The window starts a pane row counts in: from max(`from_ms`, the first window holding
+        the pane) to the last window holding it, the one starting at or before the pane."""
+        first = max(self._hop_at_or_after(from_ms), self._hop_at_or_after(pane_ms - self.size_ms + self.pane_ms))
+        return range(first, pane_ms - pane_ms % self.hop_ms + 1, self.hop_ms)
+
+    def pane_span(self, start_from: int, start_to: int) -> tuple[int, int]:
+        """The panes the windows starting in [start_from, start_to] are made of (inclusive)."""
+        return max(0, start_from), start_to + self.size_ms - self.pane_ms
+
+
+def compose_windows(
+    windowing: WindowSpec,
+    rows: Iterable[tuple[int, int, object]],
+    merge: Callable[[list], object],
+    start_from: int = 0,
+    start_to: int = 2**63 - 1,
+) -> list[tuple[int, object]]:
+    """Pure: one key's windows starting in [start_from, start_to] from its pane rows (pane start,
+    `from`, value), by start: each window the `merge` of the values of the rows it is made of
+    (see WindowSpec's panes). A window no row counts in is absent."""
+    parts: dict[int, list] = {}
+    for pane, from_ms, value in rows:
+        for start in windowing.windows_of_row(pane, from_ms):
+            if start_from <= start <= start_to:
+                parts.setdefault(start, []).append(value)
+    return [(start, merge(parts[start])) for start in sorted(parts)]
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ def test_expired_segments_are_exactly_those_whose_every_window_expired(segment, 
 def test_segments_default_to_half_the_retention_and_at_least_a_minute():
     assert WindowSpec(60_000).segment_ms == DAY_MS // 2
     assert WindowSpec(1000, retention_ms=10_000).segment_ms == 60_000
-    assert WindowSpec(1000, segment_ms=5).layout == (1000, 1000, 5)
+    assert WindowSpec(1000, segment_ms=5).layout == (1000, 1000, 5, False)
 
 
 def _brute_sessions(times, gap):
