@@ -81,10 +81,11 @@ class WindowSpec(_Segmented):
     segment_ms: int | None = None
     # Hopping windows kept as panes (statestore.store.tables.paned_window): a row per key and
     # pane of gcd(size, hop) ms, a window read as the merge of its panes, so a record is written
-    # once, not size/hop times. None: panes for hopping windows (a new store); the registry reads
-    # False for a store registered before panes existed. Always False for tumbling windows. Not
+    # once, not size/hop times. The stream asks for them for its hopping count stores; a store
+    # made to be written by put() (a pane cannot hold one window's value) and one registered
+    # before panes existed keep a row per window. Always False for tumbling windows. Not
     # compared: a stream reopening a store takes the store's choice (`layout` holds it).
-    panes: bool | None = field(default=None, compare=False)
+    panes: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.size_ms <= 0:
@@ -101,7 +102,7 @@ class WindowSpec(_Segmented):
         self._settle_retention(
             self.size_ms + self.grace_ms, "window", "a window would be dropped while it can still change"
         )
-        object.__setattr__(self, "panes", not self.tumbling and self.panes is not False)
+        object.__setattr__(self, "panes", bool(self.panes) and not self.tumbling)
 
     def as_dict(self) -> dict[str, int | bool]:
         """The settings as recorded in the store registry (statestore.store.book.registry)."""

@@ -97,7 +97,7 @@ def resolve_store(session, job: JobConfig) -> StoreSpec:
             job.stream.partitions or existing.partitions,
             # The registered table and sub-partitions (a re-laid-out store's table is not the default name).
             existing.table if same_type else None,
-            windowing=(windowing or existing.windowing) if store_type.timed else None,
+            windowing=_reopened_windowing(windowing, existing) if store_type.timed else None,
             subpartitions=existing.subpartitions if same_type else 1,
             value_codec=value_format,
         )
@@ -172,8 +172,19 @@ def _refuse_other_windows(existing: StoreSpec, windowing: WindowSpec | SessionSp
 
 
 def _settings(windowing: WindowSpec | SessionSpec) -> dict[str, int]:
-    """What a windowing asks for: everything but the storage segment, which the registry fixes."""
-    return {name: value for name, value in windowing.as_dict().items() if name != "segment_ms"}
+    """What a windowing asks for: everything but how it is stored (the segment, and whether
+    hopping windows are panes), which the registry fixes."""
+    return {name: value for name, value in windowing.as_dict().items() if name not in ("segment_ms", "panes")}
+
+
+def _reopened_windowing(
+    windowing: WindowSpec | SessionSpec | None, existing: StoreSpec
+) -> WindowSpec | SessionSpec | None:
+    """The windowing a job reopening `existing` writes with: the store's own when it has one
+    (_refuse_other_windows has checked that the job asks for the same; its segment and pane
+    choice are the store's), else the job's."""
+    held = existing.windowing
+    return held if windowing is None or type(held) is type(windowing) else windowing
 
 
 def input_settings_of(stream: StreamConfig) -> registry.InputSettings | None:

@@ -384,4 +384,7 @@ class StreamConfig:
             return SessionSpec(self.session_gap, self.grace or 0, self.retention)
         if self.window is None:
             return None
-        return WindowSpec(self.window, self.hop, self.grace or 0, self.retention)
+        # The word count keeps hopping windows as panes (a window the sum of its panes' counts);
+        # aggregate stores keep a row per window.
+        panes = self.aggregate is None
+        return WindowSpec(self.window, self.hop, self.grace or 0, self.retention, panes=panes)

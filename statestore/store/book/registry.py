@@ -290,10 +290,7 @@ def _windowing_of(store_type: StoreType, text: str | None) -> WindowSpec | Sessi
     if text is None:
         return None
     settings = json.loads(text)
-    if store_type.sessioned:
-        return SessionSpec(**settings)
-    settings.setdefault("panes", False)  # registered before panes existed: a row per window
-    return WindowSpec(**settings)
+    return SessionSpec(**settings) if store_type.sessioned else WindowSpec(**settings)
 
 
 def _windowing_text(spec: StoreSpec) -> str | None:

@@ -9,23 +9,23 @@ from hypothesis import strategies as st
 from statestore.core.windows import WindowSpec, compose_windows
 
 
-def test_new_hopping_windows_keep_panes_and_tumbling_ones_never_do():
-    assert WindowSpec(60_000, 20_000).panes is True
-    assert WindowSpec(60_000, 20_000, panes=False).panes is False
+def test_hopping_windows_keep_panes_when_asked_and_tumbling_ones_never_do():
+    assert WindowSpec(60_000, 20_000, panes=True).panes is True
+    assert WindowSpec(60_000, 20_000).panes is False
     assert WindowSpec(60_000).panes is False
     assert WindowSpec(60_000, 60_000, panes=True).panes is False
-    assert WindowSpec(60_000, 20_000).as_dict()["panes"] is True
+    assert WindowSpec(60_000, 20_000, panes=True).as_dict()["panes"] is True
     assert WindowSpec(60_000, 25_000).pane_ms == 5_000
 
 
 def test_a_store_keeps_its_pane_choice_in_its_layout_not_in_equality():
-    paned, rows = WindowSpec(60_000, 20_000), WindowSpec(60_000, 20_000, panes=False)
+    paned, rows = WindowSpec(60_000, 20_000, panes=True), WindowSpec(60_000, 20_000)
     assert paned == rows
     assert paned.layout != rows.layout
 
 
 def test_a_pane_row_counts_in_the_open_windows_holding_the_pane():
-    w = WindowSpec(60_000, 20_000)
+    w = WindowSpec(60_000, 20_000, panes=True)
     assert list(w.windows_of_row(60_000, 0)) == [20_000, 40_000, 60_000]
     assert list(w.windows_of_row(60_000, 40_000)) == [40_000, 60_000]
     assert list(w.windows_of_row(0, 0)) == [0]
@@ -38,10 +38,10 @@ def test_a_pane_row_counts_in_the_open_windows_holding_the_pane():
 
 windowings = st.sampled_from(
     [
-        WindowSpec(60_000, 20_000),
-        WindowSpec(60_000, 20_000, grace_ms=10_000),
-        WindowSpec(60_000, 25_000, grace_ms=5_000),
-        WindowSpec(30_000, 10_000, retention_ms=30_000),
+        WindowSpec(60_000, 20_000, panes=True),
+        WindowSpec(60_000, 20_000, grace_ms=10_000, panes=True),
+        WindowSpec(60_000, 25_000, grace_ms=5_000, panes=True),
+        WindowSpec(30_000, 10_000, retention_ms=30_000, panes=True),
     ]
 )
 # (event time, stream time the batch began with), in a few minutes from the epoch.

@@ -38,6 +38,7 @@ BASE = {"STATESTORE_TOPIC": "t", "STATESTORE_STORE": "w", "STATESTORE_CHECKPOINT
 def test_the_stream_counts_in_windows_from_its_duration_flags():
     stream = cfg.resolve(StreamConfig, env={**BASE, "STATESTORE_WINDOW": "1m", "STATESTORE_HOP": "20s"})
     assert stream.windowing == WindowSpec(60_000, 20_000)
+    assert stream.windowing.panes, "the word count keeps hopping windows as panes"
     assert cfg.resolve(StreamConfig, env=BASE).windowing is None
     graced = cfg.resolve(StreamConfig, env={**BASE, "STATESTORE_WINDOW": "5m", "STATESTORE_GRACE": "30s"})
     assert graced.windowing == WindowSpec(300_000, grace_ms=30_000)
@@ -79,3 +80,12 @@ def test_the_stream_refuses_inconsistent_window_settings_before_doing_anything(s
 )
 def test_settings_in_words_name_every_setting_exactly(windowing, summary):
     assert windowing.summary() == summary
+
+
+def test_aggregate_stores_keep_a_row_per_hopping_window():
+    env = {**BASE, "STATESTORE_WINDOW": "1m", "STATESTORE_HOP": "20s", "STATESTORE_INPUT_FORMAT": "json"}
+    stream = cfg.resolve(
+        StreamConfig, env={**env, "STATESTORE_AGGREGATE": "total=sum(amount)", "STATESTORE_KEY": "user"}
+    )
+    assert stream.windowing == WindowSpec(60_000, 20_000)
+    assert not stream.windowing.panes
