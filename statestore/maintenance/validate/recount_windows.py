@@ -17,6 +17,7 @@ a late record that was counted anyway, shows as a window or session whose count 
 from __future__ import annotations
 
 from bisect import bisect_right
+from dataclasses import replace
 
 from pyspark.sql import functions as F
 
@@ -40,12 +41,42 @@ def _now(progress: StoreProgress) -> int | None:
 
 
 def visible(frame, windowing: WindowSpec | SessionSpec, progress: StoreProgress):
-    """The store's rows its reads return: those not past the retention at its stream time."""
+    """The store's entries its reads return (a paned store's windows composed from its panes:
+    windows_of), those not past the retention at its stream time."""
+    if isinstance(windowing, WindowSpec) and windowing.panes:
+        frame = windows_of(frame, windowing)
     now = _now(progress)
     if now is None:
         return frame
     column = "session_end" if isinstance(windowing, SessionSpec) else "window_start"
     return frame.filter(F.col(column) > F.lit(now - windowing.retention_ms))
+
+
+def _at_or_after_hop(time_ms, hop: int):
+    """The first multiple of `hop` at or after `time_ms` (0 at least): WindowSpec's rule in Spark SQL."""
+    positive = F.greatest(time_ms, F.lit(0).cast("bigint"))
+    return positive + F.pmod(-positive, F.lit(hop).cast("bigint"))
+
+
+def windows_of(panes, windowing: WindowSpec):
+    """A paned store's rows (partition, key, pane_start, from_start, value, batch_id, time) as the
+    windows its reads return (partition, segment, key, window_start, value, batch_id, time): each
+    row counted in WindowSpec.windows_of_row's windows, a window the sum of its rows' values,
+    the latest batch and time among them (statestore.core.windows.compose_windows in Spark SQL)."""
+    hop, size, pane = windowing.hop_ms, windowing.size_ms, windowing.pane_ms
+    first = F.greatest(
+        _at_or_after_hop(F.col("from_start"), hop), _at_or_after_hop(F.col("pane_start") - F.lit(size - pane), hop)
+    )
+    last = F.col("pane_start") - F.pmod(F.col("pane_start"), F.lit(hop).cast("bigint"))
+    starts = F.when(first <= last, F.sequence(first, last, F.lit(hop).cast("bigint"))).otherwise(
+        F.array().cast("array<bigint>")
+    )
+    windows = panes.select("partition", "key", F.explode(starts).alias("window_start"), "value", "batch_id", "time")
+    return (
+        windows.groupBy("partition", "key", "window_start")
+        .agg(F.sum("value").alias("value"), F.max("batch_id").alias("batch_id"), F.max("time").alias("time"))
+        .withColumn("segment", F.floor(F.col("window_start") / F.lit(windowing.segment_ms)).cast("bigint"))
+    )
 
 
 def late_records(spark, session, spec):
@@ -76,7 +107,8 @@ def recount(spark, session, spec, records, progress: StoreProgress) -> Recount:
     if sessions:
         expected = _sessions(spark, session_deltas(judged, windowing, late_at), windowing, now)
     else:
-        expected = _windows(windowed_deltas(judged, windowing, late_at), windowing, now)
+        per_window = replace(windowing, panes=False)  # counted per window, as the store's reads return them
+        expected = _windows(windowed_deltas(judged, per_window, late_at), windowing, now)
     return Recount(expected, recounted.coordinates, recounted.counted_per, recounted.bounds)
 
 
