@@ -10,6 +10,10 @@ closed window is late: it is not counted in the closed ones and becomes a dead l
 reason `late`. The rules are WindowSpec.starts_of and WindowSpec.closed, stated here again in
 Spark SQL so they run in the JVM; tests check the two against each other.
 
+A hopping store kept as panes (WindowSpec.panes) gets one row per word, pane of its record's
+time and first open window (`from`) instead of one per open window (pane_deltas): the window
+store composes its windows from them (statestore.core.windows, compose_windows).
+
 Sessions: a record is late when it is more than the grace older than that same stream time
 (SessionSpec.late); each word's on-time event times go to the apply, which merges them into
 the key's sessions (statestore.stream.apply_sessions).
@@ -103,6 +107,20 @@ def _late():
     return has_words & (F.size("open") < F.size("starts"))
 
 
+def _words(batch_df, windowing: WindowSpec | SessionSpec, stream_time: int | Column | None):
+    """(word, ts_ms, open) per word of every record (empty strings left out), plus an
+    UNCOUNTABLE word per record that cannot be counted, per late record and per word too long
+    for a key."""
+    word = F.col("word")
+    records = _windowed_records(batch_df, windowing, stream_time)
+    tokens = F.coalesce("words", F.array(F.lit(UNCOUNTABLE)))
+    tokens = F.when(_late(), F.concat(tokens, F.array(F.lit(UNCOUNTABLE)))).otherwise(tokens)
+    words = records.select(F.explode(tokens).alias("word"), "ts_ms", "open").select(
+        F.when(F.octet_length(word) > MAX_KEY_BYTES, F.lit(UNCOUNTABLE)).otherwise(word).alias("word"), "ts_ms", "open"
+    )
+    return words.filter(F.length(word) > 0)
+
+
 def windowed_deltas(
     batch_df, windowing: WindowSpec | SessionSpec, stream_time: int | Column | None, keep_times: bool = False
 ):
@@ -111,13 +129,7 @@ def windowed_deltas(
     words statestore.stream.transforms sends to dead letters and the late records, so the
     apply tells whether the batch has dead letters at all (see transforms.batch_deltas)."""
     word = F.col("word")
-    records = _windowed_records(batch_df, windowing, stream_time)
-    tokens = F.coalesce("words", F.array(F.lit(UNCOUNTABLE)))
-    tokens = F.when(_late(), F.concat(tokens, F.array(F.lit(UNCOUNTABLE)))).otherwise(tokens)
-    words = records.select(F.explode(tokens).alias("word"), "ts_ms", "open").select(
-        F.when(F.octet_length(word) > MAX_KEY_BYTES, F.lit(UNCOUNTABLE)).otherwise(word).alias("word"), "ts_ms", "open"
-    )
-    in_windows = words.filter(F.length(word) > 0).select(
+    in_windows = _words(batch_df, windowing, stream_time).select(
         "word",
         "ts_ms",
         F.explode(F.when(word == F.lit(UNCOUNTABLE), F.array(_long(NO_WINDOW))).otherwise(F.col("open"))).alias(
@@ -134,6 +146,34 @@ def windowed_deltas(
         in_windows.groupBy("word", "window_start")
         .agg(F.count("*").alias("delta"), F.max("ts_ms").alias("last_ms"))
         .select("word", "delta", "last_ms", "window_start")
+    )
+
+
+def pane_deltas(batch_df, windowing: WindowSpec, stream_time: int | Column | None):
+    """A paned store's deltas (WindowSpec.panes): (word, delta, last_ms, pane_start, from_start)
+    per countable word, pane of its record's time (pane_ms) and first of its record's open
+    windows (`from`, element 1 of open_starts: WindowSpec.pane_from in Spark SQL), so a record
+    is one row however many windows it counts in, and a partly late one reaches no closed
+    window. A record whose windows are all closed counts nowhere. UNCOUNTABLE rows (pane and
+    from NO_WINDOW) as in windowed_deltas."""
+    word = F.col("word")
+    uncountable = word == F.lit(UNCOUNTABLE)
+    time_ms = F.col("ts_ms")
+    pane = time_ms - F.pmod(time_ms, _long(windowing.pane_ms))
+    in_panes = (
+        _words(batch_df, windowing, stream_time)
+        .filter(uncountable | (F.size("open") > 0))
+        .select(
+            "word",
+            "ts_ms",
+            F.when(uncountable, _long(NO_WINDOW)).otherwise(pane).alias("pane_start"),
+            F.when(uncountable, _long(NO_WINDOW)).otherwise(F.get(F.col("open"), 0)).alias("from_start"),
+        )
+    )
+    return (
+        in_panes.groupBy("word", "pane_start", "from_start")
+        .agg(F.count("*").alias("delta"), F.max("ts_ms").alias("last_ms"))
+        .select("word", "delta", "last_ms", "pane_start", "from_start")
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from statestore.core.windows import SessionSpec, WindowSpec
 from statestore.stream.transforms import batch_deltas, with_future_limit
-from statestore.stream.windowed import session_deltas, windowed_deltas
+from statestore.stream.windowed import pane_deltas, session_deltas, windowed_deltas
 
 KAFKA = "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
 NOW_MS = 1_795_946_400_000
@@ -24,10 +24,12 @@ def _deltas(kind: str, df, stream_time: int):
         return batch_deltas(df, with_uncountable=True)
     if kind == "window":
         return windowed_deltas(df, WindowSpec(60_000), stream_time)
+    if kind == "pane":
+        return pane_deltas(df, WindowSpec(60_000, 20_000, panes=True), stream_time)
     return session_deltas(df, SessionSpec(30_000, grace_ms=1_000), stream_time)
 
 
-@pytest.mark.parametrize("kind", ["kv", "window", "session"])
+@pytest.mark.parametrize("kind", ["kv", "window", "pane", "session"])
 def test_each_batch_counts_by_its_own_limit_and_stream_time_with_the_code_the_first_compiled(spark, kind):
     compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     times = (NOW_MS - 5_000, NOW_MS, NOW_MS + 301_000)  # the last one ahead of the first batch's limit

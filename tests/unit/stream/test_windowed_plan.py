@@ -9,10 +9,17 @@ from pyspark.sql import functions as F
 
 from statestore.core.codecs import decode_long, encode_long
 from statestore.core.model import WindowedEntry
-from statestore.core.windows import WindowSpec
+from statestore.core.windows import WindowSpec, compose_windows
 from statestore.stream.apply import UNCOUNTABLE, Delta
 from statestore.stream.apply_windows import plan_window_writes
-from statestore.stream.windowed import late_letter_rows, open_starts, window_starts, windowed_deltas
+from statestore.stream.windowed import (
+    NO_WINDOW,
+    late_letter_rows,
+    open_starts,
+    pane_deltas,
+    window_starts,
+    windowed_deltas,
+)
 
 SPECS = [
     WindowSpec(60_000),
@@ -124,3 +131,59 @@ def test_window_plan_skips_windows_the_batch_already_wrote_and_adds_to_older_one
         (b"a", 0, 8, 8, 950),
         (b"b", 2000, 1, 8, 2100),
     ]
+
+
+PANED = [
+    WindowSpec(60_000, 20_000, panes=True),
+    WindowSpec(10_000, 3_000, grace_ms=2_000, panes=True),  # panes of 1 s: gcd(10 s, 3 s)
+    WindowSpec(6_000, 4_000, grace_ms=1_000, retention_ms=7_000, panes=True),  # retention = size + grace
+]
+
+
+@pytest.mark.parametrize("spec", PANED, ids=str)
+@pytest.mark.parametrize("stream_time", [None, 30_000, 100_000])
+def test_pane_deltas_are_one_row_per_word_pane_and_first_open_window_and_compose_to_the_window_deltas(
+    spark, spec, stream_time
+):
+    """Each countable word is one row of its record's pane and `from` = WindowSpec.pane_from
+    (a record whose windows all closed: no row), and the rows composed (compose_windows) are
+    windowed_deltas' windows, deltas and latest times; the UNCOUNTABLE rows count the same."""
+    assert spec.panes
+    rng = random.Random(spec.size_ms + (stream_time or 0))
+    rows = [(rng.choice([b"a", b"a b", b"b c a", b"", None]), rng.randrange(0, 120_000)) for _ in range(200)]
+    rows += [(b"a", 0), (b"b", spec.size_ms - 1), (b"c", 10**12 + 17)]
+    df = _records(spark, rows)
+    deltas = pane_deltas(df, spec, stream_time).collect()
+    got = {(r.word, r.pane_start, r.from_start): (r.delta, r.last_ms) for r in deltas}
+    expected: Counter = Counter()
+    latest: dict = {}
+    for value, ms in rows:
+        pane = spec.pane_of(ms)
+        from_ms = spec.pane_from(pane, stream_time)
+        for word in (value or b"").decode().split():
+            if from_ms <= pane:
+                expected[(word, pane, from_ms)] += 1
+                latest[(word, pane, from_ms)] = max(latest.get((word, pane, from_ms), 0), ms)
+    counted = {k: v for k, v in got.items() if k[0] != UNCOUNTABLE}
+    assert counted == {k: (n, latest[k]) for k, n in expected.items()}
+    assert {k[1:] for k in got if k[0] == UNCOUNTABLE} <= {(NO_WINDOW, NO_WINDOW)}
+
+    windows = windowed_deltas(df, spec, stream_time).collect()
+    by_window = {(r.word, r.window_start): (r.delta, r.last_ms) for r in windows if r.word != UNCOUNTABLE}
+    composed = {}
+    for word in {k[0] for k in counted}:
+        mine = [(pane, from_ms, value) for (w, pane, from_ms), value in counted.items() if w == word]
+        merge = lambda values: (sum(v[0] for v in values), max(v[1] for v in values))  # noqa: E731
+        composed.update({(word, start): value for start, value in compose_windows(spec, mine, merge)})
+    assert composed == by_window
+    uncountable = sum(r.delta for r in windows if r.word == UNCOUNTABLE)
+    assert sum(v[0] for k, v in got.items() if k[0] == UNCOUNTABLE) == uncountable
+
+
+def test_a_partly_late_records_pane_row_starts_at_its_first_open_window(spark):
+    # Windows of 10 s every 5 s, no grace: at stream time 19 s, window 10 s is open and 5 s closed.
+    spec = WindowSpec(10_000, 5_000, retention_ms=60_000, panes=True)
+    df = _records(spark, [(b"a", 12_000), (b"a", 22_000), (b"a", 3_000)])
+    got = {(r.word, r.pane_start, r.from_start): r.delta for r in pane_deltas(df, spec, 19_000).collect()}
+    # 12 s: windows 5 s (closed) and 10 s; 22 s: windows 15 s and 20 s; 3 s: window 0 s, closed.
+    assert got == {("a", 10_000, 10_000): 1, ("a", 20_000, 15_000): 1, (UNCOUNTABLE, NO_WINDOW, NO_WINDOW): 2}
