@@ -9,6 +9,7 @@ from statestore.core.options import TableOptions
 from statestore.store.tables.base import KeyValueTable
 from statestore.store.tables.global_kv import GlobalKeyValueTable
 from statestore.store.tables.global_versioned import GlobalVersionedTable
+from statestore.store.tables.paned_window import PanedWindowTable
 from statestore.store.tables.partitioned_kv import PartitionedKeyValueTable
 from statestore.store.tables.partitioned_session import PartitionedSessionTable
 from statestore.store.tables.partitioned_versioned import PartitionedVersionedTable
@@ -39,10 +40,15 @@ def table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> KeyVal
     return table(spec, profile)
 
 
-def window_table_for(spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT) -> PartitionedWindowTable:
-    """The table module of a window store (no I/O)."""
+def window_table_for(
+    spec: StoreSpec, profile: object = EXEC_PROFILE_DEFAULT
+) -> PartitionedWindowTable | PanedWindowTable:
+    """The table module of a window store (no I/O): a row per pane when its windowing keeps
+    panes, else a row per window."""
     if not spec.store_type.windowed:
         raise UnsupportedOperationError(f"store '{spec.name}' is {spec.store_type.value}: it holds no windows")
+    if spec.windowing.panes:
+        return PanedWindowTable(spec, profile)
     return PartitionedWindowTable(spec, profile)
 
 
@@ -84,6 +90,7 @@ def create_cql_for(spec: StoreSpec, options: TableOptions | None = None) -> str:
 
 __all__ = [
     "KeyValueTable",
+    "PanedWindowTable",
     "PartitionedSessionTable",
     "PartitionedWindowTable",
     "SubpartitionedKeyValueTable",
