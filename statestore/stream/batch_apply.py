@@ -33,11 +33,12 @@ from statestore.stream.apply import (
     with_buckets,
 )
 from statestore.stream.apply_cache import CachePlan
+from statestore.stream.apply_panes import pane_applier, with_pane_buckets
 from statestore.stream.apply_sessions import session_applier
 from statestore.stream.apply_windows import window_applier
 from statestore.stream.faults import pause_driver_if_armed
 from statestore.stream.transforms import arrow_deltas, batch_deltas, batch_version_ms, with_future_limit, word_times
-from statestore.stream.windowed import session_deltas, windowed_deltas
+from statestore.stream.windowed import pane_deltas, session_deltas, windowed_deltas
 from statestore.stream.writer import DRIVER, EXECUTORS, BatchResult, StoreWriter
 
 
@@ -230,6 +231,8 @@ def _applier(writer: StoreWriter, batch_df, position: BatchPosition, cache: Cach
     after = position.stream_time_ms if writer.apply_cache else None
     if spec.store_type.sessioned:
         return session_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after, cache=cache)
+    if paned(spec):
+        return pane_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after, cache=cache)
     if spec.windowing is not None:
         return window_applier(config, spec, batch_id, write_ts, timer=timer, stream_time_ms=after, cache=cache)
     # Drop-in appliers (benchmarks) take the four arguments, plus timer and cache if used.
@@ -251,14 +254,22 @@ def _run(
         small = _driver_deltas(batch_df, writer.spec, buckets, stream_time)
     if small is not None:
         return apply_on_driver(small, applier), DRIVER
-    deltas = with_buckets(_deltas(batch_df, writer.spec, stream_time), buckets)
+    deltas = _bucketed(_deltas(batch_df, writer.spec, stream_time), writer.spec, buckets)
     return run_applier(deltas, applier), EXECUTORS
+
+
+def paned(spec: StoreSpec) -> bool:
+    """Whether the store keeps its windows as panes (WindowSpec.panes): its batches write a row
+    per key and pane (windowed.pane_deltas, apply_panes), not one per key and window."""
+    return spec.store_type.windowed and spec.windowing.panes
 
 
 def _deltas(batch_df, spec: StoreSpec, stream_time_ms: int | None):
     """The batch's deltas as the store's type counts them (a DataFrame plan)."""
     if spec.store_type.sessioned:
         return session_deltas(batch_df, spec.windowing, stream_time_ms)
+    if paned(spec):
+        return pane_deltas(batch_df, spec.windowing, stream_time_ms)
     if spec.windowing is not None:
         return windowed_deltas(batch_df, spec.windowing, stream_time_ms)
     return batch_deltas(batch_df, with_uncountable=True)
@@ -271,4 +282,10 @@ def _driver_deltas(batch_df, spec: StoreSpec, buckets: int | None, stream_time_m
     if spec.windowing is None:
         words = collect_at_most(word_times(batch_df, buckets), DRIVER_ROWS)
         return None if words is None else arrow_deltas(words)
-    return collect_at_most(with_buckets(_deltas(batch_df, spec, stream_time_ms), buckets), DRIVER_ROWS)
+    return collect_at_most(_bucketed(_deltas(batch_df, spec, stream_time_ms), spec, buckets), DRIVER_ROWS)
+
+
+def _bucketed(deltas, spec: StoreSpec, buckets: int | None):
+    """The deltas with their apply-cache buckets (None: no cache), hashed as the apply groups
+    them: by word (and window), or a paned store's by word, pane and from."""
+    return with_pane_buckets(deltas, buckets) if paned(spec) else with_buckets(deltas, buckets)
