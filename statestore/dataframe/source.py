@@ -129,7 +129,7 @@ class StoreReader(DataSourceReader):
             plan = self._timed_plan(session, plan)
             if plan.time_from > plan.time_to:
                 return []
-            first, last = (self.spec.windowing.segment_of(t) for t in (plan.time_from, plan.time_to))
+            first, last = table.segment_span(plan.time_from, plan.time_to)
             segments = [s for s in table.segments(session) if first <= s <= last]
             splits = table.splits(request.splits, segments, bounds.key_range, keys)
         else:

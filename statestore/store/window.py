@@ -166,7 +166,7 @@ class WindowStore(TimedHandle):
         return low, time_to
 
     def _segments(self, low: int, high: int) -> list[int]:
-        first, last = self.windowing.segment_of(low), self.windowing.segment_of(high)
+        first, last = self.table.segment_span(low, high)
         if last - first < _SEGMENTS_TO_PROBE:
             return list(range(first, last + 1))
         return [s for s in self.table.segments(self.session) if first <= s <= last]

@@ -53,6 +53,12 @@ class SegmentedTable(NotesTtl):
         """The (partition, segment) of `key`'s row at `time_ms` (the time the segment is of)."""
         return self.partition_of(key), self.windowing.segment_of(time_ms)
 
+    def segment_span(self, time_from: int, time_to: int) -> tuple[int, int]:
+        """The first and last segment holding rows of the entries whose time lies in [time_from,
+        time_to]: a reader gives fetch, fetch_range or splits the stored segments in this span
+        (a paned window table's reaches further: its windows are made of later panes)."""
+        return self.windowing.segment_of(max(0, time_from)), self.windowing.segment_of(time_to)
+
     def segments(self, session) -> list[int]:
         """The segments that hold rows (or partition tombstones not yet compacted away), in
         order: a scan of the partition keys only."""

@@ -198,3 +198,23 @@ def test_the_splits_read_every_window_once(session, paned):
     read = _read_splits(session, table, table.splits(3, paned.stored, keys=keys), 20_000, 200_000)
     want = [e for e in paned.windows(EVERYTHING, 20_000, 200_000) if e.key in keys]
     assert max(read.values()) == 1 and sorted(read, key=lambda e: (e.key, e.start_ms)) == want
+
+
+def test_a_reader_finds_windows_made_only_of_panes_past_its_span(session, keyspace):
+    """Windows starting in the last segment a reader's span covers can be made of the next
+    segment's panes alone: the reader asks the table for its segments (segment_span), over more
+    than the 64 segments past which it lists the stored ones instead of trying each."""
+    from statestore.store.builder import open_window_store
+    from statestore.store.provision import provision_store
+
+    windowing = WindowSpec(60_000, 20_000, segment_ms=60_000, panes=True)
+    spec = provision_store(session, StoreSpec(keyspace, "paned_reach", "partitioned-window", 2, windowing=windowing))
+    pane = 65 * 60_000  # the first pane of segment 65; segment 64 holds no row
+    row = PaneEntry(b"w", pane, pane - 40_000, encode_long(3), 1, pane)
+    window_table_for(spec).write_panes(session, [row], 1, None)
+    store = open_window_store(session, keyspace, "paned_reach")
+    assert store.fetch("w", 0, pane - 1, stream_time_ms=None) == [(pane - 40_000, 3), (pane - 20_000, 3)]
+    assert [(w.start_ms, w.value) for w in store.fetch_all(0, pane - 1, stream_time_ms=None)] == [
+        (pane - 40_000, 3),
+        (pane - 20_000, 3),
+    ]
