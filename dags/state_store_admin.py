@@ -40,8 +40,10 @@ return value (XCom) and is logged.
 - `drop_old_table` (table, confirm): drops the table a re-layout left behind, once the new one
   is trusted; **confirm** must repeat the store's name.
 - `migrate`: brings stores made by an earlier release of the library up to this release's schema
-  version (the stream refuses them until then); without **store**, every store of the keyspace.
-  Idempotent; refused while a stream writes a store that needs it (stop the stream first).
+  version (the stream refuses them until then), and turns a hopping window count store a stream
+  writes into panes (copied, verified, switched; the old table kept, `drop_old_table` drops it);
+  without **store**, every store of the keyspace. Idempotent; refused while a stream writes a
+  store that needs it (stop the stream first).
 - `drop` (confirm): drops the store's tables; **confirm** must repeat the store's name;
   refused while a stream writes the store, and while its last batch was begun and never
   recorded, or a truncate cleared such a batch (a paused writer would write the rest into a

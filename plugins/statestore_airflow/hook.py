@@ -36,8 +36,8 @@ from statestore.core.errors import ConfigError
 from statestore.core.model import KeyRange
 from statestore.core.names import validate_keyspace
 from statestore.core.retention import check_retention, parse_retention
-from statestore.store import admin, relayout
-from statestore.store.book import lease, schema
+from statestore.store import admin, migration, relayout
+from statestore.store.book import lease
 from statestore.store.builder import open_store
 from statestore.store.retention import set_retention
 from statestore_airflow import dag_support
@@ -166,12 +166,14 @@ class CassandraStateStoreHook(BaseHook):
         stream writes the store."""
         return relayout.relayout_store(self.get_conn(), self.keyspace, name, subpartitions)
 
-    def migrate(self, name: str | None = None) -> list[schema.Migration]:
+    def migrate(self, name: str | None = None) -> list[migration.StoreMigration]:
         """Bring store `name` (None: every store of the keyspace) up to this release's schema
-        version (statestore.store.book.schema); refused while a stream writes a store to migrate."""
+        version and turn a hopping window count store a stream writes into panes
+        (statestore.store.migration, as `statestore migrate`); refused while a stream writes a
+        store to migrate."""
         if name is None:
-            return schema.migrate_keyspace(self.get_conn(), self.keyspace)
-        return [schema.migrate_store(self.get_conn(), self.keyspace, name)]
+            return migration.migrate_keyspace(self.get_conn(), self.keyspace)
+        return [migration.migrate_store(self.get_conn(), self.keyspace, name)]
 
     def drop_old_table(self, name: str, table: str, confirm: str | None) -> str:
         """Drop the table a re-layout left behind (statestore.store.relayout.drop_old_table)."""

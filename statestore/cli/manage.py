@@ -21,7 +21,7 @@ from statestore.core import config as cfg
 from statestore.core.config import CassandraConfig
 from statestore.core.model import StoreType
 from statestore.core.retention import format_retention, parse_retention
-from statestore.store import admin
+from statestore.store import admin, migration
 from statestore.store.book import schema
 from statestore.store.retention import set_retention
 
@@ -75,11 +75,11 @@ def cmd_migrate(args) -> int:
     config = cfg.from_args(CassandraConfig, args)
     session = session_for(config)
     if args.store:
-        migrations = [schema.migrate_store(session, config.keyspace, args.store)]
+        migrations = [migration.migrate_store(session, config.keyspace, args.store)]
     else:
-        migrations = schema.migrate_keyspace(session, config.keyspace)
-    for migration in migrations:
-        print(migration.describe())
+        migrations = migration.migrate_keyspace(session, config.keyspace)
+    for done in migrations:
+        print(done.describe())
     if not migrations:
         print(f"keyspace {config.keyspace} holds no stores: nothing to migrate")
     return 0
@@ -127,8 +127,9 @@ def add_commands(command) -> None:
     p = command(
         "migrate",
         cmd_migrate,
-        f"bring stores made by an earlier release up to schema version {schema.SCHEMA_VERSION} (idempotent; "
-        "refused while a stream writes the store: stop it first); the stream refuses a store until then",
+        f"bring stores made by an earlier release up to schema version {schema.SCHEMA_VERSION}, and turn the "
+        "hopping window count stores a stream writes into panes (copied and verified; the old table is kept); "
+        "idempotent, refused while a stream writes the store (stop it first); the stream refuses a store until then",
         cassandra=(CASSANDRA_READS, CASSANDRA_DDL, CASSANDRA_BOOKKEEPING),
     )
     add_store(p, old_flag=True, optional="every store of the keyspace")  # `migrate --store STORE` before the rule

@@ -651,13 +651,27 @@ def swap_table(session, spec: StoreSpec, table: str, subpartitions: int, epoch: 
     conditional on the table the store had and on that epoch: StoreFencedError once a newer
     writer took the store, StoreMismatchError when someone else changed its table meanwhile.
     A timeout leaves its outcome unknown: registered_table settles it."""
+    _swap(session, spec, table, {"subpartitions": subpartitions}, epoch)
+
+
+def swap_windowing(session, spec: StoreSpec, table: str, windowing: WindowSpec, epoch: int) -> None:
+    """Point the store at `table` read with `windowing` (statestore.store.migration: a hopping
+    window store turned into panes, once the table holds a verified copy), as the holder of
+    `epoch`: the table and the windowing change in one step, conditional as swap_table's."""
+    _swap(session, spec, table, {"windowing": _windowing_text(replace(spec, windowing=windowing))}, epoch)
+
+
+def _swap(session, spec: StoreSpec, table: str, columns: dict[str, object], epoch: int) -> None:
+    """Set the store's table and `columns` IF its table is still spec's AND its epoch `epoch`."""
     update = prepare(
         session,
-        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET table_name = ?, subpartitions = ? WHERE name = ?"
-        " IF table_name = ? AND epoch = ?",
+        f"UPDATE {spec.keyspace}.{REGISTRY_TABLE} SET table_name = ?, {', '.join(f'{c} = ?' for c in columns)}"
+        " WHERE name = ? IF table_name = ? AND epoch = ?",
     )
     row = session.execute(
-        update, (table, subpartitions, spec.name, spec.table, epoch), execution_profile=bookkeeping_profile(session)
+        update,
+        (table, *columns.values(), spec.name, spec.table, epoch),
+        execution_profile=bookkeeping_profile(session),
     ).one()
     if not row.applied and getattr(row, "epoch", epoch) != epoch:
         raise _fenced_off(spec, epoch, row.epoch, f"switching to table {table}")
