@@ -3,7 +3,8 @@ before panes) into panes (statestore.store.migration): every reader returns exac
 returned before, at any stream time; a second migrate does nothing; it is refused while a stream
 holds the store, and, before anything is written, for a store of aggregates; a store written
 only by put() is left as it is; a conversion that failed before its switch leaves the store on
-its old table and can simply be run again."""
+its old table and can simply be run again; and the word count's stream counts on exactly over
+the copied rows."""
 
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ from statestore.store.book import registry, schema
 from statestore.store.book.lease import StoreLease
 from statestore.store.builder import open_window_store
 from statestore.store.provision import provision_store, table_exists
+from tests.integration.stream.test_windowed_wordcount import (
+    BASE_MS,
+    Reference,
+    _late_letters,
+    _records,
+    _run_batch,
+    _stored,
+)
 
 # Hop 20 s and 25 s (panes of 20 s and 5 s), windows over ten one-minute segments.
 WINDOWINGS = {
@@ -204,3 +213,37 @@ def test_a_conversion_that_failed_before_its_switch_is_run_again(session, own_ke
     done = migration.to_panes(session, own_keyspace, spec.name)
     assert done.windows == len(before) and done.new_table == f"{spec.table}_r1"
     assert _rows(session, own_keyspace, spec.name) == before
+
+
+def test_the_stream_counts_on_exactly_over_the_windows_migrate_copied(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    """A batch written a row per window, migrated, then batches of pane rows over the copied
+    windows, stragglers among them (some of their windows closed): every window and late letter
+    equals the brute force of every record."""
+    size, hop, grace = 60_000, 20_000, 10_000
+    windowing = WindowSpec(size, hop, grace)
+    provision_store(
+        session, StoreSpec(keyspace, store_name, StoreType.PARTITIONED_WINDOW, 4, windowing=windowing), topic
+    )
+    rng, reference = random.Random(48), Reference(size, hop, grace, 86_400_000)
+    settings = {"window": size, "hop": hop, "grace": grace}
+    batches = [
+        _records(rng, 200, BASE_MS + size, BASE_MS + 5 * size, "a"),
+        # Stream time about 4:59: stragglers from 3:00 on fall in closed windows and open ones.
+        _records(rng, 100, BASE_MS + 5 * size, BASE_MS + 5 * size + 30_000, "b")
+        + _records(rng, 100, BASE_MS + 3 * size, BASE_MS + 5 * size, "c"),
+        _records(rng, 60, BASE_MS + 4 * size, BASE_MS + 6 * size, "d"),
+    ]
+    for number, records in enumerate(batches):
+        rng.shuffle(records)
+        _run_batch(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", records, **settings)
+        reference.batch(records)
+        if number == 0:
+            assert not registry.lookup(session, keyspace, store_name).windowing.panes
+            assert cli(["migrate", store_name, "--keyspace", keyspace]) == 0
+            assert registry.lookup(session, keyspace, store_name).windowing.panes
+        assert _stored(session, keyspace, store_name) == reference.counts
+
+    assert reference.late
+    assert _late_letters(session, keyspace, store_name) == reference.late
