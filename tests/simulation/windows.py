@@ -3,11 +3,16 @@ batch to a partitioned window store through the real apply of statestore.stream.
 (apply_window_deltas: the windows read, the replay-safe plan, the rows written) over a fake
 window table (WindowTable, the apply's WindowRows), with a windowing the machine chooses first:
 tumbling or hopping windows, with or without grace, a retention of a day or exactly window +
-grace (a window expires the moment it closes).
+grace (a window expires the moment it closes). A hopping store mostly keeps its windows as panes
+(WindowSpec.panes, issue 48): its batches then go through statestore.stream.apply_panes
+(apply_pane_deltas: a row per key, pane and first open window) over a fake paned table
+(PaneTable, the apply's PaneRows), whose windows, composed of its rows (compose_windows), are
+what the truth checks; otherwise a row per window, as a store registered before panes keeps.
 
 A batch's windows and late records are decided as statestore.stream.windowed decides them
 (restated over values: WindowSpec.starts_of and WindowSpec.closed at the stream time the batch
-began with, position.stream_time_ms). The apply is one Spark task: its rows are written after it
+began with, position.stream_time_ms; a paned store's rows: the record's pane and the first of its
+open windows, as pane_deltas). The apply is one Spark task: its rows are written after it
 read and planned, landing one at a time in any order; its attempts may die after any landing (a
 new attempt of the task then runs), and a speculative attempt may land the rest of its rows after
 its successor, or read and plan only then, even once later batches ran.
@@ -20,7 +25,8 @@ with words counts in each window holding its time that is still open (its end + 
 before the stream time, its start after the stream time - retention), and is a dead letter
 `late` if any of its windows had closed. Each (key, window) holds the count of its counted
 words and their latest time. The allowance for the store's unfinished batch: a window row
-tagged with it holds the truth plus that batch's delta, and its dead letters may be there.
+tagged with it holds the truth plus that batch's delta (a paned store's window: plus that batch's
+records of the panes whose rows it wrote), and its dead letters may be there.
 """
 
 from __future__ import annotations
@@ -34,12 +40,13 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from statestore.core.codecs import decode_long
-from statestore.core.model import StoreSpec, StoreType, WindowedEntry
-from statestore.core.windows import WindowSpec
+from statestore.core.codecs import decode_long, encode_long
+from statestore.core.model import PaneEntry, StoreSpec, StoreType, WindowedEntry
+from statestore.core.windows import WindowSpec, compose_windows
 from statestore.store.book import deadletters
 from statestore.store.book.registry import BatchPosition, KafkaOffsets
 from statestore.stream.apply import ApplyStats
+from statestore.stream.apply_panes import PaneKey, apply_pane_deltas, pane_cache_key
 from statestore.stream.apply_windows import WindowKey, apply_window_deltas, keyed
 from statestore.stream.plan import Delta
 from statestore.stream.tokenize import tokenize
@@ -57,15 +64,18 @@ WINDOWINGS = (
     (60_000, 20_000, 30_000, None),  # hopping
     (60_000, 30_000, 0, 60_000),  # hopping, retention exactly the window
 )
+# The window kind's own: those, and a hop that does not divide the window (panes of 20 s, 3 a window).
+KIND_WINDOWINGS = (*WINDOWINGS, (60_000, 40_000, 10_000, None))
 LANDINGS = st.integers(0, 3)  # an attempt stops after this many of its rows landed
 # Record times on the scale of the windows: some behind the clock, some ahead, windows closing.
 AHEAD_MS = (0, 0, -30_000, -90_000, -200_000, 20_000, 45_000, 120_000, 900_000)
 AFTER_MS = (0, 1_000, 20_000, 50_000, 100_000, 1_000_000)
 
 
-def spec_of(windowing: tuple[int, int, int, int | None]) -> StoreSpec:
+def spec_of(windowing: tuple[int, int, int, int | None], panes: bool = False) -> StoreSpec:
+    """A window store of `windowing`, its hopping windows kept as panes if `panes`."""
     size, hop, grace, retention = windowing
-    window = WindowSpec(size, hop, grace, retention, segment_ms=60_000)
+    window = WindowSpec(size, hop, grace, retention, segment_ms=60_000, panes=panes)
     return StoreSpec("ks", "windows", StoreType.PARTITIONED_WINDOW, 2, windowing=window)
 
 
@@ -109,6 +119,72 @@ class WindowTable:
         if held is None or held.write_ts <= write_ts:
             self.rows[window] = StoredWindow(entry, write_ts)
 
+    def pending_held(self, window: WindowKey, row: StoredWindow, records: list[Record], batch: int) -> list[Record]:
+        """Of the unfinished `batch`'s `records` in `window`, those its stored `row` holds: all of
+        them once the batch wrote the row (it wrote the batch's whole delta), else none."""
+        return records if row.entry.batch_id == batch else []
+
+
+@dataclass(frozen=True)
+class StoredPane:
+    entry: PaneEntry
+    write_ts: int
+
+
+def _merged(parts: list[StoredPane]) -> tuple[int, int | None, int | None, int]:
+    """A window's (count, batch, time, write timestamp) from the stored pane rows it is made of:
+    the sum, and the latest of each of the others."""
+    batches = [p.entry.batch_id for p in parts if p.entry.batch_id is not None]
+    times = [p.entry.time_ms for p in parts if p.entry.time_ms is not None]
+    total = sum(decode_long(p.entry.value) for p in parts)
+    return total, max(batches, default=None), max(times, default=None), max(p.write_ts for p in parts)
+
+
+class PaneTable:
+    """A paned window store's table as the pane apply sees it (apply_panes.PaneRows): rows keyed
+    by (key, pane, from), each written `USING TIMESTAMP` of its batch (a later write wins; two
+    writes at one timestamp reconcile cell by cell, fake_cassandra.newer_cell, as WindowTable's);
+    a read sees what has landed. `rows`: the windows its readers return, each composed of the pane
+    rows it is made of (compose_windows: the sum, the latest batch and time)."""
+
+    def __init__(self, spec: StoreSpec) -> None:
+        self.spec = spec
+        self.panes: dict[PaneKey, StoredPane] = {}
+
+    def read_panes(self, session, rows: list[PaneKey], concurrency: int) -> dict[PaneKey, PaneEntry]:
+        return {row: self.panes[row].entry for row in rows if row in self.panes}
+
+    def land(self, entry: PaneEntry, write_ts: int) -> None:
+        row = (entry.key, entry.pane_ms, entry.from_ms)
+        held = self.panes.get(row)
+        if held is not None and held.write_ts == write_ts:
+            cells = (newer_cell(a, b) for a, b in zip(held.entry[3:], entry[3:], strict=True))
+            entry = PaneEntry(*row, *cells)
+        if held is None or held.write_ts <= write_ts:
+            self.panes[row] = StoredPane(entry, write_ts)
+
+    @property
+    def rows(self) -> dict[WindowKey, StoredWindow]:
+        """The stored windows, composed of the pane rows: (key, start) -> the window, its timestamp
+        the latest of its rows'."""
+        by_key: dict[bytes, list] = defaultdict(list)
+        for (key, pane, from_ms), stored in sorted(self.panes.items()):
+            by_key[key].append((pane, from_ms, stored))
+        windows = {}
+        for key, parts in by_key.items():
+            for start, (count, batch, time_ms, write_ts) in compose_windows(self.spec.windowing, parts, _merged):
+                entry = WindowedEntry(key, start, encode_long(count), batch, time_ms)
+                windows[(key, start)] = StoredWindow(entry, write_ts)
+        return windows
+
+    def pending_held(self, window: WindowKey, row: StoredWindow, records: list[Record], batch: int) -> list[Record]:
+        """Of the unfinished `batch`'s `records` in `window`, those its stored pane rows hold: the
+        records of the panes where the batch wrote the key's row (one row a pane: its records'
+        `from` is the pane's first open window at the batch's stream time)."""
+        key, windowing = window[0], self.spec.windowing
+        written = {pane for (k, pane, _), held in self.panes.items() if k == key and held.entry.batch_id == batch}
+        return [record for record in records if windowing.pane_of(record.time_ms) in written]
+
 
 class AttemptTable:
     """One task attempt's I/O: reads what has landed; its writes wait in `pending`, to land one
@@ -127,6 +203,12 @@ class AttemptTable:
         landings = [lambda entry=entry: self.table.land(entry, write_ts) for entry in entries]
         self.rng.shuffle(landings)
         self.pending.extend(landings)
+
+    def read_panes(self, session, rows: list[PaneKey], concurrency: int) -> dict[PaneKey, PaneEntry]:
+        return self.table.read_panes(session, rows, concurrency)
+
+    def write_panes(self, session, entries: list[PaneEntry], concurrency: int, write_ts: int | None) -> None:
+        self.write(session, entries, concurrency, write_ts)
 
     def land(self, count: int | None = None) -> int:
         """Land `count` of the pending rows (None: all); how many landed."""
@@ -163,7 +245,7 @@ class WindowWorld:
     """The window store's spec and table, and the old attempts still running."""
 
     spec: StoreSpec
-    table: WindowTable
+    table: WindowTable | PaneTable
     old_attempts: list[OldAttempt] = field(default_factory=list)
 
 
@@ -198,6 +280,32 @@ def window_batch(
                 count[0] += 1
                 count[1] = max(count[1], record.time_ms)
     deltas = [(start, Delta(word.encode(), n, last)) for (start, word), (n, last) in sorted(counts.items())]
+    return deltas, letters
+
+
+def pane_batch(
+    records: list[Record], limit_ms: int | None, windowing: WindowSpec, stream_time: int | None
+) -> tuple[list[Delta], list[DeadLetterKey]]:
+    """windowed.pane_deltas and the dead letters: a delta per word, pane of its record's time and
+    first of its record's open windows (none when all closed), keyed by pane_cache_key, in order,
+    and the dead letters as window_batch's."""
+    counts: dict[tuple[int, int, str], list[int]] = {}
+    letters = []
+    for record in records:
+        reason, words, opened = record_windows(record, limit_ms, windowing, stream_time)
+        if reason is not None:
+            letters.append(DeadLetterKey(record.partition, record.offset, reason))
+        if not opened:
+            continue
+        pane = windowing.pane_of(record.time_ms)
+        for word in words:
+            count = counts.setdefault((opened[0], pane, word), [0, record.time_ms])
+            count[0] += 1
+            count[1] = max(count[1], record.time_ms)
+    deltas = [
+        Delta(pane_cache_key(word.encode(), pane, from_ms), n, last)
+        for (from_ms, pane, word), (n, last) in sorted(counts.items())
+    ]
     return deltas, letters
 
 
@@ -266,13 +374,21 @@ class WindowStreamJob(StreamJob):
         yield Step("record", f"batch {batch_id} recorded, ending at {position.end.as_json()}", position, max_future)
 
     def batch_of(self, records: list[Record], limit_ms: int | None, position: BatchPosition) -> tuple[list, list]:
-        """The batch's deltas as the apply takes them, and its dead letters (window_batch)."""
-        return window_batch(records, limit_ms, self.windows.spec.windowing, position.stream_time_ms)
+        """The batch's deltas as the apply takes them, and its dead letters (window_batch; a paned
+        store's: pane_batch)."""
+        windowing = self.windows.spec.windowing
+        of = pane_batch if windowing.panes else window_batch
+        return of(records, limit_ms, windowing, position.stream_time_ms)
 
     def apply_to(self, rows: AttemptTable, deltas: list, position: BatchPosition, write_order: int) -> ApplyStats:
-        """One attempt's apply of the batch's deltas through `rows` (apply_window_deltas)."""
+        """One attempt's apply of the batch's deltas through `rows` (apply_window_deltas; a
+        paned store's: apply_pane_deltas)."""
         after = position.stream_time_ms if write_order % 2 else None
-        spec, keys = self.windows.spec, keyed(deltas)
+        spec = self.windows.spec
+        if spec.windowing.panes:
+            batch_id, write_ts = position.batch_id, position.write_ts
+            return apply_pane_deltas(None, spec, batch_id, deltas, 1, write_ts, stream_time_ms=after, table=rows)
+        keys = keyed(deltas)
         return apply_window_deltas(
             None, spec, position.batch_id, keys, 1, position.write_ts, stream_time_ms=after, table=rows
         )
@@ -311,7 +427,7 @@ class WindowTruth(Truth):
     """truth.Truth for the window store (see the module doc)."""
 
     windowing: WindowSpec | None = None
-    table: WindowTable | None = None
+    table: WindowTable | PaneTable | None = None
     stream_time: int | None = None  # the largest event time the recorded batches counted
     fates: dict[tuple[int, int], tuple[str | None, tuple[int, ...]]] = field(default_factory=dict)
 
@@ -365,8 +481,8 @@ class WindowTruth(Truth):
         for window in sorted(set(stored) | set(truth)):
             row = stored.get(window)
             want = list(truth.get(window, ()))
-            if row is not None and unfinished is not None and row.entry.batch_id == unfinished:
-                want += pending.get(window, [])
+            if row is not None and unfinished is not None:
+                want += self.table.pending_held(window, row, pending.get(window, []), unfinished)
             problem = self.window_problem(None if row is None else row.entry, want)
             if problem:
                 tag = "absent" if row is None else f"tagged batch {row.entry.batch_id}, time {row.entry.time_ms}"
@@ -424,11 +540,12 @@ class WindowProtocolMachine(BatchProtocolMachine):
         super().__init__()
         self.choose_windowing(0)
 
-    @initialize(which=st.integers(0, len(WINDOWINGS) - 1))
-    def choose_windowing(self, which: int) -> None:
-        """The store's windowing, fixed when it was created (WINDOWINGS)."""
-        spec = spec_of(WINDOWINGS[which])
-        self.windows = WindowWorld(spec, WindowTable(spec))
+    @initialize(which=st.integers(0, len(KIND_WINDOWINGS) - 1), panes=st.sampled_from((True, True, False)))
+    def choose_windowing(self, which: int, panes: bool = True) -> None:
+        """The store's windowing, fixed when it was created (KIND_WINDOWINGS), hopping windows kept
+        as panes if `panes` (a new store's choice; a store registered before panes keeps a row per window)."""
+        spec = spec_of(KIND_WINDOWINGS[which], panes)
+        self.windows = WindowWorld(spec, PaneTable(spec) if spec.windowing.panes else WindowTable(spec))
         self.world.windows = self.windows
         self.truth = WindowTruth(self.world.topic, windowing=spec.windowing, table=self.windows.table)
 
