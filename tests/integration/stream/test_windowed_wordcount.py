@@ -14,8 +14,11 @@ import pytest
 
 from statestore.conn import kafka as kafka_io
 from statestore.core.event_time import TimedValue
+from statestore.core.model import StoreSpec, StoreType
+from statestore.core.windows import WindowSpec
 from statestore.store.book import deadletters, registry
 from statestore.store.builder import open_window_store
+from statestore.store.provision import provision_store
 from tests.integration.conftest import compaction_class_of, run_stream
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a whole minute
@@ -29,6 +32,7 @@ class Reference:
         self.size, self.hop, self.grace, self.retention = size, hop, grace, retention
         self.counts: Counter = Counter()
         self.late: Counter = Counter()
+        self.partly_late = 0  # late records still counted in some of their windows
         self.stream_time: int | None = None
 
     def windows(self, t: int) -> list[int]:
@@ -45,6 +49,7 @@ class Reference:
             windows = self.windows(t)
             if words and any(self.closed(s) for s in windows):
                 self.late[text] += 1
+                self.partly_late += not all(self.closed(s) for s in windows)
             for word in words:
                 for start in windows:
                     if not self.closed(start):
@@ -128,6 +133,57 @@ def test_hopping_windows_count_each_word_in_size_over_hop_windows(
     # A window store the stream creates keeps its own compaction (key-value stores get UCS).
     table = open_window_store(session, keyspace, store_name).spec.table
     assert compaction_class_of(session, keyspace, table).endswith("TimeWindowCompactionStrategy")
+
+
+def _rows(session, keyspace, store) -> int:
+    table = registry.lookup(session, keyspace, store).table
+    return session.execute(f"SELECT COUNT(*) FROM {keyspace}.{table}").one()[0]
+
+
+def test_hopping_windows_kept_as_panes_with_partly_late_records_equal_the_reference(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    """A pane row holds what its records counted in the windows open when they were applied:
+    a straggler whose first windows have closed counts in the later ones only."""
+    rng = random.Random(4823)
+    size, hop, grace = 60_000, 20_000, 10_000
+    reference = Reference(size, hop, grace, 86_400_000)
+    windows = {"window": size, "hop": hop, "grace": grace}
+    batches = [
+        _records(rng, 300, BASE_MS + size, BASE_MS + 5 * size, "a"),
+        # Stream time about 4:59: windows ending before 4:49 are closed. Stragglers from 3:00
+        # on fall in closed windows (3:00-4:00 ... ) and in open ones.
+        _records(rng, 150, BASE_MS + 5 * size, BASE_MS + 5 * size + 30_000, "b")
+        + _records(rng, 150, BASE_MS + 3 * size, BASE_MS + 5 * size, "c"),
+        _records(rng, 100, BASE_MS + 4 * size, BASE_MS + 6 * size, "d"),
+    ]
+    for records in batches:
+        rng.shuffle(records)
+        _run_batch(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", records, **windows)
+        reference.batch(records)
+
+    assert reference.partly_late and sum(reference.late.values()) < 250
+    assert _stored(session, keyspace, store_name) == reference.counts
+    assert _late_letters(session, keyspace, store_name) == reference.late
+    assert registry.lookup(session, keyspace, store_name).windowing.panes
+    # A row per word and pane (and first open window), not one per word and window.
+    assert _rows(session, keyspace, store_name) < len(reference.counts) / 2
+
+
+def test_a_hopping_store_registered_with_a_row_per_window_keeps_its_layout(
+    spark, session, keyspace, cassandra_config, kafka_config, topic, store_name, tmp_path
+):
+    size, hop = 60_000, 20_000
+    spec = StoreSpec(keyspace, store_name, StoreType.PARTITIONED_WINDOW, 4, windowing=WindowSpec(size, hop))
+    provision_store(session, spec, topic)
+    rng = random.Random(9)
+    records = _records(rng, 120, BASE_MS + size, BASE_MS + 4 * size, "r")
+    _run_batch(spark, cassandra_config, kafka_config, topic, store_name, tmp_path / "cp", records, window=size, hop=hop)
+    reference = Reference(size, hop, 0, 86_400_000)
+    reference.batch(records)
+    assert _stored(session, keyspace, store_name) == reference.counts
+    assert not registry.lookup(session, keyspace, store_name).windowing.panes
+    assert _rows(session, keyspace, store_name) == len(reference.counts)
 
 
 def test_time_ordered_input_over_many_batches_counts_every_window_once(
