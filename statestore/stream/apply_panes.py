@@ -176,9 +176,11 @@ def pane_applier(
 def forget_closed_panes(spec: StoreSpec, stream_time_ms: int | None) -> Callable[[BucketCache], None]:
     """What a task does to each bucket file it opens: forget the rows whose `from` is before the
     first window open at `stream_time_ms`, which no batch writes again (one prefix of the file:
-    keys start with `from`)."""
+    keys start with `from`). The bound is packed here, on the driver: the function goes to the
+    executors, and a struct.Struct does not pickle."""
+    below = _LONG.pack(spec.windowing.first_open_start(stream_time_ms))
 
     def forget_closed(file: BucketCache) -> None:
-        file.forget_below(_LONG.pack(spec.windowing.first_open_start(stream_time_ms)))
+        file.forget_below(below)
 
     return forget_closed

@@ -11,10 +11,13 @@ import uuid
 import pytest
 
 from statestore.conn import kafka as kafka_io
+from statestore.core.codecs import LONG
 from statestore.core.event_time import TimedValue
+from statestore.core.model import PaneEntry
 from statestore.store.book import deadletters
 from statestore.store.builder import open_session_store, open_window_store
 from statestore.store.session import SessionKey
+from statestore.store.tables import window_table_for
 from tests.integration.conftest import delete_topic, run_stream
 from tests.integration.maintenance.test_maintenance_audit import load_job
 from tests.integration.stream.test_windowed_wordcount import BASE_MS, Reference, _records
@@ -114,13 +117,35 @@ def test_a_sessioned_store_with_late_records_passes_and_a_changed_session_fails(
 
 
 def test_changed_removed_and_invented_windows_fail_and_are_named(window_store, session, keyspace, tmp_path):
+    """The stream keeps this hopping store as panes, so the tampering is done to pane rows: a row
+    (key, pane s, from s) counts in window s alone; a record's unique tag word has one row, in
+    every window of its record that was open."""
     windows = open_window_store(session, keyspace, window_store["store"])
+    table = window_table_for(windows.spec)
+    assert windows.spec.windowing.panes
     stored = sorted(windows.all(), key=lambda w: (w.key, w.start_ms))
-    bumped, removed = stored[0], stored[1]
-    windows.put(bumped.key, bumped.value + 1, bumped.start_ms)
-    windows.remove(removed.key, removed.start_ms)
+    bumped = stored[0]
+    home = (bumped.key.encode(), bumped.start_ms, bumped.start_ms)
+    extra = table.read_panes(session, [home], 1).get(home)
+    plus_one = 1 if extra is None else LONG.decode(extra.value) + 1
     invented = BASE_MS + 4 * MINUTE
-    windows.put("intruder", 5, invented)
+    table.write_panes(
+        session,
+        [
+            PaneEntry(*home, LONG.encode(plus_one), 0, bumped.start_ms),
+            PaneEntry(b"intruder", invented, invented, LONG.encode(5), 0, invented),
+        ],
+        1,
+        None,
+    )
+    tag = next(w.key for w in stored if w.key.startswith("a") and w.key != bumped.key)
+    removed = [w for w in stored if w.key == tag]
+    # Its record's pane is its last window's start: delete the tag's rows in those segments.
+    for segment in {windows.spec.windowing.segment_of(w.start_ms) for w in removed}:
+        session.execute(
+            f"DELETE FROM {table.qualified} WHERE partition = %s AND segment = %s AND key = %s",
+            (table.partition_of(tag.encode()), segment, tag.encode()),
+        )
 
     code, report = _validate(keyspace, window_store["store"], tmp_path)
     assert code == 3 and report["status"] == "fail"
@@ -129,10 +154,9 @@ def test_changed_removed_and_invented_windows_fail_and_are_named(window_store, s
     }
     assert found == {
         (bumped.key, bumped.start_ms, bumped.start_ms + SIZE, "count"),
-        (removed.key, removed.start_ms, removed.start_ms + SIZE, "missing"),
+        *((tag, w.start_ms, w.start_ms + SIZE, "missing") for w in removed),
         ("intruder", invented, invented + SIZE, "unexpected"),
     }
-    assert bumped.value + 5 != removed.value  # so the store's sum is off too
     failed = {e["expectation"] for e in report["quality"]["expectations"] if not e["success"]}
     assert "expect_column_sum_to_be_between" in failed
 

@@ -12,6 +12,7 @@ from statestore.stream.apply_cache import BucketCache
 from statestore.stream.apply_panes import (
     apply_pane_deltas,
     forget_closed_panes,
+    pane_applier,
     pane_cache_key,
     pane_deltas_of,
     pane_row_of,
@@ -145,3 +146,14 @@ def test_a_pane_row_read_with_a_ttl_is_read_again_next_batch(tmp_path):
     finally:
         file.close()
     assert to_read == [0]  # pear, read without a TTL, stays vouched for
+
+
+def test_what_a_task_runs_pickles_for_the_executors():
+    """Spark ships the applier and the forget rule to its Python workers by cloudpickle: nothing
+    they hold may be a struct.Struct (the forget rule held one and failed every cached batch)."""
+    from pyspark import cloudpickle
+
+    from statestore.core.config import CassandraConfig
+
+    cloudpickle.dumps(forget_closed_panes(SPEC, 120_000))
+    cloudpickle.dumps(pane_applier(CassandraConfig(), SPEC, 3, 1_000, stream_time_ms=120_000))
