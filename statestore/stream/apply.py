@@ -93,7 +93,7 @@ class ApplyStats:
     max_time_ms: int | None = None
     uncountable: int = 0  # messages and words the batch sends to the dead-letter table instead
     read: int = 0  # keys read from Cassandra (the others were vouched for by the apply cache)
-    words: int = 0  # words counted (window stores: once per window they count in)
+    words: int = 0  # words counted (window stores: once per window, paned ones once per pane row, they count in)
     cache_tokens: tuple[tuple[int, str], ...] = ()  # (bucket, token) of each apply-cache file finished
 
     def __add__(self, other: ApplyStats) -> ApplyStats:
