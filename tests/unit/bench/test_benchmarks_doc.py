@@ -25,7 +25,6 @@ def test_the_current_figures_come_from_the_latest_runs_only():
     current = {
         "streaming_compare",
         "timed_compare",
-        "timed_sessions",
         "aggregate_compare",
         "dataframe_scan",
         "rescale",
