@@ -29,15 +29,10 @@ from typing import Protocol
 from statestore.core.config import CassandraConfig
 from statestore.core.model import PaneEntry, StoreSpec
 from statestore.store.tables import window_table_for
-from statestore.stream.apply import ApplyStats, Delta, Timer, sliced, slices_applier, timed, write_all
-from statestore.stream.apply_cache import (
-    BucketCache,
-    CachePlan,
-    bucket_expression,
-    expiring_keys,
-    remember_unless_expiring,
-)
-from statestore.stream.plan import SlicePlan, plan_slice, stored_record
+from statestore.stream.apply import ApplyStats, Delta, Timer, sliced, slices_applier
+from statestore.stream.apply_cache import BucketCache, CachePlan, bucket_expression
+from statestore.stream.apply_windows import TimedRows, apply_rows, plan_rows
+from statestore.stream.plan import SlicePlan
 
 PaneKey = tuple[bytes, int, int]  # (key, pane start, from)
 _LONG = struct.Struct(">q")
@@ -70,18 +65,13 @@ def pane_row_of(cache_key: bytes) -> PaneKey:
     return cache_key[_FROM_PANE.size :], pane_ms, from_ms
 
 
-def _may_hold(pane_ms: int, stream_time_ms: int | None) -> bool:
-    """Whether the store may hold a row of the stream's of the pane starting at `pane_ms`: not
-    after the stream time (see the module doc; None: any)."""
-    return stream_time_ms is None or pane_ms <= stream_time_ms
+PANE_ROWS = TimedRows(pane_row_of, pane_cache_key, PaneEntry, lambda row: row[1])
 
 
 def plan_pane_slice(stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id: int) -> tuple[list, SlicePlan]:
     """Pure: the pane rows batch `batch_id` writes for deltas keyed by pane_cache_key over their
     rows' stored records (None: absent), and the plan itself (its records as the cache keeps them)."""
-    plan = plan_slice(stored, deltas, batch_id)
-    writes = [PaneEntry(*pane_row_of(e.key), e.value, e.batch_id, e.time_ms) for e in plan.writes]
-    return writes, plan
+    return plan_rows(PANE_ROWS, stored, deltas, batch_id)
 
 
 def apply_pane_deltas(
@@ -96,35 +86,23 @@ def apply_pane_deltas(
     cache: BucketCache | None = None,
     table: PaneRows | None = None,
 ) -> ApplyStats:
-    """Apply deltas keyed by pane_cache_key: read the rows the store may hold (_may_hold) that
-    `cache` (the keys' bucket file, if any) cannot vouch for, then write their new absolute
-    values, and keep every row's record as the store now holds it in `cache`, but for a row
-    read carrying a TTL (remember_unless_expiring). `table`: the rows' I/O (None: the store's
-    table, window_table_for, noting TTLs with `cache`)."""
+    """Apply deltas keyed by pane_cache_key (apply_windows.apply_rows: panes after the stream
+    time not read). `table`: the rows' I/O (None: the store's table, window_table_for, noting
+    TTLs with `cache`)."""
     if not deltas:
         return ApplyStats()
     if table is None:
         table = window_table_for(spec) if cache is None else window_table_for(spec).noting_ttl()
-    keys = [delta.key for delta in deltas]
-    if cache is None:
-        stored: list[bytes | None] = [None] * len(keys)
-        unknown: Iterable[int] = range(len(keys))
-    else:
-        stored, unknown = timed(timer, "cache", lambda: cache.lookup(keys))
-    rows = {i: pane_row_of(keys[i]) for i in unknown}
-    to_read = {i: row for i, row in rows.items() if _may_hold(row[1], stream_time_ms)}
-    expiring: set[bytes] = set()
-    if to_read:
-        found = timed(timer, "read", lambda: table.read_panes(session, list(to_read.values()), concurrency))
-        expiring = {pane_cache_key(*row) for row in expiring_keys(found)}
-        for i, row in to_read.items():
-            entry = found.get(row)
-            stored[i] = None if entry is None else stored_record(entry)
-    writes, plan = timed(timer, "plan", lambda: plan_pane_slice(stored, deltas, batch_id))
-    write_all(batch_id, lambda entries: table.write_panes(session, entries, concurrency, write_ts), writes, timer)
-    if cache is not None:
-        timed(timer, "cache", lambda: remember_unless_expiring(cache, plan.records, expiring))
-    return ApplyStats(len(keys), len(writes), plan.skipped, plan.max_time_ms, read=len(to_read), words=plan.words)
+    return apply_rows(
+        PANE_ROWS,
+        lambda rows: table.read_panes(session, rows, concurrency),
+        lambda entries: table.write_panes(session, entries, concurrency, write_ts),
+        batch_id,
+        deltas,
+        timer,
+        stream_time_ms,
+        cache,
+    )
 
 
 def pane_deltas_of(rows: Iterable) -> Iterator[list[Delta]]:

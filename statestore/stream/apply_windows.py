@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
@@ -82,13 +83,75 @@ def keyed(deltas: Iterable[tuple[int, Delta]]) -> list[Delta]:
     return [delta._replace(key=window_cache_key(delta.key, start)) for start, delta in deltas]
 
 
+@dataclass(frozen=True)
+class TimedRows:
+    """How the apply of a timed store names its rows: the row a plan key names (what the table
+    reads, `row_of`) and back (`key_of`), the entry the table writes for a row's new value
+    (`entry_of`), and the row's time the stream time bounds (`time_of`). A window store's rows
+    are (key, window start) (WINDOW_ROWS); a paned one's (key, pane, from)
+    (statestore.stream.apply_panes.PANE_ROWS)."""
+
+    row_of: Callable[[bytes], tuple]
+    key_of: Callable[..., bytes]
+    entry_of: Callable[..., object]
+    time_of: Callable[[tuple], int]
+
+
+def plan_rows(
+    naming: TimedRows, stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id: int
+) -> tuple[list, SlicePlan]:
+    """Pure: the rows batch `batch_id` writes for deltas keyed by `naming`'s plan keys over
+    their rows' stored records (statestore.stream.plan's; None: absent), and the plan itself
+    (its records as the apply cache keeps them)."""
+    plan = plan_slice(stored, deltas, batch_id)
+    writes = [naming.entry_of(*naming.row_of(e.key), e.value, e.batch_id, e.time_ms) for e in plan.writes]
+    return writes, plan
+
+
+def apply_rows(
+    naming: TimedRows,
+    read: Callable[[list], dict],
+    write: Callable[[list], None],
+    batch_id: int,
+    deltas: list[Delta],
+    timer: Timer | None = None,
+    stream_time_ms: int | None = None,
+    cache: BucketCache | None = None,
+) -> ApplyStats:
+    """Apply deltas keyed by `naming`'s plan keys: read (`read`: rows -> the stored entries, a
+    Found telling those carrying a TTL) the rows the store may hold (_may_hold) that `cache`
+    (the keys' bucket file, if any) cannot vouch for, then write (`write`) their new absolute
+    values, and keep every row's record as the store now holds it in `cache`, but for a row
+    read carrying a TTL (remember_unless_expiring)."""
+    keys = [delta.key for delta in deltas]
+    if cache is None:
+        stored: list[bytes | None] = [None] * len(keys)
+        unknown: Iterable[int] = range(len(keys))
+    else:
+        stored, unknown = timed(timer, "cache", lambda: cache.lookup(keys))
+    rows = {i: naming.row_of(keys[i]) for i in unknown}
+    to_read = {i: row for i, row in rows.items() if _may_hold(naming.time_of(row), stream_time_ms)}
+    expiring: set[bytes] = set()
+    if to_read:
+        found = timed(timer, "read", lambda: read(list(to_read.values())))
+        expiring = {naming.key_of(*row) for row in expiring_keys(found)}
+        for i, row in to_read.items():
+            entry = found.get(row)
+            stored[i] = None if entry is None else stored_record(entry)
+    writes, plan = timed(timer, "plan", lambda: plan_rows(naming, stored, deltas, batch_id))
+    write_all(batch_id, write, writes, timer)
+    if cache is not None:
+        timed(timer, "cache", lambda: remember_unless_expiring(cache, plan.records, expiring))
+    return ApplyStats(len(keys), len(writes), plan.skipped, plan.max_time_ms, read=len(to_read), words=plan.words)
+
+
+WINDOW_ROWS = TimedRows(window_of, window_cache_key, WindowedEntry, lambda window: window[1])
+
+
 def plan_window_slice(stored: Sequence[bytes | None], deltas: Sequence[Delta], batch_id: int) -> tuple[list, SlicePlan]:
     """Pure: the window rows batch `batch_id` writes for deltas keyed by window_cache_key over
-    their windows' stored records (statestore.stream.plan's; None: absent), and the plan
-    itself (its records as the apply cache keeps them)."""
-    plan = plan_slice(stored, deltas, batch_id)
-    writes = [WindowedEntry(*window_of(e.key), e.value, e.batch_id, e.time_ms) for e in plan.writes]
-    return writes, plan
+    their windows' stored records (None: absent), and the plan itself."""
+    return plan_rows(WINDOW_ROWS, stored, deltas, batch_id)
 
 
 def plan_window_writes(
@@ -114,35 +177,22 @@ def apply_window_deltas(
     cache: BucketCache | None = None,
     table: WindowRows | None = None,
 ) -> ApplyStats:
-    """Apply deltas keyed by window_cache_key: read the windows the store may hold (_may_hold)
-    that `cache` (the keys' bucket file, if any) cannot vouch for, then write their new
-    absolute values, and keep every window's record as the store now holds it in `cache`, but
-    for a window read carrying a TTL (remember_unless_expiring). `table`: the rows' I/O (None:
-    the store's table, window_table_for, noting TTLs with `cache`)."""
+    """Apply deltas keyed by window_cache_key (apply_rows). `table`: the rows' I/O (None: the
+    store's table, window_table_for, noting TTLs with `cache`)."""
     if not deltas:
         return ApplyStats()
     if table is None:
         table = window_table_for(spec) if cache is None else window_table_for(spec).noting_ttl()
-    keys = [delta.key for delta in deltas]
-    if cache is None:
-        stored: list[bytes | None] = [None] * len(keys)
-        unknown: Iterable[int] = range(len(keys))
-    else:
-        stored, unknown = timed(timer, "cache", lambda: cache.lookup(keys))
-    windows = {i: window_of(keys[i]) for i in unknown}
-    to_read = {i: window for i, window in windows.items() if _may_hold(window[1], stream_time_ms)}
-    expiring: set[bytes] = set()
-    if to_read:
-        found = timed(timer, "read", lambda: table.read(session, list(to_read.values()), concurrency))
-        expiring = {window_cache_key(key, start) for key, start in expiring_keys(found)}
-        for i, window in to_read.items():
-            entry = found.get(window)
-            stored[i] = None if entry is None else stored_record(entry)
-    writes, plan = timed(timer, "plan", lambda: plan_window_slice(stored, deltas, batch_id))
-    write_all(batch_id, lambda rows: table.write(session, rows, concurrency, write_ts), writes, timer)
-    if cache is not None:
-        timed(timer, "cache", lambda: remember_unless_expiring(cache, plan.records, expiring))
-    return ApplyStats(len(keys), len(writes), plan.skipped, plan.max_time_ms, read=len(to_read), words=plan.words)
+    return apply_rows(
+        WINDOW_ROWS,
+        lambda windows: table.read(session, windows, concurrency),
+        lambda rows: table.write(session, rows, concurrency, write_ts),
+        batch_id,
+        deltas,
+        timer,
+        stream_time_ms,
+        cache,
+    )
 
 
 def window_deltas_of(rows: Iterable) -> Iterator[list[Delta]]:

@@ -29,16 +29,13 @@ from statestore.core.codecs import LONG
 from statestore.core.errors import UnsupportedOperationError
 from statestore.core.model import EVERYTHING, KeyRange, PaneEntry, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import partitions_for
 from statestore.core.windows import WindowSpec, compose_windows
-from statestore.store.tables.base import chunked, range_condition, time_ms_of, write_batches
+from statestore.store.tables.base import chunked, range_condition, time_ms_of
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
 from statestore.store.tables.splits import Split, wanted_keys
-from statestore.store.tables.unlogged import write_unlogged
 
-_BATCH_ROWS = 64
 # Rows per read query: as many as the window table's pairs per IN list.
 _READ_PANES = 100
 _COLUMNS = "key, pane_start, from_start, value, batch_id, time"
@@ -47,6 +44,14 @@ _LAST = 2**63 - 1
 
 def _pane(row) -> PaneEntry:
     return PaneEntry(row.key, row.pane_start, row.from_start, row.value, row.batch_id, time_ms_of(row.time))
+
+
+def _pane_start(pane: PaneEntry) -> int:
+    return pane.pane_ms
+
+
+def _pane_values(e: PaneEntry) -> tuple:
+    return (e.key, e.pane_ms, e.from_ms, e.value, _time(e), e.batch_id)
 
 
 def _pane_order(pane: PaneEntry) -> tuple[bytes, int, int]:
@@ -114,20 +119,11 @@ class PanedWindowTable(SegmentedTable):
         """Upsert absolute pane rows in prepared UNLOGGED batches, each within one Cassandra
         partition (idempotent, so retries are safe; at `write_ts` microseconds, None: the
         server's clock)."""
-        groups: dict[tuple[int, int], list[PaneEntry]] = defaultdict(list)
-        partitions = partitions_for([entry.key for entry in entries], self.spec.partitions)
-        for partition, entry in zip(partitions, entries, strict=True):
-            groups[(partition, self.windowing.segment_of(entry.pane_ms))].append(entry)
-        rows_of_batches = (
-            [(partition, segment, e.key, e.pane_ms, e.from_ms, e.value, _time(e), e.batch_id) for e in rows]
-            for (partition, segment), group in groups.items()
-            for rows in write_batches(group, _BATCH_ROWS)
-        )
         insert = (
             f"INSERT INTO {self.qualified} (partition, segment, key, pane_start, from_start, value, time, batch_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         )
-        write_unlogged(session, self.profile, insert, rows_of_batches, concurrency, write_ts)
+        self._write_by_partition(session, insert, entries, _pane_start, _pane_values, concurrency, write_ts)
 
     def read_panes(
         self, session, rows: list[tuple[bytes, int, int]], concurrency: int

@@ -17,15 +17,12 @@ from cassandra.concurrent import execute_concurrent
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import partitions_for
-from statestore.store.tables.base import chunked, range_condition, time_ms_of, write_batches
+from statestore.store.tables.base import chunked, range_condition, time_ms_of
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
 from statestore.store.tables.splits import Split
-from statestore.store.tables.unlogged import write_unlogged
 
-_BATCH_ROWS = 64
 # Pairs per read query: as many as the key-value table's keys per IN list.
 _READ_WINDOWS = 100
 _COLUMNS = "key, window_start, value, batch_id, time"
@@ -33,6 +30,14 @@ _COLUMNS = "key, window_start, value, batch_id, time"
 
 def _entry(row) -> WindowedEntry:
     return WindowedEntry(row.key, row.window_start, row.value, row.batch_id, time_ms_of(row.time))
+
+
+def _start(entry: WindowedEntry) -> int:
+    return entry.start_ms
+
+
+def _window_values(e: WindowedEntry) -> tuple:
+    return (e.key, e.start_ms, e.value, _time(e), e.batch_id)
 
 
 def _order(entry: WindowedEntry) -> tuple[bytes, int]:
@@ -66,20 +71,11 @@ class PartitionedWindowTable(SegmentedTable):
         """Upsert absolute values in prepared UNLOGGED batches, each within one Cassandra
         partition (idempotent, so retries are safe; at `write_ts` microseconds, None: the
         server's clock)."""
-        groups: dict[tuple[int, int], list[WindowedEntry]] = defaultdict(list)
-        partitions = partitions_for([entry.key for entry in entries], self.spec.partitions)
-        for partition, entry in zip(partitions, entries, strict=True):
-            groups[(partition, self.windowing.segment_of(entry.start_ms))].append(entry)
-        rows_of_batches = (
-            [(partition, segment, e.key, e.start_ms, e.value, _time(e), e.batch_id) for e in rows]
-            for (partition, segment), group in groups.items()
-            for rows in write_batches(group, _BATCH_ROWS)
-        )
         insert = (
             f"INSERT INTO {self.qualified} (partition, segment, key, window_start, value, time, batch_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
-        write_unlogged(session, self.profile, insert, rows_of_batches, concurrency, write_ts)
+        self._write_by_partition(session, insert, entries, _start, _window_values, concurrency, write_ts)
 
     def read(
         self, session, windows: list[tuple[bytes, int]], concurrency: int

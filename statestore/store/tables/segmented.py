@@ -15,7 +15,8 @@ rest of its CQL.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
@@ -23,10 +24,13 @@ from cassandra.concurrent import execute_concurrent
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec
 from statestore.core.options import TableOptions
-from statestore.core.partitioner import partition_for
-from statestore.store.tables.base import NotesTtl, range_condition
+from statestore.core.partitioner import partition_for, partitions_for
+from statestore.store.tables.base import NotesTtl, range_condition, write_batches
 from statestore.store.tables.paging import paged
 from statestore.store.tables.splits import Split, partition_splits, wanted_keys
+from statestore.store.tables.unlogged import write_unlogged
+
+_BATCH_ROWS = 64  # the most rows of one Cassandra partition in one UNLOGGED batch
 
 
 class SegmentedTable(NotesTtl):
@@ -52,6 +56,31 @@ class SegmentedTable(NotesTtl):
     def _home(self, key: bytes, time_ms: int) -> tuple[int, int]:
         """The (partition, segment) of `key`'s row at `time_ms` (the time the segment is of)."""
         return self.partition_of(key), self.windowing.segment_of(time_ms)
+
+    def _write_by_partition(
+        self,
+        session,
+        insert: str,
+        entries: Sequence,
+        time_of: Callable[[object], int],
+        values_of: Callable[[object], tuple],
+        concurrency: int,
+        write_ts: int | None,
+    ) -> None:
+        """Upsert `entries` with `insert` (partition, segment, then `values_of` an entry) in
+        prepared UNLOGGED batches, each within one Cassandra partition: the entry's key's store
+        partition and the segment of `time_of` it (idempotent, so retries are safe; at
+        `write_ts` microseconds, None: the server's clock)."""
+        groups: dict[tuple[int, int], list] = defaultdict(list)
+        partitions = partitions_for([entry.key for entry in entries], self.spec.partitions)
+        for partition, entry in zip(partitions, entries, strict=True):
+            groups[(partition, self.windowing.segment_of(time_of(entry)))].append(entry)
+        rows_of_batches = (
+            [(partition, segment, *values_of(entry)) for entry in rows]
+            for (partition, segment), group in groups.items()
+            for rows in write_batches(group, _BATCH_ROWS)
+        )
+        write_unlogged(session, self.profile, insert, rows_of_batches, concurrency, write_ts)
 
     def segment_span(self, time_from: int, time_to: int) -> tuple[int, int]:
         """The first and last segment holding rows of the entries whose time lies in [time_from,
