@@ -38,7 +38,6 @@ from itertools import islice, zip_longest
 from statestore.conn.cassandra import DDL_PROFILE
 from statestore.core.codecs import LONG
 from statestore.core.errors import (
-    StateStoreError,
     StoreChangedError,
     UnsupportedOperationError,
     WriterMayBeLiveError,
@@ -48,7 +47,7 @@ from statestore.core.names import validate_store_name
 from statestore.store import admin
 from statestore.store.book import registry, schema
 from statestore.store.book.lease import StoreLease, describe_self
-from statestore.store.relayout import DROP, SWAPPED, _next_table, settle_failed_relayout
+from statestore.store.relayout import SWAPPED, next_table, settle_moved_table
 from statestore.store.tables import window_table_for
 
 _log = logging.getLogger(__name__)
@@ -169,7 +168,7 @@ def to_panes(session, keyspace: str, name: str, *, concurrency: int = 64) -> Pan
                 "recorded, so its writer may still send windows to the old table. Restart the stream so it "
                 "finishes the batch, stop it, then migrate. Nothing was copied."
             )
-        target = replace(spec, table_name=_next_table(session, spec), windowing=replace(spec.windowing, panes=True))
+        target = replace(spec, table_name=next_table(session, spec), windowing=replace(spec.windowing, panes=True))
         options = admin.describe_store(session, keyspace, name, count_partitions=False).table_options
         session.execute(window_table_for(target).create_cql(options), execution_profile=DDL_PROFILE)
         swap_sent = False
@@ -179,7 +178,7 @@ def to_panes(session, keyspace: str, name: str, *, concurrency: int = 64) -> Pan
             swap_sent = True
             registry.swap_windowing(session, spec, target.table, target.windowing, epoch)
         except BaseException as exc:
-            if _settle(session, target, epoch, swap_sent, exc) != SWAPPED:
+            if settle_moved_table(session, target, epoch, swap_sent, exc, "migration") != SWAPPED:
                 raise
     finally:
         lease.release()
@@ -240,27 +239,3 @@ def _shown(window: WindowedEntry | None) -> str:
     if window is None:
         return "(none)"
     return f"(key {window.key!r}, start {window.start_ms}, value {window.value.hex()}, batch {window.batch_id})"
-
-
-def _settle(session, target: StoreSpec, epoch: int, swap_sent: bool, failure: BaseException) -> str:
-    """A failed conversion's new table, as a failed re-layout's (relayout.settle_failed_relayout):
-    dropped, or kept and named in the error; SWAPPED when the switch applied after all."""
-    try:
-        registered = registry.registered_table(session, target.keyspace, target.name)
-    except Exception as exc:  # noqa: BLE001 - then nothing is dropped (KEEP), and the error says so
-        _log.warning("store %s: the registry could not be read after a failed migration (%s)", target.name, exc)
-        registered = None
-    action = settle_failed_relayout(target.table, epoch, swap_sent, registered)
-    if action == DROP:
-        session.execute(f"DROP TABLE IF EXISTS {target.keyspace}.{target.table}", execution_profile=DDL_PROFILE)
-    elif action != SWAPPED and not (registered is not None and registered[0] == target.table):
-        kept = (
-            f"The new table {target.keyspace}.{target.table} was kept, not dropped: the store was taken over since "
-            "this migration began (or the registry could not be read), and may use that name by now. Once "
-            f"`statestore describe {target.name}` shows another table, drop it: `statestore relayout {target.name} "
-            f"--drop-table {target.table} --yes`"
-        )
-        _log.error("store %s: %s", target.name, kept)
-        if isinstance(failure, StateStoreError):
-            raise type(failure)(f"{failure}. {kept}") from failure
-    return action

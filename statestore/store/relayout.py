@@ -105,7 +105,7 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
                 "recorded, so its writer may still send entries to the old table. Restart the stream so it "
                 "finishes the batch, stop it, then re-lay out. Nothing was copied."
             )
-        target = replace(spec, table_name=_next_table(session, spec), subpartitions=subpartitions)
+        target = replace(spec, table_name=next_table(session, spec), subpartitions=subpartitions)
         options = admin.describe_store(session, keyspace, name, count_partitions=False).table_options
         session.execute(table_for(target).create_cql(options), execution_profile=DDL_PROFILE)
         swap_sent = False
@@ -115,7 +115,7 @@ def relayout_store(session, keyspace: str, name: str, subpartitions: int, *, con
             swap_sent = True
             registry.swap_table(session, spec, target.table, subpartitions, epoch)
         except BaseException as exc:
-            if _settle(session, target, epoch, swap_sent, exc) != SWAPPED:
+            if settle_moved_table(session, target, epoch, swap_sent, exc) != SWAPPED:
                 raise
     finally:
         lease.release()
@@ -178,26 +178,29 @@ def settle_failed_relayout(
     return DROP
 
 
-def _settle(session, target: StoreSpec, epoch: int, swap_sent: bool, failure: BaseException) -> str:
-    """Settle a failed re-layout (settle_failed_relayout) and act on it: drop the new table, or
-    keep it and say so in the error."""
+def settle_moved_table(
+    session, target: StoreSpec, epoch: int, swap_sent: bool, failure: BaseException, what: str = "re-layout"
+) -> str:
+    """Settle a failed move to a new table (settle_failed_relayout) and act on it: drop the new
+    table, or keep it and say so in the error. `what` names the move in what it logs and says
+    (a re-layout, or statestore.store.migration's conversion to panes)."""
     try:
         registered = registry.registered_table(session, target.keyspace, target.name)
     except Exception as exc:  # noqa: BLE001 - then nothing is dropped (KEEP), and the error says so
-        _log.warning("store %s: the registry could not be read after a failed re-layout (%s)", target.name, exc)
+        _log.warning("store %s: the registry could not be read after a failed %s (%s)", target.name, what, exc)
         registered = None
     action = settle_failed_relayout(target.table, epoch, swap_sent, registered)
     if action == DROP:
         session.execute(f"DROP TABLE IF EXISTS {target.keyspace}.{target.table}", execution_profile=DDL_PROFILE)
     elif action == SWAPPED:
         _log.warning(
-            "store %s.%s: the switch to table %s failed (%s), but a serial read shows it applied: re-layout done",
-            target.keyspace, target.name, target.table, failure,
+            "store %s.%s: the switch to table %s failed (%s), but a serial read shows it applied: %s done",
+            target.keyspace, target.name, target.table, failure, what,
         )  # fmt: skip
     elif not (registered is not None and registered[0] == target.table):
         kept = (
             f"The new table {target.keyspace}.{target.table} was kept, not dropped: the store was taken over "
-            "since this re-layout began (or the registry could not be read), and may use that name by now. Once "
+            f"since this {what} began (or the registry could not be read), and may use that name by now. Once "
             f"`statestore describe {target.name}` shows another table, drop it: `statestore relayout {target.name} "
             f"--drop-table {target.table} --yes`"
         )
@@ -277,7 +280,7 @@ def _checksum(rows: Iterable, fingerprint: Callable[[object], bytes]) -> int:
     return total & _MASK
 
 
-def _next_table(session, spec: StoreSpec) -> str:
+def next_table(session, spec: StoreSpec) -> str:
     """The first `<store>_store_r<k>` after the store's own table that does not exist yet: a
     generation is never used twice (an earlier table dropped by hand may still be written by a
     task attempt that resolved it; a store created again starts past its dropped ones: book.dropped)."""

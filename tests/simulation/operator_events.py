@@ -58,7 +58,7 @@ class StoreTableDropped(AssertionError):
 
 
 def _table(generation: int) -> str:
-    """The store's table name of a generation (relayout._next_table's `<store>_store_r<k>`)."""
+    """The store's table name of a generation (relayout.next_table's `<store>_store_r<k>`)."""
     return store_table("words") if generation == 0 else f"{store_table('words')}_r{generation}"
 
 
@@ -108,7 +108,7 @@ class OperatorEvents:
             cassandra.lease = None
             return
         old = cassandra.table_generation
-        new = max((old, *cassandra.kept)) + 1  # relayout._next_table
+        new = max((old, *cassandra.kept)) + 1  # relayout.next_table
         ts = progress.last_ts if progress.last_ts is not None else world.now_us()
         copied = {key: StoredRow(row.entry, ts) for key, row in cassandra.rows.items()}
         cassandra.kept[new] = copied  # created, holding the verified copy
@@ -132,7 +132,7 @@ class OperatorEvents:
 
     def _swap(self, holder: str, epoch: int, old: int, new: int, outcome: str | None, killed: bool) -> None:
         """registry.swap_table (IF table_name = old AND epoch = epoch), then, if it failed,
-        relayout._settle through the real settle_failed_relayout, and the lease released."""
+        relayout.settle_moved_table through the real settle_failed_relayout, and the lease released."""
         cassandra = self.world.cassandra
         cassandra._commit_in_flight()  # the swap's Paxos round
         applies = cassandra.progress_row.epoch == epoch and cassandra.table_generation == old
