@@ -22,7 +22,6 @@ from itertools import chain, groupby
 from operator import attrgetter
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
-from cassandra.concurrent import execute_concurrent
 
 from statestore.conn.cassandra import prepare
 from statestore.core.codecs import LONG
@@ -30,14 +29,12 @@ from statestore.core.errors import UnsupportedOperationError
 from statestore.core.model import EVERYTHING, KeyRange, PaneEntry, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
 from statestore.core.windows import WindowSpec, compose_windows
-from statestore.store.tables.base import chunked, range_condition, time_ms_of
+from statestore.store.tables.base import range_condition, time_ms_of
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
 from statestore.store.tables.splits import Split, wanted_keys
 
-# Rows per read query: as many as the window table's pairs per IN list.
-_READ_PANES = 100
 _COLUMNS = "key, pane_start, from_start, value, batch_id, time"
 _LAST = 2**63 - 1
 
@@ -129,33 +126,10 @@ class PanedWindowTable(SegmentedTable):
         self, session, rows: list[tuple[bytes, int, int]], concurrency: int
     ) -> dict[tuple[bytes, int, int], PaneEntry]:
         """The stored pane rows among (key, pane start, from) triples; missing ones are absent.
-        One query per Cassandra partition and up to _READ_PANES triples (a multi-column IN on
+        One query per Cassandra partition and up to 100 triples (SegmentedTable._read_rows: a multi-column IN on
         the clustering key). A Found when this table notes TTLs (NotesTtl; `expiring` holds
         such triples)."""
-        select = prepare(
-            session,
-            f"SELECT {self._read_columns(_COLUMNS)} FROM {self.qualified}"
-            " WHERE partition = ? AND segment = ? AND (key, pane_start, from_start) IN ?",
-        )
-        select.is_idempotent = True
-        homes: dict[tuple[int, int], set[tuple[bytes, int, int]]] = defaultdict(set)
-        for key, pane, from_ms in rows:
-            homes[self._home(key, pane)].add((key, pane, from_ms))
-        work = [
-            (select, (partition, segment, chunk))
-            for (partition, segment), group in homes.items()
-            for chunk in chunked(sorted(group), _READ_PANES)
-        ]
-        found = self._new_found()
-        notes_ttl = self.notes_ttl
-        for result in execute_concurrent(
-            session, work, concurrency=concurrency, results_generator=True, execution_profile=self.profile
-        ):
-            for row in result.result_or_exc:
-                found[(row.key, row.pane_start, row.from_start)] = _pane(row)
-                if notes_ttl and row.ttl is not None:
-                    found.expiring.add((row.key, row.pane_start, row.from_start))
-        return found
+        return self._read_rows(session, _COLUMNS, ("key", "pane_start", "from_start"), rows, _pane, concurrency)
 
     # -- single windows: refused ----------------------------------------------------------------
 

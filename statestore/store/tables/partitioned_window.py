@@ -8,23 +8,19 @@ The rule: this module owns every CQL statement of a window table but the shared 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
-from cassandra.concurrent import execute_concurrent
 
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
-from statestore.store.tables.base import chunked, range_condition, time_ms_of
+from statestore.store.tables.base import range_condition, time_ms_of
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
 from statestore.store.tables.splits import Split
 
-# Pairs per read query: as many as the key-value table's keys per IN list.
-_READ_WINDOWS = 100
 _COLUMNS = "key, window_start, value, batch_id, time"
 
 
@@ -81,33 +77,10 @@ class PartitionedWindowTable(SegmentedTable):
         self, session, windows: list[tuple[bytes, int]], concurrency: int
     ) -> dict[tuple[bytes, int], WindowedEntry]:
         """The stored entries among (key, window start) pairs; missing ones are absent. One
-        query per Cassandra partition and up to _READ_WINDOWS pairs (a multi-column IN on the
+        query per Cassandra partition and up to 100 pairs (SegmentedTable._read_rows: a multi-column IN on the
         clustering key), not one per key: the windowed apply reads every window it writes. A
         Found when this table notes TTLs (NotesTtl; `expiring` holds such pairs)."""
-        select = prepare(
-            session,
-            f"SELECT {self._read_columns(_COLUMNS)} FROM {self.qualified}"
-            " WHERE partition = ? AND segment = ? AND (key, window_start) IN ?",
-        )
-        select.is_idempotent = True
-        homes: dict[tuple[int, int], set[tuple[bytes, int]]] = defaultdict(set)
-        for key, start in windows:
-            homes[self._home(key, start)].add((key, start))
-        work = [
-            (select, (partition, segment, chunk))
-            for (partition, segment), group in homes.items()
-            for chunk in chunked(sorted(group), _READ_WINDOWS)
-        ]
-        found = self._new_found()
-        notes_ttl = self.notes_ttl
-        for result in execute_concurrent(
-            session, work, concurrency=concurrency, results_generator=True, execution_profile=self.profile
-        ):
-            for row in result.result_or_exc:
-                found[(row.key, row.window_start)] = _entry(row)
-                if notes_ttl and row.ttl is not None:
-                    found.expiring.add((row.key, row.window_start))
-        return found
+        return self._read_rows(session, _COLUMNS, ("key", "window_start"), windows, _entry, concurrency)
 
     def get(self, session, key: bytes, start_ms: int) -> WindowedEntry | None:
         select = prepare(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
@@ -25,12 +26,13 @@ from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec
 from statestore.core.options import TableOptions
 from statestore.core.partitioner import partition_for, partitions_for
-from statestore.store.tables.base import NotesTtl, range_condition, write_batches
+from statestore.store.tables.base import NotesTtl, chunked, range_condition, write_batches
 from statestore.store.tables.paging import paged
 from statestore.store.tables.splits import Split, partition_splits, wanted_keys
 from statestore.store.tables.unlogged import write_unlogged
 
 _BATCH_ROWS = 64  # the most rows of one Cassandra partition in one UNLOGGED batch
+_READ_ROWS = 100  # ids per read query: as many as the key-value table's keys per IN list
 
 
 class SegmentedTable(NotesTtl):
@@ -81,6 +83,39 @@ class SegmentedTable(NotesTtl):
             for rows in write_batches(group, _BATCH_ROWS)
         )
         write_unlogged(session, self.profile, insert, rows_of_batches, concurrency, write_ts)
+
+    def _read_rows(self, session, columns: str, clustering: tuple[str, ...], ids: list[tuple], entry_of, concurrency):
+        """The stored rows among `ids` (values of the `clustering` columns: the key, then the time
+        its segment is of, then any more), each as `entry_of` a row of `columns`; missing ones
+        are absent. One query per Cassandra partition and up to _READ_ROWS ids (a multi-column
+        IN on the clustering key), not one per key: the stream's apply reads every row it does
+        not know. A Found when this table notes TTLs (NotesTtl; `expiring` holds such ids)."""
+        select = prepare(
+            session,
+            f"SELECT {self._read_columns(columns)} FROM {self.qualified}"
+            f" WHERE partition = ? AND segment = ? AND ({', '.join(clustering)}) IN ?",
+        )
+        select.is_idempotent = True
+        homes: dict[tuple[int, int], set[tuple]] = defaultdict(set)
+        for row_id in ids:
+            homes[self._home(row_id[0], row_id[1])].add(row_id)
+        work = [
+            (select, (partition, segment, chunk))
+            for (partition, segment), group in homes.items()
+            for chunk in chunked(sorted(group), _READ_ROWS)
+        ]
+        id_of = attrgetter(*clustering)
+        found = self._new_found()
+        notes_ttl = self.notes_ttl
+        for result in execute_concurrent(
+            session, work, concurrency=concurrency, results_generator=True, execution_profile=self.profile
+        ):
+            for row in result.result_or_exc:
+                row_id = id_of(row)
+                found[row_id] = entry_of(row)
+                if notes_ttl and row.ttl is not None:
+                    found.expiring.add(row_id)
+        return found
 
     def segment_span(self, time_from: int, time_to: int) -> tuple[int, int]:
         """The first and last segment holding rows of the entries whose time lies in [time_from,
