@@ -84,7 +84,10 @@ Fold = Callable[[Sequence[int], Sequence[SessionEntry]], bytes]
 
 def count_of(inside: Sequence[int], parts: Sequence[SessionEntry]) -> bytes:
     """The word count's session value: its events, one per time, plus the sessions it merges."""
-    return encode_long(len(inside) + sum(decode_long(e.value) for e in parts))
+    count = len(inside)
+    for part in parts:
+        count += decode_long(part.value)
+    return encode_long(count)
 
 
 class SessionValues(Protocol):
@@ -194,6 +197,9 @@ def new_sessions(
     """Pure: plan_session_change for a key with no stored session its times touch (most keys of
     a batch past the stream time): its times, ascending, cut where two neighbours are more than
     `gap_ms` apart, each run one session folding its times."""
+    if len(times) == 1:  # most keys of a batch
+        only = times[0]
+        return SessionChange((), (SessionEntry(key, only, only, fold(times, ()), batch_id, only),))
     writes = []
     run = [times[0]]
     for t in times[1:]:

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from itertools import chain
+from operator import attrgetter
 
 from statestore.core.model import SessionEntry
 from statestore.core.windows import SessionSpec
@@ -39,6 +41,7 @@ from statestore.core.windows import SessionSpec
 _FROM = struct.Struct(">q")
 _SESSION = struct.Struct(">qqqqI")
 _NONE = -(2**63)  # batch_id or time absent (a session another program wrote)
+_BY_END = attrgetter("end_ms", "start_ms")
 # The coverage of a key nothing of the store holds at all (a file that is complete).
 EVERYTHING_FROM = _NONE
 # The coverage of a record that vouches for nothing: no batch's times reach back no further.
@@ -47,8 +50,11 @@ NOTHING_FROM = 2**63 - 1
 
 def encode_record(from_ms: int, sessions: Iterable[SessionEntry]) -> bytes:
     """A key's record: coverage `from_ms` and its sessions ending at or after it."""
+    sessions = list(sessions)
+    if len(sessions) > 1:
+        sessions.sort(key=_BY_END)
     parts = [_FROM.pack(from_ms)]
-    for s in sorted(sessions, key=lambda e: (e.end_ms, e.start_ms)):
+    for s in sessions:
         batch = _NONE if s.batch_id is None else s.batch_id
         time = _NONE if s.time_ms is None else s.time_ms
         value = bytes(s.value)
@@ -93,9 +99,9 @@ def after_change(
     """A key's record once a batch replaced `deletes` with `writes` among its covered `sessions`:
     the coverage raised to touchable_from, and only the sessions at or after it."""
     gone = {(s.start_ms, s.end_ms) for s in deletes}
-    kept = [s for s in sessions if (s.start_ms, s.end_ms) not in gone]
+    kept = [s for s in sessions if (s.start_ms, s.end_ms) not in gone] if gone else sessions
     bound = max(from_ms, touchable_from(spec, stream_time_ms))
-    return encode_record(bound, [s for s in [*kept, *writes] if s.end_ms >= bound])
+    return encode_record(bound, [s for s in chain(kept, writes) if s.end_ms >= bound])
 
 
 def vouching_for_nothing() -> bytes:

@@ -48,3 +48,10 @@ def test_tls_files_missing_here_are_taken_from_what_spark_shipped(tmp_path, monk
     existing.write_text("pem")
     assert local_copy(str(existing)) == str(existing)
     assert local_copy(None) is None
+
+
+def test_the_jobs_session_builds_batch_plans_without_recording_python_call_sites(spark):
+    """The stream builds each batch's plan in Python: with PySpark's DataFrame debugging on, every
+    column function also records its Python call site in the JVM (several py4j round trips each),
+    so the jobs' session turns it off (a submitted --conf still wins: build_session's defaults)."""
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
