@@ -83,8 +83,8 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         # The stream builds each batch's plan in Python (foreachBatch). With PySpark's DataFrame
         # debugging on, every function call (F.col, F.when, ...) also records its Python call
         # site in the JVM, several py4j round trips each: a third of the plan's building time
-        # per batch (BENCHMARKS.md, the latency and restart run). Spark's errors keep their
-        # messages, without that call site.
+        # per batch (BENCHMARKS.md, windows section: what this round tried). Spark's errors
+        # keep their messages, without that call site.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if _runs_locally(master):
