@@ -443,34 +443,54 @@ def table_metadata(session: Session, keyspace: str, table: str):
 def table_ttl_s(session: Session, keyspace: str, table: str) -> int | None:
     """The table's default time to live in seconds (0: none), read from the schema tables now
     (the driver's metadata can lag an ALTER by a moment); None when there is no such table."""
-    row = session.execute(
-        "SELECT default_time_to_live FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+    row = _table_ttl_row(session, keyspace, table)
+    return None if row is None else int(row.default_time_to_live)
+
+
+def _table_ttl_row(session: Session, keyspace: str, table: str):
+    """The table's schema row as the contacted node holds it: its default TTL and when its
+    parameters last changed (the write time every ALTER of the table gives the whole row)."""
+    return session.execute(
+        "SELECT default_time_to_live, WRITETIME(default_time_to_live) AS changed_us"
+        " FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
         (validate_keyspace(keyspace), table),
     ).one()
-    return None if row is None else int(row.default_time_to_live)
 
 
 @dataclass(frozen=True)
 class TableTtl:
-    """A table's default time to live (`ttl_s`: 0 none, None no such table) and the schema
-    versions the cluster reported just before it was read (`schema_versions`). Cassandra gives
-    the schema a new version at every change, a TTL set and removed again included, so two
-    reads with the same versions saw no schema change in between (as far as the node that
-    answered knew: system.local, and its peers' versions through gossip)."""
+    """A table's default time to live (`ttl_s`: 0 none, None no such table) and its schema mark
+    (`schema_mark`): two reads with the same mark saw no change of the table in between, a TTL
+    set and removed again included (schema_mark)."""
 
     ttl_s: int | None
-    schema_versions: frozenset[str] = frozenset()
+    schema_mark: frozenset[str] = frozenset()
+
+
+def schema_mark(changed_us: int | None, versions: frozenset[str]) -> frozenset[str]:
+    """Pure: what a plan compares with the previous plan's to know the table did not change
+    between them. `changed_us` is when the contacted node last changed the table (None: no such
+    table), which any ALTER of it moves on, and only an ALTER of it: a schema change elsewhere in
+    the cluster (another table created or altered) leaves it as it was. `versions` are the
+    cluster's schema versions (the contacted node's and its peers' through gossip): while they
+    disagree, a change some node made may not have reached the contacted one yet, so they join
+    the mark, which then differs from any mark of a cluster in agreement."""
+    mark = {f"table changed at {changed_us}"}
+    return frozenset(mark | versions if len(versions) > 1 else mark)
 
 
 def table_ttl_with_schema(session: Session, keyspace: str, table: str) -> TableTtl:
-    """The table's default TTL (table_ttl_s) and the schema versions of the cluster (the
-    contacted node's own and those it knows of its peers), the versions read first: a TTL
-    set after they were read changes the versions the next read finds."""
+    """The table's default TTL (table_ttl_s) and its schema mark (schema_mark), the cluster's
+    schema versions read first: a change that reaches the contacted node after they were read
+    shows in the table's row."""
     local = session.execute("SELECT schema_version FROM system.local").one()
     peers = session.execute("SELECT schema_version FROM system.peers")
     found = [local.schema_version if local is not None else None, *(row.schema_version for row in peers)]
     versions = frozenset(str(version) for version in found if version is not None)
-    return TableTtl(table_ttl_s(session, keyspace, table), versions)
+    row = _table_ttl_row(session, keyspace, table)
+    if row is None:
+        return TableTtl(None, schema_mark(None, versions))
+    return TableTtl(int(row.default_time_to_live), schema_mark(row.changed_us, versions))
 
 
 def add_missing_columns(

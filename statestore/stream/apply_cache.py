@@ -47,15 +47,17 @@ under it can no longer expire (CacheLedger.admits). Every run that sees the TTL,
 off, records that time in the store's registry (`ttl_expiring_until`, ttl_expiry_to_record), so
 a later run distrusts the cache until then even when the TTL was removed before it started.
 A TTL set by CQL alone after a batch's plan and removed before the next one is seen by no plan
-and leaves no mark; but Cassandra gives the schema a new version at every change, so each plan
-reads the cluster's schema versions with the TTL (statestore.conn.cassandra.TableTtl), and a
-plan that finds others than the previous plan's trusts no token (CacheLedger.admits): the
+and leaves no mark; but every ALTER of a table moves on the write time of its schema row, so
+each plan reads that with the TTL (statestore.conn.cassandra.TableTtl, schema_mark), and a
+plan that finds another mark than the previous plan's trusts no token (CacheLedger.admits): the
 batch reads every key, as after a restart. Its files then hold only what it read and wrote
-again without the TTL, so the cache serves from the batch after. The cost: any schema change
-in the cluster (another keyspace's table created, a column added) makes one batch of each
-cached stream read instead of trusting its files. And no file keeps a row read carrying a
-TTL: each kind's apply reads select `TTL(value)` beside the row (the tables' `noting_ttl()`),
-and remember_unless_expiring drops such a key from the file, so the next batch reads it again.
+again without the TTL, so the cache serves from the batch after. A schema change elsewhere (a
+table of any keyspace created, altered or dropped) leaves the mark as it was, unless the
+cluster's nodes still disagree on the schema at a plan: a change that may not have reached the
+contacted node yet makes that batch, and the next, read instead of trusting its files. And no
+file keeps a row read carrying a TTL: each kind's apply reads select `TTL(value)` beside the
+row (the tables' `noting_ttl()`), and remember_unless_expiring drops such a key from the file,
+so the next batch reads it again.
 A session store's record keeps every session the batch read, not only those it rewrote: one
 written under the TTL that the batch did not rewrite (a late record before it) would otherwise
 be joined from the file after it expired. Key-value and window rows read are rewritten, so
@@ -133,7 +135,7 @@ class CacheLedger:
     outside_writes: int | None = None
     tokens: dict[int, str] = field(default_factory=dict)
     expiring_until: float = float("-inf")  # rows written under a table TTL may expire until then
-    schema_versions: frozenset[str] | None = None  # the cluster's, at the previous plan (None: none yet)
+    schema_mark: frozenset[str] | None = None  # the table's (TableTtl), at the previous plan (None: none yet)
 
     def plan(
         self,
@@ -182,12 +184,12 @@ class CacheLedger:
         it would bring its count back. Nor until the rows written under it can no longer expire.
         A recorded time later than any this ledger knew (statestore.store.admin.alter_store records one
         before it sets a TTL, maybe while a batch writes) also ends the trust in every token:
-        a file of that batch may hold a row written under the TTL. So do schema versions other
-        than those of the previous plan (`table.schema_versions`): a TTL may have been set by CQL
-        alone after that plan read none and removed before this one, leaving no mark."""
-        if self.schema_versions is not None and table.schema_versions != self.schema_versions:
+        a file of that batch may hold a row written under the TTL. So does a schema mark other
+        than the previous plan's (`table.schema_mark`): a TTL may have been set by CQL alone
+        after that plan read none and removed before this one, leaving no other trace."""
+        if self.schema_mark is not None and table.schema_mark != self.schema_mark:
             self.forget()
-        self.schema_versions = table.schema_versions
+        self.schema_mark = table.schema_mark
         if recorded_until_s is not None:
             if recorded_until_s > self.expiring_until:
                 self.forget()

@@ -45,7 +45,7 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from statestore.conn.cassandra import TableTtl
+from statestore.conn.cassandra import TableTtl, schema_mark
 from statestore.core.model import Entry
 from statestore.core.retention import cutoff_ms
 from statestore.store.book.registry import BatchPosition, ttl_expiry_to_record
@@ -156,7 +156,7 @@ class CachedCassandra(FakeCassandra):
 
     clock_ms: object = None  # a callable: the world's clock
     table_ttl_s: int | None = None  # set by alter_ttl only
-    schema_version: int = 0  # system.local's schema_version: a new one at every change of the TTL
+    schema_changed: int = 0  # the table's schema row's write time: moved on by every change of the TTL
     expires_at: dict[bytes, int] = field(default_factory=dict)
     tombstones: dict[bytes, int] = field(default_factory=dict)
     changed_outside: set[bytes] = field(default_factory=set)  # keys left out of the truth of counts
@@ -187,14 +187,15 @@ class CachedCassandra(FakeCassandra):
 
     def alter_ttl(self, ttl_s: int | None) -> None:
         """ALTER TABLE ... WITH default_time_to_live (by CQL, admin.alter_store or any other
-        way): the schema gets a new version when the TTL changes."""
+        way): the table's schema row gets a new write time when the TTL changes."""
         if ttl_s != self.table_ttl_s:
             self.table_ttl_s = ttl_s
-            self.schema_version += 1
+            self.schema_changed += 1
 
     def table_ttl(self) -> TableTtl:
-        """cassandra.table_ttl_with_schema: the TTL and the schema versions (one node here)."""
-        return TableTtl(self.table_ttl_s, frozenset({str(self.schema_version)}))
+        """cassandra.table_ttl_with_schema: the TTL and the schema mark (one node here, so in
+        agreement with itself)."""
+        return TableTtl(self.table_ttl_s, schema_mark(self.schema_changed, frozenset({"one node"})))
 
     def record(self, key: bytes) -> bytes | None:
         """The plan's record of what the store holds of `key` now (None: absent)."""

@@ -4,7 +4,7 @@ the second run's cache off until the rows written under it can no longer expire.
 
 from __future__ import annotations
 
-from statestore.conn.cassandra import TableTtl
+from statestore.conn.cassandra import TableTtl, schema_mark
 from statestore.store.book.registry import TTL_MARK_AHEAD_S, ttl_expiry_to_record
 from statestore.stream.apply_cache import CacheLedger
 
@@ -42,10 +42,11 @@ def test_a_mark_recorded_while_the_ledger_held_tokens_ends_the_trust_in_them():
 
 def test_a_schema_change_between_two_plans_ends_the_trust_in_every_token():
     """A TTL set by CQL alone after a batch's plan and removed before the next one: no plan sees
-    it and no mark is recorded, but the schema versions differ from the previous plan's, so that
-    batch's files (maybe holding rows written under the TTL) are trusted no more (the simulator's
-    ttl-during-batch, seed 13 of --store cache). The same versions keep the tokens."""
-    before, after = frozenset({"v1", "v2"}), frozenset({"v3", "v2"})
+    it and no mark is recorded, but the table's schema mark differs from the previous plan's, so
+    that batch's files (maybe holding rows written under the TTL) are trusted no more (the
+    simulator's ttl-during-batch, seed 13 of --store cache). The same mark keeps the tokens."""
+    agreed = frozenset({"v1"})
+    before, after = schema_mark(100, agreed), schema_mark(250, frozenset({"v3"}))
     ledger = CacheLedger()
     assert ledger.admits(TableTtl(None, before), 1_000.0)
     ledger.record(4, 2, None, [(0, "t0"), (1, "t1")])
@@ -54,5 +55,26 @@ def test_a_schema_change_between_two_plans_ends_the_trust_in_every_token():
     assert ledger.admits(TableTtl(0, after), 1_020.0)  # the cache may serve: a batch that reads ...
     assert ledger.plan("ks.words", 5, 2, None, fresh=False).expected == {}  # ... and trusts no file of batch 4
     ledger.record(5, 2, None, [(0, "u0"), (1, "u1")])
-    assert ledger.admits(TableTtl(None, after), 1_030.0)  # the versions of batch 5's plan: trusted again
+    assert ledger.admits(TableTtl(None, after), 1_030.0)  # the mark of batch 5's plan: trusted again
     assert ledger.plan("ks.words", 6, 2, None, fresh=False).expected == {0: "u0", 1: "u1"}
+
+
+def test_the_mark_ignores_other_tables_changes_but_not_a_cluster_in_disagreement():
+    """Another table created or altered gives the cluster a new schema version but leaves this
+    table's write time: the mark is the same, so a shared cluster's DDL costs the cache nothing.
+    Nodes that disagree on the schema may hold a change of this table the contacted node has not
+    seen: the mark then differs from every mark of a cluster in agreement."""
+    assert schema_mark(100, frozenset({"v1"})) == schema_mark(100, frozenset({"v2"}))
+    assert schema_mark(100, frozenset({"v1"})) != schema_mark(101, frozenset({"v1"}))
+    assert schema_mark(None, frozenset({"v1"})) != schema_mark(100, frozenset({"v1"}))
+    split = schema_mark(100, frozenset({"v2", "v3"}))
+    assert split != schema_mark(100, frozenset({"v2"})) and split != schema_mark(100, frozenset({"v3"}))
+    assert split == schema_mark(100, frozenset({"v3", "v2"}))  # a lasting split (a node down) is one mark
+    ledger = CacheLedger()
+    assert ledger.admits(TableTtl(0, schema_mark(100, frozenset({"v1"}))), 1_000.0)
+    ledger.record(4, 2, None, [(0, "t0"), (1, "t1")])
+    assert ledger.admits(TableTtl(0, schema_mark(100, frozenset({"v2"}))), 1_010.0)  # another table's DDL
+    assert ledger.plan("ks.words", 5, 2, None, fresh=False).expected == {0: "t0", 1: "t1"}
+    ledger.record(5, 2, None, [(0, "u0"), (1, "u1")])
+    assert ledger.admits(TableTtl(0, split), 1_020.0)
+    assert ledger.plan("ks.words", 6, 2, None, fresh=False).expected == {}  # a change maybe not seen yet
