@@ -50,7 +50,15 @@ def test_topics_the_project_creates_are_replicated_as_configured(cluster_kafka, 
 
     assert (cluster_kafka.topic_replication, cluster_kafka.min_insync_replicas) == (3, 2)
     admin = AdminClient({"bootstrap.servers": cluster_kafka.bootstrap_servers})
-    partitions = admin.list_topics(topic=cluster_topic, timeout=10).topics[cluster_topic].partitions
+    partitions = {}
+
+    def listed() -> bool:
+        # As for its configs below: a broker that has not yet learnt of the new topic lists it
+        # with no partitions (seen once in CI under load).
+        partitions.update(admin.list_topics(topic=cluster_topic, timeout=10).topics[cluster_topic].partitions)
+        return bool(partitions)
+
+    wait_until(listed, 60, f"the partitions of {cluster_topic}")
     assert len(partitions) == 4 and all(len(p.replicas) == 3 for p in partitions.values())
     resource = ConfigResource(ConfigResource.Type.TOPIC, cluster_topic)
     configs = {}
