@@ -24,6 +24,10 @@ _COLOURS = {
     "rocksdb-aggregate": "#542788",
     "partitioned-window-aggregate": "#e08214",
     "rocksdb-window-aggregate": "#8073ac",
+    "batch-counts": "#bababa",
+    "batch-counts-window": "#bababa",
+    "batch-counts-hopping": "#bababa",
+    "batch-counts-session": "#bababa",
 }
 
 

@@ -10,6 +10,11 @@
   hdfs         the same with Spark's default, HDFS-backed (in-memory map) provider
   stateless    the same Kafka read and tokenization to a no-op sink: no state, no shuffle,
                the ceiling of what the machine can do
+  batch-counts, batch-counts-window, batch-counts-hopping, batch-counts-session
+               Spark counting each batch on its own and keeping nothing (foreachBatch: the
+               batch's groupBy(word), by window, by hopping window or by session window,
+               to a no-op sink): what every exact store of that kind does before it touches
+               its state, so a store's Spark CPU less this is what its state costs
   partitioned-window
                our windowed job (--window 1m --grace 1m) on a partitioned-window store
   rocksdb-window
@@ -116,6 +121,10 @@ SYSTEMS = (
     "rocksdb-aggregate",
     "partitioned-window-aggregate",
     "rocksdb-window-aggregate",
+    "batch-counts",
+    "batch-counts-window",
+    "batch-counts-hopping",
+    "batch-counts-session",
 )
 STATEFUL = ("partitioned", "global", "rocksdb", "hdfs")
 # Not in the default run (`--systems` names them, `make bench-timed` runs them): the windowed
@@ -124,6 +133,13 @@ WINDOWED = ("partitioned-window", "rocksdb-window", "partitioned-hopping", "rock
 HOPPING = ("partitioned-hopping", "rocksdb-hopping")
 SESSIONED = ("partitioned-session", "rocksdb-session")
 TIMED = (*WINDOWED, *SESSIONED)
+# Spark's counts of each batch alone, by the grouping of the kind named (none: per word).
+BATCH_COUNTS = {
+    "batch-counts": None,
+    "batch-counts-window": "window",
+    "batch-counts-hopping": "hopping",
+    "batch-counts-session": "session",
+}
 # JSON events aggregated per user, then per user and 1-minute window (`streaming_compare.py
 # --aggregate`, make bench-aggregate runs all four).
 WINDOW_AGGREGATED = ("partitioned-window-aggregate", "rocksdb-window-aggregate")
@@ -137,7 +153,7 @@ COUNTERPARTS = {
     "partitioned-aggregate": "rocksdb-aggregate",
     "partitioned-window-aggregate": "rocksdb-window-aggregate",
 }
-OPTIONAL = (*TIMED, *UNLOGGED, *LEVELED, *AGGREGATED)
+OPTIONAL = (*TIMED, *UNLOGGED, *LEVELED, *AGGREGATED, *BATCH_COUNTS)
 LABELS = {
     "partitioned": "statestore, partitioned-kv",
     "partitioned-reads": "statestore, partitioned-kv, no apply cache",
@@ -147,6 +163,10 @@ LABELS = {
     "rocksdb": "Spark, RocksDB provider",
     "hdfs": "Spark, HDFS-backed provider",
     "stateless": "stateless ceiling",
+    "batch-counts": "Spark, each batch's groupBy(word) alone, no state",
+    "batch-counts-window": "Spark, each batch's groupBy(window(1 min), word) alone, no state",
+    "batch-counts-hopping": "Spark, each batch's groupBy(window(1 min, 20 s), word) alone, no state",
+    "batch-counts-session": "Spark, each batch's groupBy(session_window(30 s), word) alone, no state",
     "write-ceiling": "Cassandra write ceiling (blind writes)",
     "partitioned-window": "statestore, partitioned-window (1 min windows)",
     "rocksdb-window": "Spark, RocksDB provider, window(1 min) groupBy",
@@ -303,13 +323,13 @@ def native_words(spark, topic: str, kafka, max_offsets: int | None, with_time: b
 
 
 def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
-    output, mode = _native_query(spark, system, target, kafka, max_offsets)
-    writer = (
-        output.writeStream.format("noop")
-        .outputMode(mode)
-        .queryName(target.name)
-        .option("checkpointLocation", target.checkpoint)
-    )
+    if system in BATCH_COUNTS:
+        words = native_words(spark, target.topic, kafka, max_offsets, BATCH_COUNTS[system] is not None)
+        writer = words.writeStream.foreachBatch(_batch_counter(BATCH_COUNTS[system])).outputMode("append")
+    else:
+        output, mode = _native_query(spark, system, target, kafka, max_offsets)
+        writer = output.writeStream.format("noop").outputMode(mode)
+    writer = writer.queryName(target.name).option("checkpointLocation", target.checkpoint)
     if target.trigger == "available-now":
         writer = writer.trigger(availableNow=True)
     else:
@@ -323,6 +343,23 @@ def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
             query.stop()
 
     return Running(query, stop)
+
+
+def _batch_counter(grouping: str | None):
+    """foreachBatch's function of a batch-counts system: the batch's counts by `grouping`
+    (BATCH_COUNTS) computed whole and dropped (a no-op sink)."""
+    from pyspark.sql import functions as F
+
+    def count(batch_df, batch_id: int) -> None:
+        keys = {
+            None: [],
+            "window": [F.window("timestamp", f"{WINDOW_MS // 1000} seconds")],
+            "hopping": [F.window("timestamp", f"{WINDOW_MS // 1000} seconds", f"{HOP_MS // 1000} seconds")],
+            "session": [F.session_window("timestamp", f"{SESSION_GAP_MS // 1000} seconds")],
+        }[grouping]
+        batch_df.groupBy(*keys, "word").count().write.format("noop").mode("overwrite").save()
+
+    return count
 
 
 def _native_query(spark, system, target: Target, kafka, max_offsets):
