@@ -304,50 +304,6 @@ def wait_until_idle(pid: int | None, idle_cores: float = 0.1, limit_s: float = 6
     return time.perf_counter() - began
 
 
-def warm_cassandra(session, keyspace: str, rows: int = 1_000_000) -> dict:
-    """Write `rows` rows of a key-value store's shape into a scratch table of `keyspace` (64
-    per UNLOGGED batch, many in flight, as the stream's apply writes) and read them back, drop
-    the table and wait until Cassandra is idle: a Cassandra just started compiles its write and
-    read paths (the JIT) during its first rows, on the cores the benchmark measures, and the first
-    system timed after a start paid for it (a key-value run at 124k words/s first, 151k in the
-    next round). What it did and how long it took, for the raw report."""
-    from cassandra.concurrent import execute_concurrent_with_args
-
-    from statestore.conn.cassandra import DDL_PROFILE
-
-    began = time.perf_counter()
-    table = f"{keyspace}.bench_warmup"
-    session.execute(
-        f"CREATE TABLE IF NOT EXISTS {table} (partition int, key blob, value blob, time timestamp,"
-        " batch_id bigint, PRIMARY KEY ((partition), key))",
-        execution_profile=DDL_PROFILE,
-    )
-    per_batch, now_ms = 64, int(time.time() * 1000)
-    insert = " ".join(
-        ["INSERT INTO " + table + " (partition, key, value, time, batch_id) VALUES (?, ?, ?, ?, ?);"] * per_batch
-    )
-    batch = session.prepare(f"BEGIN UNLOGGED BATCH {insert} APPLY BATCH")
-    select = session.prepare(f"SELECT key, value FROM {table} WHERE partition = ? AND key IN ?")
-    groups = rows // per_batch
-    params = []
-    for group in range(groups):
-        values = []
-        for i in range(per_batch):
-            values += [group % 4, f"w{group}-{i}".encode(), (group + i).to_bytes(8, "big"), now_ms, 1]
-        params.append(values)
-    execute_concurrent_with_args(session, batch, params, concurrency=64, raise_on_first_error=True)
-    reads = [(group % 4, [f"w{group}-{i}".encode() for i in range(per_batch)]) for group in range(0, groups, 4)]
-    execute_concurrent_with_args(session, select, reads, concurrency=64, raise_on_first_error=True)
-    session.execute(f"DROP TABLE {table}", execution_profile=DDL_PROFILE, timeout=120)
-    written = time.perf_counter() - began
-    return {
-        "rows_written": groups * per_batch,
-        "rows_read": len(reads) * per_batch,
-        "seconds": written,
-        "settled_s": wait_until_idle(cassandra_pid(), limit_s=120.0),
-    }
-
-
 @contextlib.contextmanager
 def scratch_keyspace(keyspace: str):
     """(config, session) on the local stack with `keyspace` made for one benchmark and dropped

@@ -7,7 +7,7 @@ import statistics
 from datetime import UTC, datetime
 
 from compare.metrics import percentile, ratio
-from compare.systems import COUNTERPARTS, LABELS
+from compare.systems import BATCH_COUNTS_OF, COUNTERPARTS, LABELS
 
 REFERENCE, CEILING, OURS_MAIN = "rocksdb", "stateless", "partitioned"
 WRITE_CEILING, OURS_GLOBAL = "write-ceiling", "global"
@@ -114,6 +114,32 @@ def add_ratios(systems: dict) -> None:
             mine["counterpart"] = theirs
             mine["x_counterpart"] = ratio(mine["words_per_s"], spark["words_per_s"])
             mine["spark_cpu_x_counterpart"] = ratio(mine["words_per_spark_cpu_s"], spark["words_per_spark_cpu_s"])
+    for ours, counts in BATCH_COUNTS_OF.items():
+        if ours in systems and counts in systems:
+            _state_cost(systems, ours, counts)
+
+
+def _state_cost(systems: dict, ours: str, counts: str) -> None:
+    """What the state costs Spark, ours' and its counterpart's: each one's Spark CPU less that
+    of Spark counting each batch alone (`counts`, the same read, tokenization and count with no
+    state), which every exact store of the kind spends first. `state_spark_cpu_x_counterpart`:
+    how many times less ours' state costs than Spark's (higher is better);
+    `free_state_spark_cpu_x_counterpart`: the words per Spark CPU-second × Spark's that a store
+    whose state cost nothing would reach, the most any store can."""
+    floor = systems[counts].get("spark_cpu_s")
+    mine = systems[ours]
+    mine["batch_counts"] = counts
+    mine["state_spark_cpu_s"] = _less(mine.get("spark_cpu_s"), floor)
+    spark = systems.get(mine.get("counterpart") or "")
+    if spark is None:
+        return
+    spark["state_spark_cpu_s"] = _less(spark.get("spark_cpu_s"), floor)
+    mine["state_spark_cpu_x_counterpart"] = ratio(spark["state_spark_cpu_s"], mine["state_spark_cpu_s"])
+    mine["free_state_spark_cpu_x_counterpart"] = ratio(spark.get("spark_cpu_s"), floor)
+
+
+def _less(value, minus):
+    return None if value is None or minus is None else value - minus
 
 
 def targets(systems: dict) -> list[dict]:
@@ -221,6 +247,21 @@ def render(machine: dict, corpus: dict, settings: dict, summary: dict, pngs: lis
             out.append(
                 f"| {s['label']} | {spark['label']} | {_x(s['x_counterpart'])} "
                 f"| {_x(s['spark_cpu_x_counterpart'])} | {split} |"
+            )
+    costed = [s for s in systems.values() if s.get("batch_counts") and s.get("counterpart")]
+    if costed:
+        out += ["", "## What the state costs Spark: Spark CPU less Spark counting each batch alone", ""]
+        out += [
+            "| ours | each batch alone, Spark CPU s | ours' state, s | Spark's state, s "
+            "| ours' state × Spark's (less is more) | words per Spark CPU-second × Spark's, state free |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for s in costed:
+            spark = systems[s["counterpart"]]
+            out.append(
+                f"| {s['label']} | {_num(systems[s['batch_counts']].get('spark_cpu_s'), 1)} "
+                f"| {_num(s['state_spark_cpu_s'], 1)} | {_num(spark['state_spark_cpu_s'], 1)} "
+                f"| {_x(s['state_spark_cpu_x_counterpart'])} | {_x(s['free_state_spark_cpu_x_counterpart'])} |"
             )
     out += ["", "## CPU cost (the throughput run: Spark's process tree + Cassandra)", ""]
     out += [

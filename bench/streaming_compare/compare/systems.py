@@ -140,6 +140,13 @@ BATCH_COUNTS = {
     "batch-counts-hopping": "hopping",
     "batch-counts-session": "session",
 }
+# Each of our word counts beside the batch-counts system of its kind.
+BATCH_COUNTS_OF = {
+    "partitioned": "batch-counts",
+    "partitioned-window": "batch-counts-window",
+    "partitioned-hopping": "batch-counts-hopping",
+    "partitioned-session": "batch-counts-session",
+}
 # JSON events aggregated per user, then per user and 1-minute window (`streaming_compare.py
 # --aggregate`, make bench-aggregate runs all four).
 WINDOW_AGGREGATED = ("partitioned-window-aggregate", "rocksdb-window-aggregate")

@@ -68,20 +68,29 @@ def test_spark_settings_reach_every_system_and_bad_ones_are_refused(capsys):
         assert "spark.KEY=VALUE" in capsys.readouterr().err
 
 
-def test_timed_sets_each_of_ours_beside_its_spark_operator_over_an_hour_of_event_time():
+def test_timed_sets_each_of_ours_beside_its_spark_operator_and_each_batch_counted_alone():
     timed = parse_args(["--timed"])
     assert timed.systems == [
         "partitioned",
         "rocksdb",
+        "batch-counts",
         "partitioned-window",
         "rocksdb-window",
+        "batch-counts-window",
         "partitioned-hopping",
         "rocksdb-hopping",
+        "batch-counts-hopping",
         "partitioned-session",
         "rocksdb-session",
+        "batch-counts-session",
     ]
     assert (timed.event_span, timed.phases, timed.rounds, timed.words) == (3600.0, ["throughput"], 2, 2_000_000)
     assert timed.out.name == "timed_compare"
     custom = parse_args(["--timed", "--systems", "partitioned-session,rocksdb-session", "--event-span", "60"])
     assert (custom.systems, custom.event_span) == (["partitioned-session", "rocksdb-session"], 60.0)
     assert parse_args([]).event_span == 0.0  # the default run keeps the producer's clock
+
+
+def test_a_run_warms_up_with_one_uncounted_run_of_ours_unless_told_not_to():
+    assert parse_args([]).warmup is True
+    assert parse_args(["--timed", "--no-warmup"]).warmup is False
