@@ -159,8 +159,8 @@ bench-quick: install ## the same on 100k words, to try the harness
 
 # Windows (tumbling and hopping) and sessions beside key-value, ours and Spark's on RocksDB, and
 # Spark counting each batch alone (what the state costs is the rest), over a corpus spanning an
-# hour of event time; throughput, two rounds (BENCHMARKS.md; about 14 min).
-bench-timed: install ## windows, hopping windows, sessions and key-value: ours beside Spark's RocksDB and each batch counted alone
+# hour of event time; throughput, two rounds (BENCHMARKS.md; about 12 min).
+bench-timed: install ## windows, sessions, key-value: ours beside Spark's RocksDB and batch counts
 	$(WITH_STACK) env $(BENCH_ENV) $(BIN)/python bench/streaming_compare/streaming_compare.py --timed
 
 # JSON events (user, amount, event time; Zipf users) aggregated per user, count, sum and max: ours
