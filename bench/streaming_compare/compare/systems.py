@@ -355,18 +355,26 @@ def _start_native(spark, system, target: Target, kafka, max_offsets) -> Running:
 def _batch_counter(grouping: str | None):
     """foreachBatch's function of a batch-counts system: the batch's counts by `grouping`
     (BATCH_COUNTS) computed whole and dropped (a no-op sink)."""
-    from pyspark.sql import functions as F
+    keys = _grouping_columns(grouping)
 
     def count(batch_df, batch_id: int) -> None:
-        keys = {
-            None: [],
-            "window": [F.window("timestamp", f"{WINDOW_MS // 1000} seconds")],
-            "hopping": [F.window("timestamp", f"{WINDOW_MS // 1000} seconds", f"{HOP_MS // 1000} seconds")],
-            "session": [F.session_window("timestamp", f"{SESSION_GAP_MS // 1000} seconds")],
-        }[grouping]
         batch_df.groupBy(*keys, "word").count().write.format("noop").mode("overwrite").save()
 
     return count
+
+
+def _grouping_columns(grouping: str | None) -> list:
+    """The columns a count groups by before the word: none, the 1-minute window, the window
+    every 20 s, or the 30-second session window of each word's `timestamp` (BATCH_COUNTS)."""
+    from pyspark.sql import functions as F
+
+    if grouping is None:
+        return []
+    if grouping == "session":
+        return [F.session_window("timestamp", f"{SESSION_GAP_MS // 1000} seconds")]
+    if grouping == "hopping":
+        return [F.window("timestamp", f"{WINDOW_MS // 1000} seconds", f"{HOP_MS // 1000} seconds")]
+    return [F.window("timestamp", f"{WINDOW_MS // 1000} seconds")]
 
 
 def _native_query(spark, system, target: Target, kafka, max_offsets):
@@ -377,16 +385,10 @@ def _native_query(spark, system, target: Target, kafka, max_offsets):
     if system == "stateless":
         output, mode = words, "append"
     elif system in TIMED:
-        from pyspark.sql import functions as F
-
-        if system in SESSIONED:
-            windows, mode = F.session_window("timestamp", f"{SESSION_GAP_MS // 1000} seconds"), "append"
-        elif system in HOPPING:
-            windows, mode = F.window("timestamp", f"{WINDOW_MS // 1000} seconds", f"{HOP_MS // 1000} seconds"), "update"
-        else:
-            windows, mode = F.window("timestamp", f"{WINDOW_MS // 1000} seconds"), "update"
+        grouping = "session" if system in SESSIONED else "hopping" if system in HOPPING else "window"
+        mode = "append" if system in SESSIONED else "update"
         late_by = f"{WINDOW_MS // 1000} seconds"
-        output = words.withWatermark("timestamp", late_by).groupBy(windows, "word").count()
+        output = words.withWatermark("timestamp", late_by).groupBy(*_grouping_columns(grouping), "word").count()
     else:
         output, mode = words.groupBy("word").count(), "update"
     return output, mode
