@@ -144,36 +144,70 @@ def process_tree_ticks(root: int | None) -> int:
     return sum(process_tree_ticks_by_kind(root).values())
 
 
-def process_tree_ticks_by_kind(root: int | None) -> dict[str, int]:
+def process_tree_ticks_by_kind(root: int | None, proc: Path = Path("/proc")) -> dict[str, int]:
     """process_tree_ticks split by kind of process: `root` itself ("driver"), Java processes
     ("jvm": a PySpark driver's Spark JVM) and every other descendant ("workers": Spark's Python
     workers and their daemon, with the workers they reaped)."""
     kinds = {"driver": 0, "jvm": 0, "workers": 0}
+    for pid, (name, ticks) in _process_tree(root, proc).items():
+        kinds["driver" if pid == root else "jvm" if name == "java" else "workers"] += ticks
+    return kinds
+
+
+# HotSpot's just-in-time compiler threads ("C1 CompilerThread0", "C2 CompilerThread0", ...).
+_JIT_THREAD = re.compile(r"C[12] CompilerThre")
+
+
+def jit_ticks(root: int | None, proc: Path = Path("/proc")) -> int:
+    """CPU jiffies (user + system) of the just-in-time compiler threads of the Java processes
+    under `root` (a PySpark driver's Spark JVM): a part of their "jvm" CPU that a fresh JVM
+    spends compiling its hot code, and a JVM that has run the same work for a while no longer
+    does. Compiler threads live as long as their JVM here (one of each tier on a two-core
+    machine: HotSpot adds and removes them only above one per tier)."""
+    total = 0
+    for pid, (name, _ticks) in _process_tree(root, proc).items():
+        if name != "java":
+            continue
+        for task in (proc / str(pid) / "task").glob("*/stat"):
+            parsed = _stat(task)
+            if parsed is not None and _JIT_THREAD.match(parsed[0]):
+                total += sum(int(f) for f in parsed[1][11:13])  # utime, stime
+    return total
+
+
+def _stat(path: Path) -> tuple[str, list[str]] | None:
+    """(name, the fields after it) of a /proc stat file; None when it is gone or unreadable."""
+    try:
+        name, rest = path.read_text().split(" (", 1)[1].rsplit(")", 1)
+    except (OSError, ValueError):
+        return None
+    return name, rest.split()
+
+
+def _process_tree(root: int | None, proc: Path) -> dict[int, tuple[str, int]]:
+    """`root` and its live descendants: pid -> (name, CPU jiffies with reaped children's)."""
     if root is None:
-        return kinds
+        return {}
     parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
+    found: dict[int, tuple[str, int]] = {}
+    for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            name, rest = (entry / "stat").read_text().split(" (", 1)[1].rsplit(")", 1)
-        except (OSError, ValueError):
+        parsed = _stat(entry / "stat")
+        if parsed is None:
             continue
-        fields = rest.split()
+        name, fields = parsed
         pid = int(entry.name)
         parents[pid] = int(fields[1])
-        ticks[pid] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-        names[pid] = name
-    for pid in ticks:
+        found[pid] = (name, sum(int(f) for f in fields[11:15]))  # utime, stime, cutime, cstime
+    tree = {}
+    for pid, value in found.items():
         walk = pid
         while walk not in (0, 1, root) and walk in parents:
             walk = parents[walk]
         if walk == root:
-            kind = "driver" if pid == root else "jvm" if names[pid] == "java" else "workers"
-            kinds[kind] += ticks[pid]
-    return kinds
+            tree[pid] = value
+    return tree
 
 
 @functools.cache

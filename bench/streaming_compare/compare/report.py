@@ -48,6 +48,9 @@ def aggregate(results: list[dict], systems: list[str]) -> dict:
                 kind: _median(t.get("spark_cpu_by_kind_s", {}).get(kind) for t in tps)
                 for kind in ("driver", "jvm", "workers")
             },
+            # Of the JVM's: its just-in-time compiler's, a fresh JVM's cost (bench_common.jit_ticks).
+            "jit_cpu_s": _median(t.get("jit_cpu_s") for t in tps),
+            "words_per_warm_spark_cpu_s": _median(_words_per_cpu_s(t, cassandra=False, jit=False) for t in tps),
             "verified": "; ".join(sorted({str(t.get("verified")) for t in tps})),
             "latency": first.get("latency"),
             "restart": {s["keys"]: s["restart_s"] for s in (first.get("restart") or {}).get("sizes", [])},
@@ -77,8 +80,13 @@ def aggregate(results: list[dict], systems: list[str]) -> dict:
     return out
 
 
-def _words_per_cpu_s(run: dict, cassandra: bool = True) -> float | None:
+def _words_per_cpu_s(run: dict, cassandra: bool = True, jit: bool = True) -> float | None:
+    """Words per CPU-second of the run: Spark's process tree, plus Cassandra's (`cassandra`),
+    less the JIT compiler's (not `jit`; None for a run that did not measure it)."""
+    if not jit and run.get("jit_cpu_s") is None:
+        return None
     cpu = (run.get("spark_cpu_s") or 0) + ((run.get("cassandra_cpu_s") or 0) if cassandra else 0)
+    cpu -= 0 if jit else run["jit_cpu_s"]
     return run["words"] / cpu if run.get("words") and cpu > 0 else None
 
 
@@ -114,6 +122,9 @@ def add_ratios(systems: dict) -> None:
             mine["counterpart"] = theirs
             mine["x_counterpart"] = ratio(mine["words_per_s"], spark["words_per_s"])
             mine["spark_cpu_x_counterpart"] = ratio(mine["words_per_spark_cpu_s"], spark["words_per_spark_cpu_s"])
+            mine["warm_spark_cpu_x_counterpart"] = ratio(
+                mine["words_per_warm_spark_cpu_s"], spark["words_per_warm_spark_cpu_s"]
+            )
     for ours, counts in BATCH_COUNTS_OF.items():
         if ours in systems and counts in systems:
             _state_cost(systems, ours, counts)
@@ -127,14 +138,18 @@ def _state_cost(systems: dict, ours: str, counts: str) -> None:
     `free_state_spark_cpu_x_counterpart`: the words per Spark CPU-second × Spark's that a store
     whose state cost nothing would reach, the most any store can."""
     floor = systems[counts].get("spark_cpu_s")
+    warm_floor = _less(floor, systems[counts].get("jit_cpu_s"))
     mine = systems[ours]
     mine["batch_counts"] = counts
-    mine["state_spark_cpu_s"] = _less(mine.get("spark_cpu_s"), floor)
     spark = systems.get(mine.get("counterpart") or "")
+    for system in (mine, spark) if spark is not None else (mine,):
+        system["state_spark_cpu_s"] = _less(system.get("spark_cpu_s"), floor)
+        # The same less each one's JIT compiling: what the state costs a warm JVM.
+        system["warm_state_spark_cpu_s"] = _less(_less(system.get("spark_cpu_s"), system.get("jit_cpu_s")), warm_floor)
     if spark is None:
         return
-    spark["state_spark_cpu_s"] = _less(spark.get("spark_cpu_s"), floor)
     mine["state_spark_cpu_x_counterpart"] = ratio(spark["state_spark_cpu_s"], mine["state_spark_cpu_s"])
+    mine["warm_state_spark_cpu_x_counterpart"] = ratio(spark["warm_state_spark_cpu_s"], mine["warm_state_spark_cpu_s"])
     mine["free_state_spark_cpu_x_counterpart"] = ratio(spark.get("spark_cpu_s"), floor)
 
 
@@ -235,8 +250,9 @@ def render(machine: dict, corpus: dict, settings: dict, summary: dict, pngs: lis
         out += ["", "## Each of ours beside Spark's own operator for the same count (RocksDB)", ""]
         out += [
             "| ours | Spark's | words/s × Spark's | words per Spark CPU-second × Spark's "
-            "| Spark CPU s: Python driver / JVM / Python workers (ours; Spark's) |",
-            "|---|---|---:|---:|---|",
+            "| Spark CPU s: Python driver / JVM / Python workers (ours; Spark's) "
+            "| of the JVM's, JIT compiling s (ours; Spark's) | the same less JIT compiling × Spark's |",
+            "|---|---|---:|---:|---|---|---:|",
         ]
         for s in pairs:
             spark = systems[s["counterpart"]]
@@ -244,24 +260,29 @@ def render(machine: dict, corpus: dict, settings: dict, summary: dict, pngs: lis
                 " / ".join(_num((x.get("spark_cpu_by_kind_s") or {}).get(k), 1) for k in ("driver", "jvm", "workers"))
                 for x in (s, spark)
             )
+            jit = "; ".join(_num(x.get("jit_cpu_s"), 1) for x in (s, spark))
+            warm = _x(s.get("warm_spark_cpu_x_counterpart"))
             out.append(
                 f"| {s['label']} | {spark['label']} | {_x(s['x_counterpart'])} "
-                f"| {_x(s['spark_cpu_x_counterpart'])} | {split} |"
+                f"| {_x(s['spark_cpu_x_counterpart'])} | {split} | {jit} | {warm} |"
             )
     costed = [s for s in systems.values() if s.get("batch_counts") and s.get("counterpart")]
     if costed:
         out += ["", "## What the state costs Spark: Spark CPU less Spark counting each batch alone", ""]
         out += [
             "| ours | each batch alone, Spark CPU s | ours' state, s | Spark's state, s "
-            "| ours' state × Spark's (less is more) | words per Spark CPU-second × Spark's, state free |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| ours' state × Spark's (less is more) | words per Spark CPU-second × Spark's, state free "
+            "| less JIT compiling: ours' state, s | Spark's state, s | ours' × Spark's |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for s in costed:
             spark = systems[s["counterpart"]]
             out.append(
                 f"| {s['label']} | {_num(systems[s['batch_counts']].get('spark_cpu_s'), 1)} "
                 f"| {_num(s['state_spark_cpu_s'], 1)} | {_num(spark['state_spark_cpu_s'], 1)} "
-                f"| {_x(s['state_spark_cpu_x_counterpart'])} | {_x(s['free_state_spark_cpu_x_counterpart'])} |"
+                f"| {_x(s['state_spark_cpu_x_counterpart'])} | {_x(s['free_state_spark_cpu_x_counterpart'])} "
+                f"| {_num(s['warm_state_spark_cpu_s'], 1)} | {_num(spark['warm_state_spark_cpu_s'], 1)} "
+                f"| {_x(s['warm_state_spark_cpu_x_counterpart'])} |"
             )
     out += ["", "## CPU cost (the throughput run: Spark's process tree + Cassandra)", ""]
     out += [

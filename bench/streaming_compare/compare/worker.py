@@ -29,7 +29,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench_common import cassandra_pid, cpu_ticks_of, process_tree_ticks, process_tree_ticks_by_kind, wait_until_idle
+from bench_common import (
+    cassandra_pid,
+    cpu_ticks_of,
+    jit_ticks,
+    process_tree_ticks,
+    process_tree_ticks_by_kind,
+    wait_until_idle,
+)
 
 from compare import metrics
 from compare.feed import FixedRateFeed, produce_all
@@ -139,10 +146,10 @@ class Worker:
         index = metrics.RecordIndex.from_json(json.loads(Path(self.plan["corpus_index"]).read_text()))
         name = f"tp_{self.slug}_{self.plan['round']}"
         cpu_before, load = self.cpu(), os.getloadavg()[0]
-        kinds_before = process_tree_ticks_by_kind(os.getpid())
+        kinds_before, jit_before = process_tree_ticks_by_kind(os.getpid()), jit_ticks(os.getpid())
         events, wall = self.run_to_end(self.plan["corpus_topic"], name, self.workdir / name)
         cpu_after = self.cpu()
-        kinds_after = process_tree_ticks_by_kind(os.getpid())
+        kinds_after, jit_after = process_tree_ticks_by_kind(os.getpid()), jit_ticks(os.getpid())
         hz = os.sysconf("SC_CLK_TCK")
         result = metrics.throughput(events, index)
         result.update(
@@ -151,6 +158,8 @@ class Worker:
             cassandra_cpu_s=(cpu_after[1] - cpu_before[1]) / hz,
             # The Spark side's CPU by process: Python driver, Spark's JVM, Python workers.
             spark_cpu_by_kind_s={kind: (kinds_after[kind] - kinds_before[kind]) / hz for kind in kinds_after},
+            # Of the JVM's: its just-in-time compiler's, which a JVM warm from the same work spares.
+            jit_cpu_s=(jit_after - jit_before) / hz,
             load_before=load,
             verified=self.verify(name, events, index.records),
             spark_durations_s=_summed_durations(events),

@@ -79,3 +79,28 @@ def test_paced_schedule_keeps_the_word_rate_and_cycles_the_lines():
 def test_spread_timestamps_cover_the_span_before_the_end_evenly_in_order():
     assert spread_timestamps(5, 100, 1_000) == [900, 920, 940, 960, 980]
     assert spread_timestamps(0, 100, 1_000) == []
+
+
+def _stat_line(pid: int, name: str, ppid: int, utime: int, stime: int) -> str:
+    """A /proc stat line: pid (name) state ppid ... with utime and stime at fields 14 and 15."""
+    return f"{pid} ({name}) S {ppid} 0 0 0 0 0 0 0 0 0 {utime} {stime} 0 0 20 0\n"
+
+
+def test_jit_ticks_are_the_compiler_threads_of_the_java_processes_under_the_root(tmp_path):
+    from bench_common import jit_ticks, process_tree_ticks_by_kind
+
+    def process(pid, name, ppid, utime, threads=()):
+        (tmp_path / str(pid) / "task").mkdir(parents=True)
+        (tmp_path / str(pid) / "stat").write_text(_stat_line(pid, name, ppid, utime, 0))
+        for tid, (thread, user, system) in enumerate(threads, start=pid * 10):
+            (tmp_path / str(pid) / "task" / str(tid)).mkdir()
+            (tmp_path / str(pid) / "task" / str(tid) / "stat").write_text(_stat_line(tid, thread, ppid, user, system))
+
+    process(100, "python", 1, 7)
+    compiler = [("C2 CompilerThre", 30, 5), ("C1 CompilerThre", 10, 0), ("Executor task l", 500, 9)]
+    process(101, "java", 100, 554, compiler)
+    process(102, "python3", 100, 40)
+    process(200, "java", 1, 999, [("C2 CompilerThre", 999, 0)])  # another JVM, not the root's
+    assert jit_ticks(100, tmp_path) == 45
+    assert process_tree_ticks_by_kind(100, tmp_path) == {"driver": 7, "jvm": 554, "workers": 40}
+    assert jit_ticks(None, tmp_path) == 0
