@@ -12,8 +12,10 @@ last batch was begun and never recorded, creates the paned table in the store's 
 generation (`<store>_store_r<k>`, the old table's options), copies each window row (key, start
 s, value, batch, time) as the pane row (key, pane s, from s, same value, batch and time), which
 counts in window s only (WindowSpec.windows_of_row), so each window reads back as it was for any
-value; verifies that every window read back through the new table equals the old row (and no
-other window appears); and only then points the registry at the new table with the paned
+value, and with the time its row had left to live (its TTL, or none: the new table's default TTL,
+the old one's, would otherwise give every copied row a whole TTL from the copy on); verifies
+that every window read back through the new table equals the old row (and no other window
+appears); and only then points the registry at the new table with the paned
 windowing, in one lightweight transaction conditional on the old table and that epoch
 (registry.swap_windowing). The rows are written at the registry's `last_ts`, so every later batch
 wins over them. The old table is kept, untouched, as the way back, until the operator drops it
@@ -209,11 +211,13 @@ def _copy_and_verify(
     """Copy every window row of `source` as a pane row of `target`; the number copied, once every
     window of `target` (read through its panes) equals the row of `source`, both read again."""
     paned = window_table_for(target)
+    table = window_table_for(source)
     copied = 0
-    windows = _windows(session, source)
+    windows = table.fetch_lifetimes(session, table.segments(session))
     while chunk := list(islice(windows, _CHUNK)):
         lease.check()
-        paned.write_panes(session, [_pane(window) for window in chunk], concurrency, write_ts)
+        panes, ttls = [_pane(window) for window, _ in chunk], [ttl for _, ttl in chunk]
+        paned.write_panes(session, panes, concurrency, write_ts, ttls)
         copied += len(chunk)
     # Both read again, in the same order: a window written to the source once copied, a lost
     # write or a window the panes compose otherwise shows as the first pair that differs.

@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from itertools import chain, groupby
 from operator import attrgetter
+from typing import NamedTuple
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
@@ -45,6 +46,27 @@ def _pane(row) -> PaneEntry:
 
 def _pane_start(pane: PaneEntry) -> int:
     return pane.pane_ms
+
+
+class _LivingPane(NamedTuple):
+    """A pane row and the seconds it is to live (0: no TTL), as write_panes' batches take it."""
+
+    pane: PaneEntry
+    ttl_s: int
+
+    @property
+    def key(self) -> bytes:
+        return self.pane.key
+
+    @property
+    def value(self) -> bytes:
+        return self.pane.value
+
+    def start(self) -> int:
+        return _pane_start(self.pane)
+
+    def values(self) -> tuple:
+        return (*_pane_values(self.pane), self.ttl_s)
 
 
 def _pane_values(e: PaneEntry) -> tuple:
@@ -112,15 +134,31 @@ class PanedWindowTable(SegmentedTable):
 
     # -- pane rows: the stream's apply ------------------------------------------------------------
 
-    def write_panes(self, session, entries: list[PaneEntry], concurrency: int, write_ts: int | None) -> None:
+    def write_panes(
+        self,
+        session,
+        entries: list[PaneEntry],
+        concurrency: int,
+        write_ts: int | None,
+        ttls: list[int | None] | None = None,
+    ) -> None:
         """Upsert absolute pane rows in prepared UNLOGGED batches, each within one Cassandra
         partition (idempotent, so retries are safe; at `write_ts` microseconds, None: the
-        server's clock)."""
+        server's clock). `ttls`, one per entry (a copy's: statestore.store.migration), gives
+        each row the seconds it is to live (None: no TTL, whatever the table's default);
+        without them each row gets the table's default TTL, as every other write."""
         insert = (
             f"INSERT INTO {self.qualified} (partition, segment, key, pane_start, from_start, value, time, batch_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         )
-        self._write_by_partition(session, insert, entries, _pane_start, _pane_values, concurrency, write_ts)
+        if ttls is None:
+            self._write_by_partition(session, insert, entries, _pane_start, _pane_values, concurrency, write_ts)
+            return
+        # CQL's TTL 0 is "no TTL", the table's default TTL notwithstanding.
+        living = [_LivingPane(entry, ttl or 0) for entry, ttl in zip(entries, ttls, strict=True)]
+        self._write_by_partition(
+            session, f"{insert} USING TTL ?", living, _LivingPane.start, _LivingPane.values, concurrency, write_ts
+        )
 
     def read_panes(
         self, session, rows: list[tuple[bytes, int, int]], concurrency: int

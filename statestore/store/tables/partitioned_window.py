@@ -15,7 +15,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from statestore.conn.cassandra import prepare
 from statestore.core.model import EVERYTHING, KeyRange, StoreSpec, WindowedEntry
 from statestore.core.options import TableOptions
-from statestore.store.tables.base import range_condition, time_ms_of
+from statestore.store.tables.base import TTL_COLUMN, range_condition, time_ms_of
 from statestore.store.tables.base import unset_if_none as _time
 from statestore.store.tables.paging import merge_in_order, paged
 from statestore.store.tables.segmented import SegmentedTable
@@ -129,16 +129,45 @@ class PartitionedWindowTable(SegmentedTable):
         """Windows of keys in `key_range` starting in [start_from, start_to] (None: unbounded)
         among `segments`, by key then start (both descending with `reverse`). Every store
         partition of every segment is read concurrently and merged."""
-        condition, params = range_condition(key_range)
+        select = self._range_select(session, key_range, reverse, _COLUMNS)
+        rows = self._range_rows(session, select, segments, key_range, start_from, start_to, page_size)
+        return merge_in_order([map(_entry, stream) for stream in rows], key=_order, reverse=reverse)
+
+    def fetch_lifetimes(self, session, segments: list[int]) -> Iterator[tuple[WindowedEntry, int | None]]:
+        """Every window among `segments`, by key then start, with the seconds its row has left to
+        live (its TTL; None: it carries none): what a copy of the store into another table keeps
+        (statestore.store.migration), so that no row outlives, or dies before, what it would have."""
+        select = self._range_select(session, EVERYTHING, False, f"{_COLUMNS}, {TTL_COLUMN}")
+        rows = self._range_rows(session, select, segments, EVERYTHING, None, None, 5000)
+        streams = [((_entry(row), row.ttl) for row in stream) for stream in rows]
+        return merge_in_order(streams, key=lambda lived: _order(lived[0]))
+
+    def _range_select(self, session, key_range: KeyRange, reverse: bool, columns: str):
+        condition, _params = range_condition(key_range)
         order = " ORDER BY key DESC, window_start DESC" if reverse else ""
         select = prepare(
             session,
-            f"SELECT {_COLUMNS} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}{order}",
+            f"SELECT {columns} FROM {self.qualified} WHERE partition = ? AND segment = ?{condition}{order}",
         )
         select.is_idempotent = True
-        streams = [
+        return select
+
+    def _range_rows(
+        self,
+        session,
+        select,
+        segments: list[int],
+        key_range: KeyRange,
+        start_from: int | None,
+        start_to: int | None,
+        page_size: int,
+    ) -> list[Iterator]:
+        """The rows of `select` (_range_select) in each store partition of each segment, one
+        stream apiece, in the table's order."""
+        _condition, params = range_condition(key_range)
+        return [
             (
-                _entry(row)
+                row
                 for row in paged(session, select, (partition, segment, *params), page_size, self.profile)
                 # CQL cannot bound window_start after a range on key: bound it here.
                 if (start_from is None or row.window_start >= start_from)
@@ -147,7 +176,6 @@ class PartitionedWindowTable(SegmentedTable):
             for segment in segments
             for partition in range(self.spec.partitions)
         ]
-        return merge_in_order(streams, key=_order, reverse=reverse)
 
     def read_split(
         self, session, split: Split, start_from: int = 0, start_to: int = 2**63 - 1, page_size: int = 5000

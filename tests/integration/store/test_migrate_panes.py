@@ -9,6 +9,7 @@ the copied rows."""
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from dataclasses import replace
 
@@ -191,6 +192,45 @@ def test_aggregates_are_refused_before_any_write_and_put_stores_and_tumbling_one
         assert not table_exists(session, own_keyspace, f"{spec.table}_r1")
     assert migration.to_panes(session, own_keyspace, tumbling.name) is None
     assert open_window_store(session, own_keyspace, puts_only.name).put("a", 1, 0, stream_time_ms=None)
+
+
+def _lifetimes(session, keyspace, table, start_column) -> dict[tuple[bytes, int], int | None]:
+    """Each row's seconds left to live (None: no TTL), by key and window (or pane) start."""
+    rows = session.execute(f"SELECT key, {start_column} AS start, TTL(value) AS ttl FROM {keyspace}.{table}")
+    return {(row.key, row.start): row.ttl for row in rows}
+
+
+def test_each_copied_window_keeps_the_time_its_row_had_left_to_live(session, own_keyspace):
+    """A store whose table got a default TTL partway (the expire job's --table-ttl): its older
+    rows carry none, its newer ones what is left of theirs. The paned table is made with the old
+    table's options, default TTL included, yet each copied row lives as long as it would have in
+    the old table: no TTL stays none, and a TTL is not restarted by the copy."""
+    windowing = WINDOWINGS["hop20"]
+    spec = _hopping_store(session, own_keyspace, windowing)
+    _fill(session, own_keyspace, spec.name, windowing, seed=5)
+    session.execute(f"ALTER TABLE {spec.keyspace}.{spec.table} WITH default_time_to_live = 3600")
+    store = open_window_store(session, own_keyspace, spec.name)
+    for key in ("late1", "late2"):
+        assert store.put(key, 7, 40_000, stream_time_ms=None)
+    time.sleep(2.5)  # the TTLs run down: a copy that restarted them would show more
+    before = _lifetimes(session, own_keyspace, spec.table, "window_start")
+    assert {ttl is None for ttl in before.values()} == {True, False}
+    assert all(ttl is None or ttl <= 3598 for ttl in before.values())
+
+    migration.to_panes(session, own_keyspace, spec.name)
+    migrated = registry.lookup(session, own_keyspace, spec.name)
+    options = session.execute(
+        "SELECT default_time_to_live FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+        (migrated.keyspace, migrated.table),
+    ).one()
+    assert options.default_time_to_live == 3600  # the old table's options
+    after = _lifetimes(session, own_keyspace, migrated.table, "pane_start")
+    assert after.keys() == before.keys()
+    for window, ttl in before.items():
+        if ttl is None:
+            assert after[window] is None, window
+        else:
+            assert ttl - 60 <= after[window] <= ttl, window
 
 
 def test_a_conversion_that_failed_before_its_switch_is_run_again(session, own_keyspace, monkeypatch):
